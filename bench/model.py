@@ -1,0 +1,98 @@
+"""The transformer body shared by every variant (SPEC section 3)."""
+
+import math
+
+import torch
+import torch.nn.functional as F
+from torch import Tensor, nn
+
+import variants
+
+
+class FeedForward(nn.Module):
+    """ReLU MLP D -> F -> D with dropout on the ReLU activations."""
+
+    def __init__(self, d_model: int, d_ff: int, dropout: float) -> None:
+        super().__init__()
+        self.fc1, self.fc2 = nn.Linear(d_model, d_ff), nn.Linear(d_ff, d_model)
+        for fc in (self.fc1, self.fc2):
+            b = 1 / math.sqrt(fc.in_features)
+            nn.init.uniform_(fc.weight, -b, b)
+            nn.init.uniform_(fc.bias, -b, b)
+        self.drop = nn.Dropout(dropout)
+
+    def forward(self, x: Tensor) -> Tensor:
+        return self.fc2(self.drop(F.relu(self.fc1(x))))
+
+
+class Block(nn.Module):
+    """[attention, feed-forward], each with a residual and LayerNorm (post-norm by default)."""
+
+    def __init__(self, variant: str, d_model: int, n_heads: int, span: int, d_ff: int,
+                 dropout: float, norm: str, attn: dict) -> None:
+        super().__init__()
+        self.attn = variants.build(variant, d_model=d_model, n_heads=n_heads, span=span,
+                                   dropout=dropout, **attn)
+        self.ff = FeedForward(d_model, d_ff, dropout)
+        self.ln1, self.ln2 = nn.LayerNorm(d_model), nn.LayerNorm(d_model)
+        self.pre = norm == "pre"
+
+    def forward(self, h: Tensor, cache: Tensor | None) -> tuple[Tensor, Tensor]:
+        """h (B, M, D) -> (B, M, D), and this layer's attention input (B, M, D) for the cache."""
+        if self.pre:
+            a = self.ln1(h)
+            h = h + self.attn(a, cache)
+            return h + self.ff(self.ln2(h)), a
+        h2 = self.ln1(h + self.attn(h, cache))
+        return self.ln2(h2 + self.ff(h2)), h
+
+
+class TransformerLM(nn.Module):
+    """Character LM: embedding, L blocks, output softmax over the vocab.
+
+    forward(idx (B, M), cache) -> logits (B, M, V), new cache; the cache is a list of L tensors
+    (B, C_l, D) holding each layer's last `cache_size` attention inputs, detached.
+    """
+
+    def __init__(self, vocab_size: int, d_model: int, n_layers: int, n_heads: int, d_ff: int,
+                 span: int, variant: str = "fixed", dropout: float = 0.0, norm: str = "post",
+                 attn: dict | None = None) -> None:
+        super().__init__()
+        variants.check_name(variant)
+        if norm not in ("post", "pre"):
+            raise ValueError(f"norm={norm!r} is invalid: expected 'post' or 'pre'")
+        for key, v in (("vocab_size", vocab_size), ("n_layers", n_layers), ("d_ff", d_ff)):
+            if not (isinstance(v, int) and v > 0):
+                raise ValueError(f"{key}={v!r} is invalid: expected a positive int")
+        self.emb = nn.Embedding(vocab_size, d_model)
+        nn.init.normal_(self.emb.weight)
+        self.blocks = nn.ModuleList(
+            Block(variant, d_model, n_heads, span, d_ff, dropout, norm, attn or {})
+            for _ in range(n_layers)
+        )
+        self.ln_f = nn.LayerNorm(d_model) if norm == "pre" else nn.Identity()
+        self.head = nn.Linear(d_model, vocab_size)
+
+    def forward(self, idx: Tensor, cache: list[Tensor] | None = None
+                ) -> tuple[Tensor, list[Tensor]]:
+        h = self.emb(idx)
+        new_cache = []
+        for layer, block in enumerate(self.blocks):
+            c = None if cache is None else cache[layer]
+            h, a = block(h, c)
+            keep = block.attn.cache_size
+            mem = a if c is None else torch.cat([c, a], dim=1)
+            new_cache.append(mem[:, mem.size(1) - min(keep, mem.size(1)):].detach())
+        return self.head(self.ln_f(h)), new_cache
+
+    def span_loss(self) -> Tensor:
+        return sum(b.attn.span_loss() for b in self.blocks)
+
+    def spans(self) -> list[Tensor]:
+        """Per layer, (h,) effective span of each head."""
+        return [b.attn.spans() for b in self.blocks]
+
+    def clamp_(self) -> None:
+        """After each optimiser step: project spans back to [0, S] and re-trim the windows."""
+        for b in self.blocks:
+            b.attn.clamp_()

@@ -1,0 +1,222 @@
+"""Equivalences, causality, locality, trimming and the cache: what every number rests on."""
+
+import math
+
+import pytest
+import torch
+
+import variants
+from bench.flops import analytic_flops
+from bench.model import TransformerLM
+
+D, H, S = 32, 4, 24
+CROSS = [("adaptive", {"mixing": "both"}), ("dynamic", {"mixing": "gbma"}),
+         ("adaptive", {"mixing": "logits", "h": 6, "h_v": 6, "d_v": 8})]
+ALL = [(n, {}) for n in variants.names()] + CROSS
+
+
+def build(name, **cfg):
+    return variants.build(name, d_model=D, n_heads=H, span=S, **cfg)
+
+
+def copy_shared(dst, src):
+    """Copy src's parameters into dst where names match (the multi-head projections)."""
+    missing, _ = dst.load_state_dict(src.state_dict(), strict=False)
+    return missing
+
+
+def set_z(attn, z_prime):
+    with torch.no_grad():
+        attn.span_policy.z_prime.copy_(torch.as_tensor(z_prime).view(-1, 1, 1))
+    attn.clamp_()
+
+
+@pytest.mark.parametrize("name", ["talking-heads", "logits-only", "weights-only"])
+def test_identity_mixing_equals_multihead(name):
+    mh, th = build("fixed"), build(name)
+    missing = copy_shared(th, mh)
+    assert all(".P_" in k for k in missing), missing  # only the mixing matrices differ
+    x, c = torch.randn(2, 16, D), torch.randn(2, 30, D)
+    assert torch.allclose(th(x, c), mh(x, c), atol=1e-5)
+
+
+def fold_into_gbma(layer):
+    """GBMA weights equal to a multi-head / talking-heads layer (SPEC section 5)."""
+    m = layer.mixing
+    Pq = m.W_q.view(D, m.h_k, m.d_k) / math.sqrt(m.d_k)
+    Pk = m.W_k.view(D, m.h_k, m.d_k)
+    Pv = m.W_v.view(D, m.h_v, m.d_v)
+    Po = m.W_o.view(m.h_v, m.d_v, D)
+    Pl = m.P_l.P if m.P_l is not None else torch.eye(m.h_k)
+    Pw = m.P_w.P if m.P_w is not None else torch.eye(m.h_v)
+    g = build("gbma", h=Pl.shape[1])
+    with torch.no_grad():
+        g.mixing.P.copy_(torch.einsum("akd,bkd,kh->abh", Pq, Pk, Pl))
+        g.mixing.P_pos.copy_(torch.einsum("akd,kh->adh", Pq, Pl))
+        g.mixing.Q.copy_(torch.einsum("bvd,vdc,hv->bch", Pv, Po, Pw))
+        g.mixing.key_pe.copy_(m.key_pe)
+    return g
+
+
+@pytest.mark.parametrize("name", ["fixed", "talking-heads"])
+def test_gbma_folded_equals_layer(name):
+    layer = build(name, mix_noise=0.3)  # noise: a non-identity P_l, P_w
+    g = fold_into_gbma(layer)
+    x, c = torch.randn(2, 16, D), torch.randn(2, 30, D)
+    assert torch.allclose(g(x, c), layer(x, c), atol=1e-5)
+    assert torch.allclose(g(x), layer(x), atol=1e-5)
+
+
+def test_adaptive_full_span_equals_fixed():
+    fixed, ad = build("fixed"), build("adaptive", ramp=1e-3)
+    copy_shared(ad, fixed)
+    set_z(ad, torch.ones(H))
+    x, c = torch.randn(2, 16, D), torch.randn(2, 30, D)
+    assert ad.span_policy.window == S
+    assert torch.allclose(ad(x, c), fixed(x, c), atol=1e-5)
+
+
+def test_dynamic_saturated_equals_fixed():
+    fixed, dyn = build("fixed"), build("dynamic", gate_bias=50.0)
+    copy_shared(dyn, fixed)
+    x, c = torch.randn(2, 16, D), torch.randn(2, 30, D)
+    assert torch.allclose(dyn(x, c), fixed(x, c), atol=1e-5)
+
+
+@pytest.mark.parametrize("name,cfg", ALL, ids=lambda v: str(v))
+def test_causal(name, cfg):
+    layer = build(name, **cfg)
+    if name == "adaptive":
+        set_z(layer, torch.rand(layer.span_policy.n_heads))
+    x, c = torch.randn(2, 20, D), torch.randn(2, 30, D)
+    x2 = x.clone()
+    x2[:, 11:] = torch.randn(2, 9, D)
+    for cache in (None, c):
+        assert torch.allclose(layer(x, cache)[:, :11], layer(x2, cache)[:, :11], atol=1e-6)
+
+
+def test_attends_to_itself():
+    """Chosen convention: query t sees t-S+1..t, itself included. With S = 1 the output is
+    exactly the value of x_t projected by W_o."""
+    layer = variants.build("fixed", d_model=D, n_heads=H, span=1)
+    x = torch.randn(2, 10, D)
+    m = layer.mixing
+    assert torch.allclose(layer(x), x @ m.W_v @ m.W_o, atol=1e-6)
+
+
+def input_grad(layer, x, t):
+    x = x.clone().requires_grad_(True)
+    layer(x)[:, t].sum().backward()
+    return x.grad.abs().sum(dim=(0, 2))  # (M,) gradient mass per input position
+
+
+def test_fixed_span_locality():
+    layer = build("fixed")
+    g = input_grad(layer, torch.randn(2, 60, D), t=50)
+    assert (g[: 50 - S + 1] == 0).all() and (g[50 - S + 1 : 51] > 0).all()
+    assert (g[51:] == 0).all()
+
+
+def test_adaptive_span_locality():
+    layer = variants.build("adaptive", d_model=D, n_heads=H, span=64, ramp=4.0)
+    set_z(layer, torch.tensor([0.1, 0.2, 0.05, 0.15]))  # z = 6.4 .. 12.8, z + R <= 16.8
+    g = input_grad(layer, torch.randn(2, 80, D), t=70)
+    reach = math.ceil(64 * 0.2 + 4.0)  # widest head: mask is zero from distance z + R on
+    assert (g[: 70 - reach + 1] == 0).all() and (g[70 - reach + 1 : 71] > 0).all()
+
+
+@pytest.mark.parametrize("name,cfg", [("adaptive", {}), ("dynamic", {"gate_bias": -3.5}),
+                                      ("adaptive", {"mixing": "both", "mix_noise": 0.2})])
+def test_trimmed_equals_untrimmed(name, cfg):
+    span = 256
+    kw = dict(d_model=D, n_heads=H, span=span, ramp=8.0, **cfg)
+    trimmed, full = variants.build(name, **kw), variants.build(name, trim=False, **kw)
+    full.load_state_dict(trimmed.state_dict())
+    if name == "adaptive":
+        for layer in (trimmed, full):
+            set_z(layer, torch.tensor([0.05, 0.1, 0.02, 0.08]))
+    x, c = torch.randn(2, 32, D), torch.randn(2, 300, D)
+    outs = []
+    for layer in (trimmed, full):
+        x_ = x.clone().requires_grad_(True)
+        y = layer(x_, c)
+        y.square().sum().backward()
+        outs.append((y, x_.grad, [p.grad for p in layer.parameters()]))
+    assert trimmed.span_policy.window < span // 2 and full.span_policy.window == span
+    assert trimmed.cache_size < full.cache_size or name == "dynamic"
+    (y1, gx1, gp1), (y2, gx2, gp2) = outs
+    assert torch.allclose(y1, y2, atol=1e-5) and torch.allclose(gx1, gx2, atol=1e-5)
+    for a, b in zip(gp1, gp2, strict=True):
+        assert torch.allclose(a, b, atol=1e-4)
+
+
+@pytest.mark.parametrize("name", ["fixed", "adaptive", "dynamic", "talking-heads", "gbma"])
+def test_cache_blocks_equal_one_pass(name):
+    model = TransformerLM(50, D, 3, H, 64, span=S, variant=name, attn={"ramp": 4.0})
+    if name == "adaptive":
+        for b in model.blocks:
+            set_z(b.attn, torch.rand(H))
+    model.eval()
+    idx = torch.randint(0, 50, (2, 96))
+    one, _ = model(idx)
+    cache, outs = None, []
+    for blk in idx.split(16, dim=1):
+        y, cache = model(blk, cache)
+        outs.append(y)
+    assert torch.allclose(torch.cat(outs, 1), one, atol=1e-4)
+
+
+def test_z_clamped_and_span_loss():
+    layer = build("adaptive", span_loss=0.5)
+    opt = torch.optim.SGD(layer.parameters(), lr=10.0)
+    for sign in (-1.0, 1.0):
+        for _ in range(3):
+            opt.zero_grad()
+            (sign * layer.span_policy.z_prime.sum() * 100).backward()
+            opt.step()
+            layer.clamp_()
+            z = layer.span_policy.z_prime
+            assert (z >= 0).all() and (z <= 1).all()
+    set_z(layer, torch.tensor([0.0, 0.25, 0.5, 1.0]))
+    z = S * torch.tensor([0.0, 0.25, 0.5, 1.0])
+    assert torch.isclose(layer.span_loss(), 0.5 / H * z.sum())
+    assert torch.allclose(layer.spans(), (z + 32).clamp(max=S))
+
+
+def n_params(m):
+    return sum(p.numel() for p in m.parameters())
+
+
+def test_parameter_counts():
+    g = build("gbma")
+    assert g.mixing.P.numel() + g.mixing.Q.numel() == 2 * D * D * H
+    assert n_params(g) == 2 * D * D * H + D * (D // H) * H + S * (D // H)  # + positions
+    hk, h, hv = 2, 6, 3
+    th = variants.build("talking-heads", d_model=D, n_heads=hk, span=S, h=h, h_v=hv, d_k=8, d_v=8)
+    mh = variants.build("fixed", d_model=D, n_heads=hk, span=S, d_k=8)
+    base = n_params(mh) - mh.mixing.W_v.numel() - mh.mixing.W_o.numel() + 2 * D * hv * 8
+    assert n_params(th) - base == hk * h + h * hv
+
+
+def test_paper_small_model_flops():
+    model = TransformerLM(256, 512, 12, 8, 2048, span=8192, variant="adaptive")
+    for b in model.blocks:
+        set_z(b.attn, torch.full((8,), (314 - 32) / 8192))  # mean z + R = 314
+    flops = analytic_flops(model, "mean")
+    assert abs(flops - 42e6) / 42e6 < 0.05, flops
+    assert analytic_flops(model, "full") > 4 * flops  # the span limit would cost far more
+
+
+@pytest.mark.parametrize("kwargs,key", [
+    (dict(name="nope"), "variant"), (dict(mixing="talk"), "mixing"),
+    (dict(span_policy="wide"), "span_policy"), (dict(n_heads=5), "n_heads"),
+    (dict(span=0), "span"), (dict(ramp=0.0), "ramp"), (dict(dropout=1.0), "dropout"),
+    (dict(dropout=-0.1), "dropout"),
+])
+def test_bad_input(kwargs, key):
+    name = kwargs.pop("name", "adaptive")
+    cfg = dict(d_model=D, n_heads=H, span=S) | kwargs
+    with pytest.raises(ValueError, match=key) as err:
+        variants.build(name, **cfg)
+    if key == "variant":
+        assert all(n in str(err.value) for n in variants.names())

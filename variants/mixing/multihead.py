@@ -1,0 +1,51 @@
+"""Multi-head attention projections, optionally with talking-heads P_l and P_w (SPEC section 5)."""
+
+import math
+
+import torch
+from torch import Tensor, nn
+
+from ..band import band, unband
+from .talking import HeadMix
+
+
+def _uniform(*shape: int, bound: float) -> nn.Parameter:
+    return nn.Parameter(torch.empty(*shape).uniform_(-bound, bound))
+
+
+class MultiHead(nn.Module):
+    """Q, K (h_k heads of d_k), V (h_v heads of d_v), O; P_l: h_k -> h, P_w: h -> h_v.
+
+    Relative positions (Shaw et al.): s_tr = q_t . (k_r + p_{t-r}) / sqrt(d_k), with one table
+    `key_pe` (S, d_k) shared by all heads of the layer, N(0, 1) as in the paper.
+    """
+
+    def __init__(self, d_model: int, span: int, h_k: int, h: int, h_v: int, d_k: int, d_v: int,
+                 mix_logits: bool, mix_weights: bool, mix_noise: float = 0.0) -> None:
+        super().__init__()
+        self.h_k, self.h_v, self.d_k, self.d_v = h_k, h_v, d_k, d_v
+        b = 1 / math.sqrt(d_model)
+        self.W_q = _uniform(d_model, h_k * d_k, bound=b)
+        self.W_k = _uniform(d_model, h_k * d_k, bound=b)
+        self.W_v = _uniform(d_model, h_v * d_v, bound=b)
+        self.W_o = _uniform(h_v * d_v, d_model, bound=b)
+        self.key_pe = nn.Parameter(torch.randn(span, d_k))
+        self.P_l = HeadMix(h_k, h, mix_noise) if mix_logits else None
+        self.P_w = HeadMix(h, h_v, mix_noise) if mix_weights else None
+
+    def logits(self, x: Tensor, mem: Tensor, window: int) -> Tensor:
+        """x (B, M, D), mem (B, W-1+M, D) -> pre-softmax logits (B, h, M, W), before any mask."""
+        B, M, _ = x.shape
+        q = (x @ self.W_q).view(B, M, self.h_k, self.d_k).transpose(1, 2)
+        k = (mem @ self.W_k).view(B, -1, self.h_k, self.d_k).transpose(1, 2)
+        J = band(q @ k.transpose(-1, -2), window) + q @ self.key_pe[:window].flip(0).T
+        J = J / math.sqrt(self.d_k)
+        return J if self.P_l is None else self.P_l(J)
+
+    def output(self, w: Tensor, mem: Tensor) -> Tensor:
+        """Attention weights w (B, h, M, W) over mem (B, K, D) -> (B, M, D)."""
+        B, _, M, _ = w.shape
+        U = w if self.P_w is None else self.P_w(w)
+        v = (mem @ self.W_v).view(B, -1, self.h_v, self.d_v).transpose(1, 2)
+        o = unband(U, mem.size(1)) @ v  # (B, h_v, M, d_v)
+        return o.transpose(1, 2).reshape(B, M, -1) @ self.W_o

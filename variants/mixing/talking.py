@@ -1,0 +1,22 @@
+"""Talking-heads projection (Shazeer et al. 2020): a learned linear map across the heads dim."""
+
+import torch
+from torch import Tensor, nn
+
+
+class HeadMix(nn.Module):
+    """P[h_in, h_out] applied to (B, h_in, M, W) logits (P_l) or weights (P_w) -> (B, h_out, M, W).
+
+    Initialised to the identity (rectangular when h_in != h_out), plus optional small noise:
+    a fresh talking-heads layer then computes exactly multi-head attention, so it starts from the
+    baseline it is compared with and keeps the logits' scale (a random mix would change the
+    softmax temperature). The map replaces the logits rather than adding to them: a residual
+    logits + mix(logits) would double the logits at this initialisation.
+    """
+
+    def __init__(self, h_in: int, h_out: int, noise: float = 0.0) -> None:
+        super().__init__()
+        self.P = nn.Parameter(torch.eye(h_in, h_out) + noise * torch.randn(h_in, h_out))
+
+    def forward(self, a: Tensor) -> Tensor:
+        return torch.einsum("bkmw,kh->bhmw", a, self.P)

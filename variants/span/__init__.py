@@ -1,0 +1,10 @@
+"""Span policies: fixed, adaptive, dynamic."""
+
+from .adaptive import AdaptiveSpan
+from .base import SpanPolicy
+from .dynamic import DynamicSpan
+from .fixed import FixedSpan
+
+POLICIES = ("fixed", "adaptive", "dynamic")
+
+__all__ = ["POLICIES", "AdaptiveSpan", "DynamicSpan", "FixedSpan", "SpanPolicy"]

@@ -1,0 +1,52 @@
+"""Adaptive span (Sukhbaatar et al. 2019, section 3.2): one learned span z_i per head."""
+
+import torch
+from torch import Tensor, nn
+
+from .base import SpanPolicy, soft_mask, trimmed_window
+
+
+class AdaptiveSpan(SpanPolicy):
+    """z_i = S * z'_i with z'_i in [0, 1], initialised 0; mask m_z(x) with ramp R.
+
+    The layer only computes the distances its widest head can use (max z + R, rounded up to
+    `trim_step`), so FLOPs and the cache shrink with the learned spans. The window is a
+    Python int recomputed in `clamp_()`, once per optimiser step, never read with `.item()`
+    inside a forward.
+    """
+
+    def __init__(self, n_heads: int, span: int, ramp: float, span_loss: float,
+                 trim: bool = True, trim_step: int = 64, z_init: float = 0.0) -> None:
+        super().__init__(n_heads, span)
+        self.ramp, self.lam, self.trim, self.trim_step = ramp, span_loss, trim, trim_step
+        self.z_prime = nn.Parameter(torch.full((n_heads, 1, 1), float(z_init)))
+        self.clamp_()
+
+    @property
+    def z(self) -> Tensor:
+        return self.S * self.z_prime
+
+    @property
+    def window(self) -> int:
+        return self._window
+
+    def mask(self, dist: Tensor) -> Tensor:
+        return soft_mask(self.z, dist, self.ramp)  # (h, 1, W)
+
+    def loss(self) -> Tensor:
+        """lambda / H * sum_i z_i (paper eq. 5, per layer)."""
+        return self.lam * self.z.mean()
+
+    def spans(self) -> Tensor:
+        return (self.z.detach().flatten() + self.ramp).clamp(max=self.S)
+
+    @torch.no_grad()
+    def clamp_(self) -> None:
+        self.z_prime.clamp_(0, 1)
+        max_z = self.S * self.z_prime.max().item()
+        trimmed = trimmed_window(max_z, self.ramp, self.S, self.trim_step)
+        self._window = trimmed if self.trim else self.S
+
+    def _load_from_state_dict(self, *args, **kwargs) -> None:
+        super()._load_from_state_dict(*args, **kwargs)
+        self.clamp_()

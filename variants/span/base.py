@@ -1,0 +1,55 @@
+"""The span-policy interface: which distances each softmax head may attend over, and how much."""
+
+import math
+
+import torch
+from torch import Tensor, nn
+
+
+class SpanPolicy(nn.Module):
+    """Per-head span over distances x = 0..S-1 (x = 0 is the query itself).
+
+    `window` is how many distances the layer computes (trimmed to what the heads can use);
+    `mask(dist)` is the soft mask m(x), broadcastable to (B, h, M, W), or None for a hard window.
+    """
+
+    def __init__(self, n_heads: int, span: int) -> None:
+        super().__init__()
+        self.n_heads, self.S = n_heads, span
+
+    @property
+    def window(self) -> int:
+        return self.S
+
+    @property
+    def cache_size(self) -> int:
+        """Hidden states of the previous block this layer's next forward can need."""
+        return self.window - 1
+
+    def prepare(self, x: Tensor) -> int:
+        """Called at the start of a forward on x (B, M, D); returns the window W to compute."""
+        return self.window
+
+    def mask(self, dist: Tensor) -> Tensor | None:
+        return None
+
+    def loss(self) -> Tensor:
+        return torch.zeros(())
+
+    def spans(self) -> Tensor:
+        """(h,) effective span of each head, z + R capped at S."""
+        return torch.full((self.n_heads,), float(self.S))
+
+    def clamp_(self) -> None:
+        """Project parameters back to their domain; the trainer calls it after every step."""
+
+
+def soft_mask(z: Tensor, dist: Tensor, ramp: float) -> Tensor:
+    """m_z(x) = clamp((R + z - x) / R, 0, 1): 1 up to distance z, linear ramp to 0 at z + R."""
+    return ((ramp + z - dist) / ramp).clamp(0, 1)
+
+
+def trimmed_window(max_z: float, ramp: float, span: int, step: int) -> int:
+    """Distances a layer must compute: ceil(max z + R) rounded up to a multiple of `step`, <= S."""
+    need = math.ceil(max_z + ramp)
+    return min(span, step * math.ceil(need / step))

@@ -1,0 +1,51 @@
+"""Dynamic span (Sukhbaatar et al. 2019, section 3.3): the span is a function of the input."""
+
+import torch
+from torch import Tensor, nn
+
+from .base import SpanPolicy, soft_mask, trimmed_window
+
+
+class DynamicSpan(SpanPolicy):
+    """z_t = S * sigmoid(v . x_t + b) per head and query position, b initialised to -4.
+
+    The next block's spans are unknown, so the cache keeps S - 1 states; each forward trims
+    its own window to max_t z_t + R, which needs one host read of that max per forward.
+    """
+
+    def __init__(self, d_model: int, n_heads: int, span: int, ramp: float, span_loss: float,
+                 trim: bool = True, trim_step: int = 64, gate_bias: float = -4.0) -> None:
+        super().__init__(n_heads, span)
+        self.ramp, self.lam, self.trim, self.trim_step = ramp, span_loss, trim, trim_step
+        self.gate = nn.Linear(d_model, n_heads)
+        nn.init.constant_(self.gate.bias, gate_bias)
+        self.z_t: Tensor | None = None
+        self._window = span
+
+    @property
+    def window(self) -> int:
+        """The window of the last forward."""
+        return self._window
+
+    @property
+    def cache_size(self) -> int:
+        return self.S - 1
+
+    def prepare(self, x: Tensor) -> int:
+        self.z_t = self.S * torch.sigmoid(self.gate(x)).transpose(1, 2).unsqueeze(-1)  # (B,h,M,1)
+        if self.trim:
+            self._window = trimmed_window(self.z_t.max().item(), self.ramp, self.S, self.trim_step)
+        return self._window
+
+    def mask(self, dist: Tensor) -> Tensor:
+        return soft_mask(self.z_t, dist, self.ramp)  # (B, h, M, W)
+
+    def loss(self) -> Tensor:
+        """lambda * mean over heads and positions of z_t."""
+        return self.lam * self.z_t.mean() if self.z_t is not None else torch.zeros(())
+
+    def spans(self) -> Tensor:
+        """(h,) mean effective span z_t + R over the last forward's positions."""
+        if self.z_t is None:
+            return torch.full((self.n_heads,), float("nan"))
+        return (self.z_t.detach() + self.ramp).clamp(max=self.S).mean(dim=(0, 2, 3))

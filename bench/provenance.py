@@ -1,0 +1,50 @@
+"""What a run records about where it came from: git commit, package versions, machine."""
+
+import platform
+import subprocess
+from importlib import metadata
+from pathlib import Path
+
+import torch
+
+ROOT = Path(__file__).resolve().parents[1]
+PACKAGES = ("torch", "numpy", "ray", "mlflow", "fvcore", "pandas", "pydantic", "attnbench")
+
+
+def _git(*args: str) -> str:
+    return subprocess.run(["git", *args], cwd=ROOT, capture_output=True, text=True,
+                          check=True).stdout.strip()
+
+
+def git_commit() -> str:
+    """HEAD commit, with '-dirty' when tracked files differ; 'unknown' outside a checkout."""
+    try:
+        dirty = _git("status", "--porcelain", "-uno")
+        return _git("rev-parse", "HEAD") + ("-dirty" if dirty else "")
+    except (OSError, subprocess.CalledProcessError):
+        return "unknown"
+
+
+def versions() -> dict[str, str]:
+    out = {}
+    for name in PACKAGES:
+        try:
+            out[name] = metadata.version(name)
+        except metadata.PackageNotFoundError:
+            out[name] = "absent"
+    return out
+
+
+def device(name: str = "auto") -> torch.device:
+    """'auto' -> CUDA when present, else CPU."""
+    if name == "auto":
+        name = "cuda" if torch.cuda.is_available() else "cpu"
+    if name == "cuda" and not torch.cuda.is_available():
+        raise ValueError("train.device='cuda' but no CUDA device is available")
+    return torch.device(name)
+
+
+def record() -> dict:
+    return {"git_commit": git_commit(), "versions": versions(), "python": platform.python_version(),
+            "machine": platform.machine(), "cuda": torch.cuda.get_device_name() if
+            torch.cuda.is_available() else None, "torch_threads": torch.get_num_threads()}

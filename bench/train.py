@@ -1,0 +1,295 @@
+"""Train and evaluate one character-level LM: consecutive blocks with the cache, bpc on dev/test.
+
+python -m bench.train --variant adaptive --data enwik8 --preset tiny --set train.steps=500
+"""
+
+import argparse
+import json
+import math
+import os
+import resource
+import sys
+import time
+from collections.abc import Callable
+from pathlib import Path
+
+import numpy as np
+import torch
+import torch.nn.functional as F
+from tqdm import tqdm
+
+from . import data, provenance
+from .config import PRESETS, Config, ConfigError, TrainConfig, parse_sets, resolve, set_dotted
+from .flops import analytic_flops
+from .model import TransformerLM
+
+LN2 = math.log(2)
+Report = Callable[[dict, Path | None], None]
+
+
+class Diverged(RuntimeError):
+    """The training loss became NaN or infinite."""
+
+
+def build_model(cfg: Config, vocab_size: int) -> TransformerLM:
+    m = cfg.model
+    return TransformerLM(vocab_size, m.d_model, m.n_layers, m.n_heads, m.d_ff, m.span,
+                         m.variant, m.dropout, m.norm, m.attn)
+
+
+def load_corpus(cfg: Config) -> data.Corpus:
+    d, t = cfg.data, cfg.train
+    corpus = data.load(d.name, path=d.path, fractions=d.fractions, data_dir=d.data_dir,
+                       download=d.download, **d.synthetic)
+    need = t.batch_size * (t.block + 1)
+    if len(corpus.train) < need:
+        raise data.DataError(f"train.block={t.block} x train.batch_size={t.batch_size} needs "
+                             f"{need} training tokens; the {d.name} train split has "
+                             f"{len(corpus.train)}")
+    for split in ("dev", "test"):
+        if len(getattr(corpus, split)) <= t.block:
+            raise data.DataError(f"train.block={t.block} is longer than the {d.name} {split} "
+                                 f"split ({len(getattr(corpus, split))} tokens)")
+    return corpus
+
+
+@torch.no_grad()
+def evaluate(model: TransformerLM, split: np.ndarray, batch_size: int, block: int,
+             device: torch.device, max_tokens: int | None = None) -> float:
+    """bpc over a split (or its first max_tokens), every character once, with the cache."""
+    was_training = model.training
+    model.eval()
+    split = split if max_tokens is None else split[: max_tokens + 1]
+    total, count, cache = torch.zeros((), device=device, dtype=torch.float64), 0, None
+    for x, y in data.eval_batches(split, batch_size, block, device=device):
+        logits, cache = model(x, cache)
+        total += F.cross_entropy(logits.flatten(0, 1).float(), y.flatten(), ignore_index=-100,
+                                 reduction="sum")
+        count += int((y != -100).sum())
+    model.train(was_training)
+    return total.item() / count / LN2
+
+
+def make_optimizer(model: torch.nn.Module, t: TrainConfig) -> torch.optim.Optimizer:
+    """One param group per tensor, so each tensor's step can be scaled on its own (clipping)."""
+    groups = [{"params": [p]} for p in model.parameters()]
+    if t.optimizer == "adagrad":
+        return torch.optim.Adagrad(groups, lr=t.lr)
+    return torch.optim.AdamW(groups, lr=t.lr, weight_decay=t.weight_decay)
+
+
+def set_lr(opt: torch.optim.Optimizer, t: TrainConfig, step: int) -> float:
+    """Linear warm-up from 0 to lr, then clipping; returns the un-clipped learning rate.
+
+    clip_mode "param" is the paper's per-module clipping as the adaptive-span reference implements
+    it: a tensor whose gradient norm exceeds `clip` has its step scaled by clip / norm (for
+    Adagrad this is not gradient clipping, whose scale the accumulator would undo).
+    "global" clips the gradient's total norm with torch's clip_grad_norm_.
+    """
+    lr = t.lr * min(1.0, (step + 1) / max(1, t.warmup))
+    params = [g["params"][0] for g in opt.param_groups]
+    scale = [1.0] * len(params)
+    if t.clip > 0 and t.clip_mode == "param":
+        norms = torch.stack([torch.linalg.vector_norm(p.grad) for p in params]).tolist()
+        scale = [min(1.0, t.clip / (n + 1e-10)) for n in norms]
+    elif t.clip > 0:
+        torch.nn.utils.clip_grad_norm_(params, t.clip)
+    for g, s in zip(opt.param_groups, scale, strict=True):
+        g["lr"] = lr * s
+    return lr
+
+
+def peak_memory_mb(device: torch.device) -> float:
+    if device.type == "cuda":
+        return torch.cuda.max_memory_allocated(device) / 2**20
+    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024  # process peak RSS
+
+
+def span_stats(model: TransformerLM) -> dict:
+    heads = [s.tolist() for s in model.spans()]
+    return {"mean_span": float(np.mean([v for layer in heads for v in layer])),
+            "layer_max_span": [b.attn.span_policy.window for b in model.blocks],
+            "head_spans": heads}
+
+
+def save_atomic(obj: dict, path: Path) -> None:
+    tmp = path.with_suffix(".tmp")
+    torch.save(obj, tmp)
+    os.replace(tmp, path)
+
+
+def rng_state(device: torch.device) -> dict:
+    state = {"cpu": torch.get_rng_state()}
+    if device.type == "cuda":
+        state["cuda"] = torch.cuda.get_rng_state(device)
+    return state
+
+
+def set_rng_state(state: dict, device: torch.device) -> None:
+    torch.set_rng_state(state["cpu"])
+    if "cuda" in state and device.type == "cuda":
+        torch.cuda.set_rng_state(state["cuda"], device)
+
+
+def maybe_compile(model: TransformerLM, enabled: bool) -> Callable:
+    if not enabled:
+        return model
+    try:
+        return torch.compile(model, dynamic=True)
+    except Exception as err:  # noqa: BLE001  (any backend failure falls back to eager)
+        print(f"torch.compile unavailable ({type(err).__name__}: {err}); running eagerly",
+              file=sys.stderr)
+        return model
+
+
+def train(cfg: Config, out_dir: Path, *, report: Report | None = None, progress: bool = True,
+          resume: bool = True) -> dict:
+    """Train `cfg` in out_dir (config.json, checkpoint.pt, best.pt, result.json); return results.
+
+    `report(metrics, checkpoint_path | None)` is called after every evaluation. An existing
+    checkpoint.pt is resumed exactly: model, optimiser, schedule, RNG, data position, cache.
+    """
+    t = cfg.train
+    device = provenance.device(t.device)
+    corpus = load_corpus(cfg)
+    out_dir.mkdir(parents=True, exist_ok=True)
+    info = {"config": cfg.model_dump(mode="json"), "seed": t.seed, "dataset": corpus.meta,
+            **provenance.record()}
+    (out_dir / "config.json").write_text(json.dumps(info, indent=2))
+
+    torch.manual_seed(t.seed)
+    model = build_model(cfg, corpus.vocab_size).to(device)
+    step_fn = maybe_compile(model, t.compile)
+    opt = make_optimizer(model, t)
+    amp = torch.autocast("cuda", dtype=torch.bfloat16, enabled=t.amp and device.type == "cuda")
+    eval_bs = t.eval_batch_size or t.batch_size
+
+    state = {"step": 0, "pos": 0, "tokens": 0, "train_time": 0.0, "best_dev": math.inf,
+             "bad_evals": 0, "losses": [], "history": []}
+    cache = None
+    ckpt = out_dir / "checkpoint.pt"
+    if resume and ckpt.exists():
+        saved = torch.load(ckpt, map_location=device, weights_only=True)
+        model.load_state_dict(saved["model"])
+        opt.load_state_dict(saved["opt"])
+        state, cache = saved["state"], saved["cache"]
+        set_rng_state(saved["rng"], device)
+
+    def checkpoint() -> Path:
+        save_atomic({"model": model.state_dict(), "opt": opt.state_dict(),
+                     "state": state, "cache": cache,
+                     "rng": rng_state(device)}, ckpt)
+        return ckpt
+
+    batches = data.train_batches(corpus.train, t.batch_size, t.block, start=state["pos"],
+                                 device=device)
+    bar = tqdm(total=t.steps, initial=state["step"], disable=not progress, dynamic_ncols=True,
+               desc=f"{cfg.model.variant}")
+    stopped_early = False
+    while state["step"] < t.steps and not stopped_early:
+        tic = time.perf_counter()
+        pos, x, y = next(batches)
+        if pos == 0:
+            cache = None  # start of the streams: no preceding text
+        with amp:
+            logits, cache = step_fn(x, cache)
+            loss = F.cross_entropy(logits.flatten(0, 1).float(), y.flatten())
+        opt.zero_grad(set_to_none=True)
+        (loss + model.span_loss()).backward()
+        lr = set_lr(opt, t, state["step"])
+        opt.step()
+        model.clamp_()
+        loss_v = loss.item()
+        if not math.isfinite(loss_v):
+            raise Diverged(f"training loss is {loss_v} at step {state['step'] + 1}")
+        state["train_time"] += time.perf_counter() - tic
+        state["step"] += 1
+        state["pos"] = pos + t.block
+        state["tokens"] += x.numel()
+        state["losses"].append(loss_v)
+        tok_s = state["tokens"] / state["train_time"]
+        bar.update(1)
+        bar.set_postfix(bpc=f"{loss_v / LN2:.3f}", tok_s=f"{tok_s:,.0f}")
+
+        last = state["step"] == t.steps
+        if state["step"] % t.eval_every == 0 or last:
+            dev_bpc = evaluate(model, corpus.dev, eval_bs, t.block, device, t.eval_tokens)
+            improved = dev_bpc < state["best_dev"]
+            if improved:
+                state["best_dev"], state["bad_evals"] = dev_bpc, 0
+                save_atomic({"model": model.state_dict()}, out_dir / "best.pt")
+            else:
+                state["bad_evals"] += 1
+            stopped_early = t.patience is not None and state["bad_evals"] >= t.patience
+            metrics = {"step": state["step"], "tokens": state["tokens"],
+                       "train_bpc": float(np.mean(state["losses"][-t.eval_every:])) / LN2,
+                       "dev_bpc": dev_bpc, "lr": lr, "tokens_per_s": tok_s,
+                       "train_time_s": state["train_time"], "peak_mem_mb": peak_memory_mb(device),
+                       "mean_span": span_stats(model)["mean_span"]}
+            state["history"].append(metrics)
+            bar.write(f"step {state['step']}: dev bpc {dev_bpc:.4f}")
+            path = checkpoint()
+            if report:
+                report(metrics, path)
+        elif state["step"] % t.checkpoint_every == 0:
+            checkpoint()
+    bar.close()
+
+    best = torch.load(out_dir / "best.pt", map_location=device, weights_only=True)
+    model.load_state_dict(best["model"])
+    result = {
+        "dev_bpc": evaluate(model, corpus.dev, eval_bs, t.block, device),
+        "test_bpc": evaluate(model, corpus.test, eval_bs, t.block, device),
+        "steps": state["step"], "tokens": state["tokens"], "stopped_early": stopped_early,
+        "tokens_per_s": state["tokens"] / max(state["train_time"], 1e-9),
+        "peak_mem_mb": peak_memory_mb(device),
+        "params": sum(p.numel() for p in model.parameters()),
+        "params_non_embedding": sum(p.numel() for n, p in model.named_parameters()
+                                    if not n.startswith(("emb.", "head."))),
+        **{f"flops_{w}": analytic_flops(model, w) for w in ("full", "mean", "max")},
+        **span_stats(model),
+        "floor_bpc": corpus.meta.get("floor_bpc"), "prefix": corpus.meta.get("prefix", False),
+        "history": state["history"],
+    }
+    (out_dir / "result.json").write_text(json.dumps(result, indent=2))
+    return result
+
+
+def main(argv: list[str] | None = None) -> int:
+    p = argparse.ArgumentParser(prog="python -m bench.train", description=__doc__.split("\n")[0])
+    p.add_argument("--variant", help="registered variant name (model.variant)")
+    p.add_argument("--data", help="dataset: synthetic, enwik8, text8, file (data.name)")
+    p.add_argument("--preset", default="tiny", choices=sorted(PRESETS))
+    p.add_argument("--set", dest="sets", action="append", default=[], metavar="KEY=VALUE",
+                   help="override one config key, e.g. train.steps=500 (repeatable)")
+    p.add_argument("--out", type=Path, help="run directory (default results/runs/<variant>-<time>)")
+    p.add_argument("--fresh", action="store_true", help="ignore an existing checkpoint")
+    p.add_argument("--no-progress", action="store_true")
+    args = p.parse_args(argv)
+    try:
+        tree = parse_sets(args.sets)
+        if args.variant:
+            set_dotted(tree, "model.variant", args.variant)
+        if args.data:
+            set_dotted(tree, "data.name", args.data)
+        cfg = resolve(tree, args.preset)
+        out = args.out or provenance.ROOT / "results" / "runs" / (
+            f"{cfg.model.variant}-{time.strftime('%Y%m%d-%H%M%S')}")
+        r = train(cfg, out, progress=not args.no_progress, resume=not args.fresh)
+    except (ConfigError, data.DataError) as err:
+        print(f"error: {err}", file=sys.stderr)
+        return 2
+    except Diverged as err:
+        print(f"diverged: {err}", file=sys.stderr)
+        return 1
+    label = " (on a prefix of the dataset: not comparable with full-dataset bpc)" if r[
+        "prefix"] else ""
+    floor = f"  floor {r['floor_bpc']:.4f}" if r["floor_bpc"] else ""
+    print(f"dev bpc {r['dev_bpc']:.4f}  test bpc {r['test_bpc']:.4f}{floor}{label}\n"
+          f"mean span {r['mean_span']:.1f}  params {r['params']:,}  "
+          f"tokens/s {r['tokens_per_s']:,.0f}  flops/token {r['flops_max']:,.0f}\nrun dir {out}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

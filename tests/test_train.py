@@ -1,0 +1,106 @@
+"""Training loop: exact resume, determinism, learning on real text, user errors."""
+
+import json
+import math
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from bench import data
+from bench.config import parse_sets, resolve
+from bench.train import main, train
+
+SHARED = Path(__file__).resolve().parents[2] / "shared" / "data"
+needs_shared = pytest.mark.skipif(not (SHARED / "enwik8.head").exists(),
+                                  reason=f"{SHARED} absent: real enwik8 prefix not available")
+
+SMALL = ["model.d_model=32", "model.n_layers=2", "model.n_heads=2", "model.d_ff=64",
+         "model.span=32", "model.dropout=0.1", "model.attn.ramp=8", "train.block=32",
+         "train.batch_size=4", "train.steps=12", "train.eval_every=4", "train.eval_tokens=400",
+         "train.warmup=4", "data.synthetic.n_chars=40000"]
+
+
+def small_cfg(*extra):
+    return resolve(parse_sets(SMALL + list(extra)))
+
+
+class Interrupt(Exception):
+    pass
+
+
+def test_resume_reproduces_losses(tmp_path):
+    cfg = small_cfg("model.variant=adaptive")
+    full = train(cfg, tmp_path / "full", progress=False)
+
+    def crash_at_8(metrics, ckpt):
+        if metrics["step"] == 8:
+            raise Interrupt
+
+    with pytest.raises(Interrupt):
+        train(cfg, tmp_path / "cut", progress=False, report=crash_at_8)
+    resumed = train(cfg, tmp_path / "cut", progress=False)
+    def losses(run):
+        return json.loads((tmp_path / run / "result.json").read_text())["history"]
+
+    assert [h["train_bpc"] for h in losses("cut")] == [h["train_bpc"] for h in losses("full")]
+    assert resumed["dev_bpc"] == full["dev_bpc"] and resumed["test_bpc"] == full["test_bpc"]
+
+
+def test_deterministic_and_seed_sensitive(tmp_path):
+    a = train(small_cfg(), tmp_path / "a", progress=False)
+    b = train(small_cfg(), tmp_path / "b", progress=False)
+    c = train(small_cfg("train.seed=1"), tmp_path / "c", progress=False)
+    assert a["history"] == [{**h, **{k: a["history"][i][k] for k in h if "time" in k or "per_s"
+                                     in k or "mem" in k}} for i, h in enumerate(b["history"])]
+    assert a["dev_bpc"] == b["dev_bpc"] and c["dev_bpc"] != a["dev_bpc"]
+
+
+def test_run_records_provenance(tmp_path):
+    train(small_cfg(), tmp_path, progress=False)
+    info = json.loads((tmp_path / "config.json").read_text())
+    assert info["config"]["model"]["d_model"] == 32 and info["seed"] == 0
+    assert info["git_commit"] and info["versions"]["torch"].startswith("2.13")
+    assert info["dataset"]["name"] == "synthetic" and len(info["dataset"]["sha256"]) == 64
+
+
+def unigram_bpc(split: np.ndarray, ref: np.ndarray) -> float:
+    p = np.bincount(ref, minlength=256) + 1.0
+    p /= p.sum()
+    return float(-np.log2(p[split]).mean())
+
+
+@needs_shared
+@pytest.mark.parametrize("variant", ["fixed", "adaptive", "talking-heads"])
+def test_tiny_learns_enwik8(tmp_path, variant):
+    """Tiny preset (block narrowed for test time) on the real enwik8 prefix: 150 steps must land
+    well below the unigram bpc (5.09 here). Measured for fixed: 3.86 on the first 20k dev chars."""
+    cfg = resolve(parse_sets([
+        f"model.variant={variant}", "data.name=enwik8", f"data.path={SHARED / 'enwik8.head'}",
+        "train.steps=150", "train.block=64", "train.batch_size=16", "train.eval_every=150",
+        "train.warmup=10", "train.eval_tokens=20000"]))
+    corpus = data.load("enwik8", path=str(SHARED / "enwik8.head"))
+    uni = unigram_bpc(np.asarray(corpus.dev), np.asarray(corpus.train[:1_000_000]))
+    r = train(cfg, tmp_path, progress=False)
+    assert r["prefix"] is True
+    assert r["history"][-1]["dev_bpc"] < uni - 0.9, (r["history"][-1]["dev_bpc"], uni)
+    assert math.isfinite(r["test_bpc"])
+
+
+@pytest.mark.parametrize("args,needle", [
+    (["--data", "wiki9"], "unknown dataset"),
+    (["--data", "file", "--set", "data.path=/nonexistent/corpus.txt"], "/nonexistent/corpus.txt"),
+    (["--data", "enwik8", "--set", "data.download=false", "--set", "data.data_dir={tmp}"],
+     "enwik8"),
+    (["--set", "data.fractions=[0.5,0.6,0.1]"], "fractions"),
+    (["--set", "train.block=100000"], "train.block"),
+    (["--variant", "sparse"], "sparse"),
+    (["--set", "model.span=-3"], "model.span"),
+    (["--set", "train.lr"], "key=value"),
+])
+def test_cli_user_errors(tmp_path, capsys, args, needle):
+    args = [a.replace("{tmp}", str(tmp_path)) for a in args]
+    assert main(args + ["--out", str(tmp_path / "run"), "--no-progress"]) == 2
+    err = capsys.readouterr().err
+    assert needle in err and "Traceback" not in err
+    assert not (tmp_path / "run" / "checkpoint.pt").exists()

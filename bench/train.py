@@ -18,6 +18,8 @@ import torch
 import torch.nn.functional as F
 from tqdm import tqdm
 
+from variants.span import DynamicSpan
+
 from . import data, provenance
 from .config import PRESETS, Config, ConfigError, TrainConfig, parse_sets, resolve, set_dotted
 from .flops import analytic_flops
@@ -110,6 +112,34 @@ def span_stats(model: TransformerLM) -> dict:
     return {"mean_span": float(np.mean([v for layer in heads for v in layer])),
             "layer_max_span": [b.attn.span_policy.window for b in model.blocks],
             "head_spans": heads}
+
+
+def mixing_matrices(model: TransformerLM) -> list[dict]:
+    """Per layer, the talking-heads matrices P_l (h_k, h) and P_w (h, h_v) that exist."""
+    out = []
+    for b in model.blocks:
+        mix = b.attn.mixing
+        out.append({k: getattr(mix, k).P.detach().cpu().tolist() for k in ("P_l", "P_w")
+                    if getattr(mix, k, None) is not None})
+    return out
+
+
+@torch.no_grad()
+def dynamic_trace(model: TransformerLM, split: np.ndarray, symbols: str | None,
+                  device: torch.device, n: int = 300) -> dict | None:
+    """Dynamic span z_t along the first n characters of a split, averaged over layers and heads
+    (adaptive-span Figure 5); None for models without a dynamic span."""
+    policies = [b.attn.span_policy for b in model.blocks]
+    if not all(isinstance(p, DynamicSpan) for p in policies):
+        return None
+    was_training = model.training
+    model.eval()
+    ids = np.asarray(split[:n], dtype=np.int64)
+    model(torch.from_numpy(ids)[None].to(device))
+    z = torch.stack([p.z_t[0].mean(dim=(0, 2)) for p in policies]).mean(0)  # (n,)
+    model.train(was_training)
+    text = "".join(symbols[i] for i in ids) if symbols else bytes(ids.tolist()).decode("latin-1")
+    return {"text": text, "z": z.cpu().tolist()}
 
 
 def save_atomic(obj: dict, path: Path) -> None:
@@ -249,6 +279,8 @@ def train(cfg: Config, out_dir: Path, *, report: Report | None = None, progress:
         **{f"flops_{w}": analytic_flops(model, w) for w in ("full", "mean", "max")},
         **span_stats(model),
         "floor_bpc": corpus.meta.get("floor_bpc"), "prefix": corpus.meta.get("prefix", False),
+        "mixing": mixing_matrices(model),
+        "dynamic_trace": dynamic_trace(model, corpus.dev, corpus.meta.get("symbols"), device),
         "history": state["history"],
     }
     (out_dir / "result.json").write_text(json.dumps(result, indent=2))

@@ -23,6 +23,7 @@ from variants.span import DynamicSpan
 from . import data, provenance
 from .config import PRESETS, Config, ConfigError, TrainConfig, parse_sets, resolve, set_dotted
 from .flops import analytic_flops
+from .malloc import keep_heap
 from .model import TransformerLM
 
 LN2 = math.log(2)
@@ -181,6 +182,7 @@ def train(cfg: Config, out_dir: Path, *, report: Report | None = None, progress:
     """
     t = cfg.train
     device = provenance.device(t.device)
+    keep_heap()
     corpus = load_corpus(cfg)
     out_dir.mkdir(parents=True, exist_ok=True)
     info = {"config": cfg.model_dump(mode="json"), "seed": t.seed, "dataset": corpus.meta,

@@ -220,3 +220,15 @@ def test_bad_input(kwargs, key):
         variants.build(name, **cfg)
     if key == "variant":
         assert all(n in str(err.value) for n in variants.names())
+
+
+@pytest.mark.parametrize("name,cfg", [("fixed", {}), ("dynamic", {"mixing": "both"}),
+                                      ("gbma", {})])
+def test_query_chunking_is_exact(name, cfg):
+    """Chunked queries (each chunk over its own band of keys) = one chunk for the block."""
+    one = build(name, chunk=1000, **cfg)
+    small = build(name, chunk=7, **cfg)
+    small.load_state_dict(one.state_dict())
+    x, c = torch.randn(2, 40, D), torch.randn(2, 30, D)
+    for cache in (None, c):
+        assert torch.allclose(small(x, cache), one(x, cache), atol=1e-5)

@@ -28,7 +28,7 @@ class Attention(nn.Module):
                  h_v: int | None = None, d_k: int | None = None, d_v: int | None = None,
                  ramp: float = 32.0, span_loss: float = 2e-6, trim: bool = True,
                  trim_step: int = 64, gate_bias: float = -4.0, dropout: float = 0.0,
-                 mix_noise: float = 0.0) -> None:
+                 mix_noise: float = 0.0, chunk: int = 64) -> None:
         super().__init__()
         _check("span_policy", span_policy, span_policy in sp.POLICIES, f"one of {sp.POLICIES}")
         _check("mixing", mixing, mixing in mix.POLICIES, f"one of {mix.POLICIES}")
@@ -38,6 +38,7 @@ class Attention(nn.Module):
         _check("ramp", ramp, ramp > 0, "R > 0")
         _check("trim_step", trim_step, isinstance(trim_step, int) and trim_step > 0, "an int > 0")
         _check("dropout", dropout, 0 <= dropout < 1, "a value in [0, 1)")
+        _check("chunk", chunk, isinstance(chunk, int) and chunk > 0, "a positive int")
         h_k, h, h_v = h_k or n_heads, h or n_heads, h_v or n_heads
         for name, heads, dim in (("h_k", h_k, d_k), ("h_v", h_v, d_v)):
             name = name if heads != n_heads else "n_heads"
@@ -50,7 +51,7 @@ class Attention(nn.Module):
         if mixing in ("none", "logits"):
             _check("h_v", h_v, h_v == h, f"h_v == h={h} without a weights projection")
 
-        self.S = span
+        self.S, self.chunk = span, chunk
         if span_policy == "fixed":
             self.span_policy = sp.FixedSpan(h, span)
         elif span_policy == "adaptive":
@@ -78,19 +79,33 @@ class Attention(nn.Module):
         mem = x if cached == 0 else torch.cat([cache[:, cache.size(1) - cached:], x], dim=1)
         if cached < W - 1:  # start of a stream: pad to a full window, mask the missing keys
             mem = F.pad(mem, (0, 0, W - 1 - cached, 0))
-        logits = self.mixing.logits(x, mem, W)
-        if cached < W - 1:
-            logits = logits.masked_fill(~valid_keys(M, W, cached, x.device), float("-inf"))
+        valid = valid_keys(M, W, cached, x.device) if cached < W - 1 else None
         m = self.span_policy.mask(distances(W, x.device).to(x.dtype))
+        q, kv = self.mixing.query(x), self.mixing.memory(mem)
+        # Queries in chunks of c: a chunk computes only its c x (c + W - 1) band of keys, not the
+        # block's M x (M + W - 1), and its intermediates stay small enough for the CPU caches.
+        outs = []
+        for i in range(0, M, self.chunk):
+            rows = slice(i, i + self.chunk)
+            qi = tuple(t[:, :, rows] for t in q) if isinstance(q, tuple) else q[:, :, rows]
+            logits = self.mixing.logits(qi, kv, i, W)
+            if valid is not None:
+                logits = logits.masked_fill(~valid[rows], float("-inf"))
+            outs.append(self.mixing.attend(self.drop(self._weights(logits, m, rows)), kv, i))
+        return self.mixing.output(torch.cat(outs, dim=2))
+
+    @staticmethod
+    def _weights(logits: Tensor, m: Tensor | None, rows: slice) -> Tensor:
+        """Softmax over the window, with the span mask when there is one."""
         if m is None:
-            w = logits.softmax(dim=-1)
-        else:
-            # a = m e^s / sum m e^s: the reference's softmax, times the mask, renormalised. Keys
-            # with m = 0 are also set to -inf first: the same weights, but no epsilon, so they get
-            # exactly zero gradient and a trimmed window gives the same result.
-            w = logits.masked_fill(m == 0, float("-inf")).softmax(dim=-1) * m
-            w = w / w.sum(dim=-1, keepdim=True)
-        return self.mixing.output(self.drop(w), mem)
+            return logits.softmax(dim=-1)
+        if m.size(-2) > 1:  # per-position mask (dynamic span)
+            m = m[..., rows, :]
+        # a = m e^s / sum m e^s: the reference's softmax, times the mask, renormalised. Keys with
+        # m = 0 are also set to -inf first: the same weights, but no epsilon, so they get exactly
+        # zero gradient and a trimmed window gives the same result.
+        w = logits.masked_fill(m == 0, float("-inf")).softmax(dim=-1) * m
+        return w / w.sum(dim=-1, keepdim=True)
 
     def span_loss(self) -> Tensor:
         return self.span_policy.loss()

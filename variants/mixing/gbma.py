@@ -27,14 +27,28 @@ class GBMA(nn.Module):
         self.P_pos = nn.Parameter(torch.empty(D, d_pos, h).uniform_(-1, 1) / math.sqrt(D * d_pos))
         self.key_pe = nn.Parameter(torch.randn(span, d_pos))
 
-    def logits(self, x: Tensor, mem: Tensor, window: int) -> Tensor:
-        """x (B, M, D), mem (B, W-1+M, D) -> logits (B, h, M, W)."""
-        xp = torch.einsum("bna,ach->bhnc", x, self.P)
-        xpos = torch.einsum("bna,adh->bhnd", x, self.P_pos)
-        pos = xpos @ self.key_pe[:window].flip(0).T
-        return band(xp @ mem.transpose(1, 2).unsqueeze(1), window) + pos
+    def query(self, x: Tensor) -> tuple[Tensor, Tensor]:
+        """x (B, M, D) -> (X P) (B, h, M, D) and (X P_pos) (B, h, M, d)."""
+        return (torch.einsum("bna,ach->bhnc", x, self.P),
+                torch.einsum("bna,adh->bhnd", x, self.P_pos))
 
-    def output(self, w: Tensor, mem: Tensor) -> Tensor:
-        """Weights w (B, h, M, W) over mem (B, K, D) -> (B, M, D)."""
-        u = unband(w, mem.size(1)) @ mem.unsqueeze(1)  # (B, h, M, D)
+    def memory(self, mem: Tensor) -> tuple[Tensor, Tensor]:
+        """GBMA attends over the raw hidden states: (B, 1, K, D) as keys and values."""
+        m = mem.unsqueeze(1)
+        return m, m
+
+    def logits(self, q: tuple[Tensor, Tensor], kv: tuple[Tensor, Tensor], start: int,
+               window: int) -> Tensor:
+        """Queries start..start+c-1 -> logits (B, h, c, W)."""
+        xp, xpos = q
+        m = kv[0][:, :, start : start + xp.size(2) + window - 1]
+        return band(xp @ m.transpose(-1, -2), window) + xpos @ self.key_pe[:window].flip(0).T
+
+    def attend(self, w: Tensor, kv: tuple[Tensor, Tensor], start: int) -> Tensor:
+        """Weights (B, h, c, W) -> sum_m W[n,m,h] Mem[m] (B, h, c, D)."""
+        c, window = w.shape[-2:]
+        return unband(w, c + window - 1) @ kv[1][:, :, start : start + c + window - 1]
+
+    def output(self, u: Tensor) -> Tensor:
+        """(B, h, M, D) -> (B, M, D) through Q."""
         return torch.einsum("bhnc,cdh->bnd", u, self.Q)

@@ -18,6 +18,7 @@ class MultiHead(nn.Module):
 
     Relative positions (Shaw et al.): s_tr = q_t . (k_r + p_{t-r}) / sqrt(d_k), with one table
     `key_pe` (S, d_k) shared by all heads of the layer, N(0, 1) as in the paper.
+    The attention layer calls query/memory once per block and logits/attend per query chunk.
     """
 
     def __init__(self, d_model: int, span: int, h_k: int, h: int, h_v: int, d_k: int, d_v: int,
@@ -33,19 +34,33 @@ class MultiHead(nn.Module):
         self.P_l = HeadMix(h_k, h, mix_noise) if mix_logits else None
         self.P_w = HeadMix(h, h_v, mix_noise) if mix_weights else None
 
-    def logits(self, x: Tensor, mem: Tensor, window: int) -> Tensor:
-        """x (B, M, D), mem (B, W-1+M, D) -> pre-softmax logits (B, h, M, W), before any mask."""
+    def query(self, x: Tensor) -> Tensor:
+        """x (B, M, D) -> q / sqrt(d_k) (B, h_k, M, d_k)."""
         B, M, _ = x.shape
-        q = (x @ self.W_q).view(B, M, self.h_k, self.d_k).transpose(1, 2)
-        k = (mem @ self.W_k).view(B, -1, self.h_k, self.d_k).transpose(1, 2)
+        q = (x @ (self.W_q / math.sqrt(self.d_k))).view(B, M, self.h_k, self.d_k)
+        return q.transpose(1, 2)
+
+    def memory(self, mem: Tensor) -> tuple[Tensor, Tensor]:
+        """mem (B, K, D) -> keys (B, h_k, K, d_k), values (B, h_v, K, d_v)."""
+        B, K, _ = mem.shape
+        k = (mem @ self.W_k).view(B, K, self.h_k, self.d_k).transpose(1, 2)
+        v = (mem @ self.W_v).view(B, K, self.h_v, self.d_v).transpose(1, 2)
+        return k, v
+
+    def logits(self, q: Tensor, kv: tuple[Tensor, Tensor], start: int, window: int) -> Tensor:
+        """Queries start..start+c-1 (q: (B, h_k, c, d_k)) -> logits (B, h, c, W), unmasked."""
+        c = q.size(2)
+        k = kv[0][:, :, start : start + c + window - 1]
         J = band(q @ k.transpose(-1, -2), window) + q @ self.key_pe[:window].flip(0).T
-        J = J / math.sqrt(self.d_k)
         return J if self.P_l is None else self.P_l(J)
 
-    def output(self, w: Tensor, mem: Tensor) -> Tensor:
-        """Attention weights w (B, h, M, W) over mem (B, K, D) -> (B, M, D)."""
-        B, _, M, _ = w.shape
+    def attend(self, w: Tensor, kv: tuple[Tensor, Tensor], start: int) -> Tensor:
+        """Weights (B, h, c, W) of queries start.. -> per-head outputs (B, h_v, c, d_v)."""
+        c, window = w.shape[-2:]
         U = w if self.P_w is None else self.P_w(w)
-        v = (mem @ self.W_v).view(B, -1, self.h_v, self.d_v).transpose(1, 2)
-        o = unband(U, mem.size(1)) @ v  # (B, h_v, M, d_v)
+        return unband(U, c + window - 1) @ kv[1][:, :, start : start + c + window - 1]
+
+    def output(self, o: Tensor) -> Tensor:
+        """(B, h_v, M, d_v) -> (B, M, D)."""
+        B, _, M, _ = o.shape
         return o.transpose(1, 2).reshape(B, M, -1) @ self.W_o

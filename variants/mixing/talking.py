@@ -19,4 +19,5 @@ class HeadMix(nn.Module):
         self.P = nn.Parameter(torch.eye(h_in, h_out) + noise * torch.randn(h_in, h_out))
 
     def forward(self, a: Tensor) -> Tensor:
-        return torch.einsum("bkmw,kh->bhmw", a, self.P)
+        B, h_in, M, W = a.shape
+        return (self.P.T @ a.reshape(B, h_in, M * W)).view(B, -1, M, W)

@@ -1,0 +1,196 @@
+"""Speed benchmark: training and inference tokens/s, activation memory, FLOPs and MFU per variant,
+each also as a ratio against `fixed` at the same span limit, measured side by side in one run.
+
+python -m bench.speed [--spans 256,1024,4096] [--heads 4,8,16] [--repeats 5] [--json]
+"""
+
+import argparse
+import json
+import statistics
+import sys
+import time
+from dataclasses import dataclass
+
+import pandas as pd
+import torch
+import torch.nn.functional as F
+
+from .config import PRESETS, ConfigError, parse_sets, resolve
+from .flops import analytic_flops
+from .malloc import keep_heap
+from .model import TransformerLM
+from .provenance import device as pick_device
+from .train import build_model
+
+
+@dataclass(frozen=True)
+class Case:
+    variant: str
+    span: int
+    n_heads: int
+    span_frac: float | None = None  # adaptive: set every head's z + R to this fraction of S
+
+    @property
+    def label(self) -> str:
+        return self.variant if self.span_frac is None else f"{self.variant}@{self.span_frac:.0%}"
+
+
+def matmul_peak(dev: torch.device, n: int = 2048, reps: int = 5) -> float:
+    """float32 matmul FLOP/s (2 n^3 per product) in this process, on its threads."""
+    a, b = torch.randn(n, n, device=dev), torch.randn(n, n, device=dev)
+    a @ b
+    sync(dev)
+    tic = time.perf_counter()
+    for _ in range(reps):
+        a @ b
+    sync(dev)
+    return reps * 2 * n**3 / (time.perf_counter() - tic)
+
+
+def sync(dev: torch.device) -> None:
+    if dev.type == "cuda":
+        torch.cuda.synchronize(dev)
+
+
+def saved_bytes(model: TransformerLM, x: torch.Tensor, cache: list) -> int:
+    """Bytes of the distinct storages autograd keeps for backward in one forward: the
+    activation memory a training step holds at its peak (besides weights and the cache)."""
+    storages: dict[int, int] = {}
+
+    def pack(t: torch.Tensor) -> torch.Tensor:
+        s = t.untyped_storage()
+        storages[s.data_ptr()] = s.nbytes()
+        return t
+
+    with torch.autograd.graph.saved_tensors_hooks(pack, lambda t: t):
+        logits, _ = model(x, cache)
+        F.cross_entropy(logits.flatten(0, 1), x.flatten())
+    return sum(storages.values())
+
+
+class Bench:
+    """One model at one setting, with a full cache, stepping on random bytes."""
+
+    def __init__(self, case: Case, cfg, dev: torch.device, compile_: bool) -> None:
+        m = cfg.model.model_copy(update={"variant": case.variant, "span": case.span,
+                                         "n_heads": case.n_heads})
+        self.case, self.dev = case, dev
+        self.model = build_model(cfg.model_copy(update={"model": m}), 256).to(dev)
+        self.opt = torch.optim.Adagrad(self.model.parameters(), lr=1e-3)
+        B, M = cfg.train.batch_size, cfg.train.block
+        self.x = torch.randint(0, 256, (B, M), device=dev)
+        self.fn = torch.compile(self.model) if compile_ else self.model
+        self.cache = None
+        for _ in range(-(-case.span // M) + 1):  # fill every layer's cache
+            _, self.cache = self.model(self.x, self.cache)
+        self.set_span()
+
+    def set_span(self) -> None:
+        frac = self.case.span_frac
+        if frac is None:
+            return
+        for b in self.model.blocks:  # z + R = frac * S: spans as if learned, no training needed
+            p = b.attn.span_policy
+            with torch.no_grad():
+                p.z_prime.fill_(max(0.0, (frac * p.S - p.ramp) / p.S))
+        self.model.clamp_()
+
+    def train_step(self) -> float:
+        sync(self.dev)
+        tic = time.perf_counter()
+        logits, self.cache = self.fn(self.x, self.cache)
+        loss = F.cross_entropy(logits.flatten(0, 1).float(), self.x.flatten())
+        self.opt.zero_grad(set_to_none=True)
+        loss.backward()
+        self.opt.step()
+        self.model.clamp_()
+        self.set_span()
+        sync(self.dev)
+        return time.perf_counter() - tic
+
+    @torch.no_grad()
+    def infer_step(self) -> float:
+        sync(self.dev)
+        tic = time.perf_counter()
+        _, self.cache = self.fn(self.x, self.cache)
+        sync(self.dev)
+        return time.perf_counter() - tic
+
+
+def cases(spans: list[int], heads: list[int], variants: list[str], frac: float) -> list[Case]:
+    """fixed vs adaptive (spans at frac * S) at every S; each variant at every head count."""
+    h = heads[0]
+    out = [c for S in spans for c in (Case("fixed", S, h), Case("adaptive", S, h, frac))]
+    out += [Case(v, spans[0], h) for h in heads for v in ["fixed", *variants]]
+    return list(dict.fromkeys(out))
+
+
+def run(cfg, case_list: list[Case], repeats: int, compile_: bool) -> pd.DataFrame:
+    dev = pick_device(cfg.train.device)
+    peak = matmul_peak(dev)
+    benches = [Bench(c, cfg, dev, compile_) for c in case_list]
+    times = {i: ([], []) for i in range(len(benches))}
+    for _ in range(repeats + 1):  # the first round warms up
+        for i, b in enumerate(benches):
+            times[i][0].append(b.train_step())
+            times[i][1].append(b.infer_step())
+    tokens = cfg.train.batch_size * cfg.train.block
+    rows = []
+    for i, b in enumerate(benches):
+        train_s, infer_s = (statistics.median(t[1:]) for t in times[i])
+        flops = analytic_flops(b.model, "max")
+        rows.append({"variant": b.case.label, "S": b.case.span, "heads": b.case.n_heads,
+                     "window": max(bl.attn.span_policy.window for bl in b.model.blocks),
+                     "train_ms": 1e3 * train_s, "train_tok_s": tokens / train_s,
+                     "infer_tok_s": tokens / infer_s,
+                     "act_mem_mb": saved_bytes(b.model, b.x, b.cache) / 2**20,
+                     "flops_per_tok": flops, "mfu": 6 * flops * tokens / train_s / peak})
+    df = pd.DataFrame(rows)
+    cols = ["train_tok_s", "infer_tok_s", "act_mem_mb", "flops_per_tok"]
+    base = df[df.variant == "fixed"][["S", "heads", *cols]]
+    df = df.merge(base, on=["S", "heads"], how="left", suffixes=("", "_fixed"))
+    df["train_x"] = df.train_tok_s / df.train_tok_s_fixed  # speedup over fixed
+    df["infer_x"] = df.infer_tok_s / df.infer_tok_s_fixed
+    df["flops_x"] = df.flops_per_tok_fixed / df.flops_per_tok  # analytic FLOPs ratio
+    df["mem_x"] = df.act_mem_mb_fixed / df.act_mem_mb
+    df["train_x/flops_x"] = df.train_x / df.flops_x
+    df = df.drop(columns=[f"{c}_fixed" for c in cols])
+    df.attrs["matmul_gflops"] = peak / 1e9
+    return df
+
+
+def main(argv: list[str] | None = None) -> int:
+    p = argparse.ArgumentParser(prog="python -m bench.speed", description=__doc__.split("\n")[0])
+    p.add_argument("--preset", default="tiny", choices=sorted(PRESETS))
+    p.add_argument("--set", dest="sets", action="append", default=[], metavar="KEY=VALUE")
+    p.add_argument("--spans", default="256,1024,4096", help="span limits S for fixed/adaptive")
+    p.add_argument("--heads", default="4,8,16", help="head counts for the mixing variants")
+    p.add_argument("--variants", default="talking-heads",
+                   help="variants compared at the first S for every head count")
+    p.add_argument("--span-frac", type=float, default=0.1, help="adaptive spans z + R = frac*S")
+    p.add_argument("--repeats", type=int, default=5)
+    p.add_argument("--compile", action="store_true", help="torch.compile every model")
+    p.add_argument("--json", action="store_true", help="print JSON instead of a table")
+    args = p.parse_args(argv)
+    try:
+        cfg = resolve(parse_sets(args.sets), args.preset)
+    except ConfigError as err:
+        print(f"error: {err}", file=sys.stderr)
+        return 2
+    keep_heap()
+    spans, heads = ([int(v) for v in a.split(",")] for a in (args.spans, args.heads))
+    df = run(cfg, cases(spans, heads, args.variants.split(","), args.span_frac), args.repeats,
+             args.compile)
+    if args.json:
+        print(json.dumps({"matmul_gflops": df.attrs["matmul_gflops"], "threads":
+                          torch.get_num_threads(), "rows": df.to_dict("records")}, indent=1))
+    else:
+        print(f"float32 matmul peak: {df.attrs['matmul_gflops']:.0f} GFLOP/s on "
+              f"{torch.get_num_threads()} threads; block {cfg.train.block}, batch "
+              f"{cfg.train.batch_size}, D {cfg.model.d_model}, {cfg.model.n_layers} layers")
+        print(df.to_markdown(index=False, floatfmt=".3g"))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -93,7 +93,8 @@ def set_lr(opt: torch.optim.Optimizer, t: TrainConfig, step: int) -> float:
     params = [g["params"][0] for g in opt.param_groups]
     scale = [1.0] * len(params)
     if t.clip > 0 and t.clip_mode == "param":
-        norms = torch.stack([torch.linalg.vector_norm(p.grad) for p in params]).tolist()
+        norms = torch.stack([torch.linalg.vector_norm(p.grad) if p.grad is not None else
+                             torch.zeros((), device=p.device) for p in params]).tolist()
         scale = [min(1.0, t.clip / (n + 1e-10)) for n in norms]
     elif t.clip > 0:
         torch.nn.utils.clip_grad_norm_(params, t.clip)
@@ -259,7 +260,8 @@ def train(cfg: Config, out_dir: Path, *, report: Report | None = None, progress:
                        "train_time_s": state["train_time"], "peak_mem_mb": peak_memory_mb(device),
                        "mean_span": span_stats(model)["mean_span"]}
             state["history"].append(metrics)
-            bar.write(f"step {state['step']}: dev bpc {dev_bpc:.4f}")
+            if progress:
+                bar.write(f"step {state['step']}: dev bpc {dev_bpc:.4f}")
             path = checkpoint()
             if report:
                 report(metrics, path)

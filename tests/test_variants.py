@@ -232,3 +232,22 @@ def test_query_chunking_is_exact(name, cfg):
     x, c = torch.randn(2, 40, D), torch.randn(2, 30, D)
     for cache in (None, c):
         assert torch.allclose(small(x, cache), one(x, cache), atol=1e-5)
+
+
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="no CUDA device: CPU-only machine")
+@pytest.mark.parametrize("name,cfg", ALL, ids=lambda v: str(v))
+def test_cuda_matches_cpu(name, cfg):
+    """The same layer on CUDA gives the CPU's outputs and gradients."""
+    import copy
+
+    cpu = build(name, **cfg)
+    if name == "adaptive":
+        set_z(cpu, torch.rand(cpu.span_policy.n_heads))
+    gpu = copy.deepcopy(cpu).cuda()
+    gpu.clamp_()
+    x, c = torch.randn(2, 40, D), torch.randn(2, 30, D)
+    for layer, dev in ((cpu, "cpu"), (gpu, "cuda")):
+        layer(x.to(dev), c.to(dev)).square().sum().backward()
+    assert torch.allclose(gpu(x.cuda(), c.cuda()).cpu(), cpu(x, c), atol=1e-4)
+    for a, b in zip(cpu.parameters(), gpu.parameters(), strict=True):
+        assert torch.allclose(a.grad, b.grad.cpu(), atol=1e-3, rtol=1e-3)

@@ -15,6 +15,7 @@ import pandas as pd
 import torch
 import torch.nn.functional as F
 
+from . import provenance
 from .config import PRESETS, ConfigError, parse_sets, resolve
 from .flops import analytic_flops
 from .malloc import keep_heap
@@ -79,11 +80,23 @@ class Bench:
         self.opt = torch.optim.Adagrad(self.model.parameters(), lr=1e-3)
         B, M = cfg.train.batch_size, cfg.train.block
         self.x = torch.randint(0, 256, (B, M), device=dev)
-        self.fn = torch.compile(self.model) if compile_ else self.model
         self.cache = None
         for _ in range(-(-case.span // M) + 1):  # fill every layer's cache
             _, self.cache = self.model(self.x, self.cache)
         self.set_span()
+        self.compiled = self.compile() if compile_ else None
+
+    def compile(self):
+        """torch.compile'd model, warmed up; None (with the reason printed) where unsupported."""
+        try:
+            fn = torch.compile(self.model)
+            self.train_step(fn)
+            return fn
+        except Exception as err:  # noqa: BLE001  (any backend failure means: eager only)
+            print(f"torch.compile unsupported for {self.case.label} S={self.case.span} "
+                  f"({type(err).__name__}: {str(err).splitlines()[0]}); eager only",
+                  file=sys.stderr)
+            return None
 
     def set_span(self) -> None:
         frac = self.case.span_frac
@@ -95,10 +108,10 @@ class Bench:
                 p.z_prime.fill_(max(0.0, (frac * p.S - p.ramp) / p.S))
         self.model.clamp_()
 
-    def train_step(self) -> float:
+    def train_step(self, fn=None) -> float:
         sync(self.dev)
         tic = time.perf_counter()
-        logits, self.cache = self.fn(self.x, self.cache)
+        logits, self.cache = (self.model if fn is None else fn)(self.x, self.cache)
         loss = F.cross_entropy(logits.flatten(0, 1).float(), self.x.flatten())
         self.opt.zero_grad(set_to_none=True)
         loss.backward()
@@ -112,7 +125,7 @@ class Bench:
     def infer_step(self) -> float:
         sync(self.dev)
         tic = time.perf_counter()
-        _, self.cache = self.fn(self.x, self.cache)
+        _, self.cache = self.model(self.x, self.cache)
         sync(self.dev)
         return time.perf_counter() - tic
 
@@ -129,22 +142,26 @@ def run(cfg, case_list: list[Case], repeats: int, compile_: bool) -> pd.DataFram
     dev = pick_device(cfg.train.device)
     peak = matmul_peak(dev)
     benches = [Bench(c, cfg, dev, compile_) for c in case_list]
-    times = {i: ([], []) for i in range(len(benches))}
+    times = {i: ([], [], []) for i in range(len(benches))}
     for _ in range(repeats + 1):  # the first round warms up
         for i, b in enumerate(benches):
             times[i][0].append(b.train_step())
             times[i][1].append(b.infer_step())
+            if b.compiled is not None:
+                times[i][2].append(b.train_step(b.compiled))
     tokens = cfg.train.batch_size * cfg.train.block
     rows = []
     for i, b in enumerate(benches):
-        train_s, infer_s = (statistics.median(t[1:]) for t in times[i])
+        train_s, infer_s = (statistics.median(t[1:]) for t in times[i][:2])
+        compiled_s = statistics.median(times[i][2][1:]) if b.compiled is not None else None
         flops = analytic_flops(b.model, "max")
         rows.append({"variant": b.case.label, "S": b.case.span, "heads": b.case.n_heads,
                      "window": max(bl.attn.span_policy.window for bl in b.model.blocks),
                      "train_ms": 1e3 * train_s, "train_tok_s": tokens / train_s,
                      "infer_tok_s": tokens / infer_s,
                      "act_mem_mb": saved_bytes(b.model, b.x, b.cache) / 2**20,
-                     "flops_per_tok": flops, "mfu": 6 * flops * tokens / train_s / peak})
+                     "flops_per_tok": flops, "mfu": 6 * flops * tokens / train_s / peak,
+                     **({"compile_x": train_s / compiled_s} if compiled_s else {})})
     df = pd.DataFrame(rows)
     cols = ["train_tok_s", "infer_tok_s", "act_mem_mb", "flops_per_tok"]
     base = df[df.variant == "fixed"][["S", "heads", *cols]]
@@ -159,6 +176,20 @@ def run(cfg, case_list: list[Case], repeats: int, compile_: bool) -> pd.DataFram
     return df
 
 
+def log_mlflow(df: pd.DataFrame, args: dict) -> None:
+    import mlflow
+
+    from .tracking import tracking_uri
+
+    mlflow.set_tracking_uri(tracking_uri(None, provenance.ROOT / "results"))
+    mlflow.set_experiment("speed")
+    with mlflow.start_run(run_name=f"speed-{time.strftime('%Y%m%d-%H%M%S')}"):
+        mlflow.log_params({k: str(v) for k, v in args.items()} | provenance.versions())
+        mlflow.log_param("git_commit", provenance.git_commit())
+        mlflow.log_metric("matmul_gflops", df.attrs["matmul_gflops"])
+        mlflow.log_table(df, artifact_file="speed.json")
+
+
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(prog="python -m bench.speed", description=__doc__.split("\n")[0])
     p.add_argument("--preset", default="tiny", choices=sorted(PRESETS))
@@ -169,7 +200,10 @@ def main(argv: list[str] | None = None) -> int:
                    help="variants compared at the first S for every head count")
     p.add_argument("--span-frac", type=float, default=0.1, help="adaptive spans z + R = frac*S")
     p.add_argument("--repeats", type=int, default=5)
-    p.add_argument("--compile", action="store_true", help="torch.compile every model")
+    p.add_argument("--compile", action="store_true",
+                   help="also time each model under torch.compile (column compile_x)")
+    p.add_argument("--mlflow", action="store_true",
+                   help="log the table to MLflow (experiment 'speed'; $MLFLOW_TRACKING_URI)")
     p.add_argument("--json", action="store_true", help="print JSON instead of a table")
     args = p.parse_args(argv)
     try:
@@ -181,6 +215,8 @@ def main(argv: list[str] | None = None) -> int:
     spans, heads = ([int(v) for v in a.split(",")] for a in (args.spans, args.heads))
     df = run(cfg, cases(spans, heads, args.variants.split(","), args.span_frac), args.repeats,
              args.compile)
+    if args.mlflow:
+        log_mlflow(df, vars(args))
     if args.json:
         print(json.dumps({"matmul_gflops": df.attrs["matmul_gflops"], "threads":
                           torch.get_num_threads(), "rows": df.to_dict("records")}, indent=1))

@@ -163,14 +163,20 @@ def set_rng_state(state: dict, device: torch.device) -> None:
         torch.cuda.set_rng_state(state["cuda"], device)
 
 
-def maybe_compile(model: TransformerLM, enabled: bool) -> Callable:
+def maybe_compile(model: TransformerLM, enabled: bool, x: torch.Tensor) -> Callable:
+    """torch.compile'd model, tried on one forward and backward of x (compilation is lazy, so
+    that is where an unsupported backend fails); the eager model, with the reason, otherwise."""
     if not enabled:
         return model
     try:
-        return torch.compile(model, dynamic=True)
+        fn = torch.compile(model, dynamic=True)
+        logits, _ = fn(x)
+        logits.float().mean().backward()
+        model.zero_grad(set_to_none=True)
+        return fn
     except Exception as err:  # noqa: BLE001  (any backend failure falls back to eager)
-        print(f"torch.compile unavailable ({type(err).__name__}: {err}); running eagerly",
-              file=sys.stderr)
+        print(f"torch.compile unavailable ({type(err).__name__}: {str(err).splitlines()[0]}); "
+              "running eagerly", file=sys.stderr)
         return model
 
 
@@ -192,7 +198,8 @@ def train(cfg: Config, out_dir: Path, *, report: Report | None = None, progress:
 
     torch.manual_seed(t.seed)
     model = build_model(cfg, corpus.vocab_size).to(device)
-    step_fn = maybe_compile(model, t.compile)
+    step_fn = maybe_compile(model, t.compile, torch.zeros(t.batch_size, t.block, dtype=torch.long,
+                                                       device=device))
     opt = make_optimizer(model, t)
     amp = torch.autocast("cuda", dtype=torch.bfloat16, enabled=t.amp and device.type == "cuda")
     eval_bs = t.eval_batch_size or t.batch_size

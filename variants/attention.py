@@ -14,6 +14,31 @@ def _check(name: str, value, ok: bool, allowed: str) -> None:
         raise ValueError(f"{name}={value!r} is invalid: expected {allowed}")
 
 
+def check_options(d_model: int, n_heads: int, span: int, span_policy: str, mixing: str,
+                  h_k: int | None, h: int | None, h_v: int | None, d_k: int | None,
+                  d_v: int | None, ramp: float, trim_step: int, dropout: float,
+                  chunk: int) -> tuple[int, int, int, int, int]:
+    """Validate a layer's options before anything is allocated; return h_k, h, h_v, d_k, d_v."""
+    _check("span_policy", span_policy, span_policy in sp.POLICIES, f"one of {sp.POLICIES}")
+    _check("mixing", mixing, mixing in mix.POLICIES, f"one of {mix.POLICIES}")
+    for name, v in (("d_model", d_model), ("n_heads", n_heads), ("span", span),
+                    ("trim_step", trim_step), ("chunk", chunk)):
+        _check(name, v, isinstance(v, int) and v > 0, "a positive int")
+    _check("ramp", ramp, ramp > 0, "R > 0")
+    _check("dropout", dropout, 0 <= dropout < 1, "a value in [0, 1)")
+    h_k, h, h_v = h_k or n_heads, h or n_heads, h_v or n_heads
+    for name, heads, dim in (("h_k", h_k, d_k), ("h_v", h_v, d_v)):
+        name = name if heads != n_heads else "n_heads"
+        _check(name, heads, isinstance(heads, int) and heads > 0, "a positive int")
+        if dim is None:
+            _check(name, heads, d_model % heads == 0, f"a divisor of d_model={d_model}")
+    if mixing in ("none", "weights"):
+        _check("h", h, h == h_k, f"h == h_k={h_k} without a logits projection")
+    if mixing in ("none", "logits"):
+        _check("h_v", h_v, h_v == h, f"h_v == h={h} without a weights projection")
+    return h_k, h, h_v, d_k or d_model // h_k, d_v or d_model // h_v
+
+
 class Attention(nn.Module):
     """Causal windowed attention over [cache; x] with relative positions.
 
@@ -30,27 +55,8 @@ class Attention(nn.Module):
                  trim_step: int = 64, gate_bias: float = -4.0, dropout: float = 0.0,
                  mix_noise: float = 0.0, chunk: int = 64) -> None:
         super().__init__()
-        _check("span_policy", span_policy, span_policy in sp.POLICIES, f"one of {sp.POLICIES}")
-        _check("mixing", mixing, mixing in mix.POLICIES, f"one of {mix.POLICIES}")
-        _check("d_model", d_model, isinstance(d_model, int) and d_model > 0, "a positive int")
-        _check("n_heads", n_heads, isinstance(n_heads, int) and n_heads > 0, "a positive int")
-        _check("span", span, isinstance(span, int) and span > 0, "a positive int")
-        _check("ramp", ramp, ramp > 0, "R > 0")
-        _check("trim_step", trim_step, isinstance(trim_step, int) and trim_step > 0, "an int > 0")
-        _check("dropout", dropout, 0 <= dropout < 1, "a value in [0, 1)")
-        _check("chunk", chunk, isinstance(chunk, int) and chunk > 0, "a positive int")
-        h_k, h, h_v = h_k or n_heads, h or n_heads, h_v or n_heads
-        for name, heads, dim in (("h_k", h_k, d_k), ("h_v", h_v, d_v)):
-            name = name if heads != n_heads else "n_heads"
-            _check(name, heads, isinstance(heads, int) and heads > 0, "a positive int")
-            if dim is None:
-                _check(name, heads, d_model % heads == 0, f"a divisor of d_model={d_model}")
-        d_k, d_v = d_k or d_model // h_k, d_v or d_model // h_v
-        if mixing in ("none", "weights"):
-            _check("h", h, h == h_k, f"h == h_k={h_k} without a logits projection")
-        if mixing in ("none", "logits"):
-            _check("h_v", h_v, h_v == h, f"h_v == h={h} without a weights projection")
-
+        h_k, h, h_v, d_k, d_v = check_options(d_model, n_heads, span, span_policy, mixing, h_k, h,
+                                              h_v, d_k, d_v, ramp, trim_step, dropout, chunk)
         self.S, self.chunk = span, chunk
         if span_policy == "fixed":
             self.span_policy = sp.FixedSpan(h, span)

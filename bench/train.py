@@ -22,7 +22,7 @@ from variants.span import DynamicSpan
 
 from . import data, provenance
 from .config import PRESETS, Config, ConfigError, TrainConfig, parse_sets, resolve, set_dotted
-from .flops import analytic_flops
+from .flops import analytic_flops, counted_flops
 from .malloc import keep_heap
 from .model import TransformerLM
 
@@ -292,6 +292,7 @@ def train(cfg: Config, out_dir: Path, *, report: Report | None = None, progress:
         "floor_bpc": corpus.meta.get("floor_bpc"), "prefix": corpus.meta.get("prefix", False),
         "mixing": mixing_matrices(model),
         "dynamic_trace": dynamic_trace(model, corpus.dev, corpus.meta.get("symbols"), device),
+        "flops_counted": counted_flops(model)["flops_counted"],  # after span_stats: it runs a step
         "history": state["history"],
     }
     (out_dir / "result.json").write_text(json.dumps(result, indent=2))

@@ -1,0 +1,536 @@
+"""Paper-style tables and figures for a sweep, read back from MLflow.
+
+python -m bench.report ablations/span_limit.yaml          # or an experiment (grid) name
+python -m bench.report span_limit --tracking-uri sqlite:///results/mlflow.db --out DIR
+
+Finished trials are aggregated over seeds (mean, std, n) per configuration (the grid keys except
+the seed) into the table of the paper the grid reproduces (Markdown, booktabs LaTeX, CSV) and the
+figures its runs have data for (PNG and PDF, 3.3 in wide). Running or failed trials are listed.
+"""
+
+import argparse
+import json
+import os
+import sys
+import tempfile
+import warnings
+from dataclasses import dataclass
+from pathlib import Path
+
+import matplotlib as mpl
+import numpy as np
+import pandas as pd
+import seaborn as sns
+import yaml
+from matplotlib.backends.backend_agg import FigureCanvasAgg
+from matplotlib.figure import Figure
+from matplotlib.ticker import EngFormatter, StrMethodFormatter
+from mlflow import MlflowClient
+from scipy.stats import ttest_ind
+
+from variants.presets import PRESETS
+
+from .provenance import ROOT
+
+DEFAULT_URI = f"sqlite:///{ROOT / 'results' / 'mlflow.db'}"
+SEEDS = ("seed", "train.seed")
+ORDER = ("fixed", "adaptive", "dynamic", "logits-only", "weights-only", "talking-heads", "gbma")
+SHORT = {"model.span": "S", "model.n_heads": "h", "model.d_model": "D", "model.n_layers": "L",
+         "data.name": "data"}
+ALPHA = 0.05
+DPI, WIDTH = 300, 3.3  # paper column width, inches
+RC = {"font.size": 8, "axes.labelsize": 8, "axes.titlesize": 8, "xtick.labelsize": 7,
+      "ytick.labelsize": 7, "legend.fontsize": 6, "legend.title_fontsize": 7,
+      "lines.linewidth": 1.0, "lines.markersize": 3, "pdf.fonttype": 42}
+TRACE_CHARS = 40  # characters of the dynamic-span sample on the x axis of Figure 5
+
+
+class ReportError(RuntimeError):
+    """A report that cannot be made; `code` is the CLI exit status (1 nothing finished, 2 bad
+    input)."""
+
+    def __init__(self, message: str, code: int) -> None:
+        super().__init__(message)
+        self.code = code
+
+
+@dataclass
+class Sweep:
+    name: str
+    runs: pd.DataFrame  # finished trials, one row each: dotted params, metrics, label, run_id
+    missing: pd.DataFrame  # the other trials: label, status, failure
+    keys: list[str]  # the grid keys, without the seed
+    client: MlflowClient
+
+
+# ---- reading MLflow
+
+def _frame(runs: list) -> pd.DataFrame:
+    rows = [{"run_id": r.info.run_id, "status": r.info.status, "start_time": r.info.start_time,
+             **r.data.params, **r.data.metrics,
+             **{f"tags.{k}": v for k, v in r.data.tags.items()}} for r in runs]
+    df = pd.DataFrame(rows).replace({"None": np.nan, "null": np.nan})
+    for col in (c for c in df.columns if not c.startswith("tags.")):  # params are strings
+        try:
+            df[col] = pd.to_numeric(df[col])
+        except (ValueError, TypeError):
+            pass
+    return df
+
+
+def _grid_keys(df: pd.DataFrame) -> list[str]:
+    """The runner's attnbench.grid_keys tag (union over runs), else the config keys that vary."""
+    tagged = df.get("tags.attnbench.grid_keys", pd.Series(dtype=str)).dropna()
+    keys = list(dict.fromkeys(k for v in tagged for k in v.split(",") if k))
+    if not keys:
+        cfg = [c for c in df if c.startswith(("model.", "data.", "train."))]
+        keys = [c for c in cfg if df[c].nunique(dropna=False) > 1]
+    return [k for k in keys if k not in SEEDS and k in df]
+
+
+def _num(v: object) -> str:
+    return str(int(v)) if isinstance(v, float) and v.is_integer() else str(v)
+
+
+def _label(row: pd.Series, keys: list[str]) -> str:
+    if pd.isna(row["model.variant"]):  # a trial that failed before logging its config
+        return f"run {row['run_id'][:8]}"
+    parts = [str(row["model.variant"])]
+    parts += [f"{SHORT.get(k, k.rsplit('.', 1)[-1])}={_num(row[k])}" for k in keys
+              if k != "model.variant"]
+    return " ".join(parts)
+
+
+def _policy(df: pd.DataFrame, key: str) -> pd.Series:
+    """span_policy / mixing of every run: the config override, else the variant's preset."""
+    preset = df["model.variant"].map(lambda v: PRESETS.get(v, {}).get(key))
+    return df[f"model.attn.{key}"].fillna(preset) if f"model.attn.{key}" in df else preset
+
+
+def _derive(df: pd.DataFrame, keys: list[str]) -> pd.DataFrame:
+    """Columns the tables share: label, policies, heads and head widths, multiplies per token."""
+    df = df.copy()
+    if "model.variant" not in df:
+        df["model.variant"] = "model"
+    df["label"] = df.apply(_label, axis=1, keys=keys)
+    df["span_policy"], df["mixing"] = _policy(df, "span_policy"), _policy(df, "mixing")
+    attn = {k: df.get(f"model.attn.{k}", pd.Series(np.nan, df.index)) for k in
+            ("h_k", "h", "h_v", "d_k", "d_v")}
+    H, D = df.get("model.n_heads", np.nan), df.get("model.d_model", np.nan)
+    df["h_k"], df["h"], df["h_v"] = (attn[k].fillna(H) for k in ("h_k", "h", "h_v"))
+    gbma = df["mixing"] == "gbma"
+    df["d_k"] = attn["d_k"].fillna(D // df["h_k"]).where(~gbma, D)
+    df["d_v"] = attn["d_v"].fillna(D // df["h_v"]).where(~gbma, D)
+    df["P_l"] = df["mixing"].isin(["logits", "both"]).map({True: "yes", False: "-"})
+    df["P_w"] = df["mixing"].isin(["weights", "both"]).map({True: "yes", False: "-"})
+    flops = [df[c] for c in ("flops_counted", "flops_max") if c in df]
+    df["flops"] = flops[0].fillna(flops[1]) if len(flops) == 2 else (flops or [np.nan])[0]
+    return df
+
+
+def _sort(df: pd.DataFrame, keys: list[str]) -> pd.DataFrame:
+    rank = {v: i for i, v in enumerate(ORDER)}
+    by = list(dict.fromkeys(k for k in ["model.variant", *keys, *SEEDS] if k in df))
+    return df.sort_values(by, kind="stable", key=lambda s: s.map(
+        lambda v: rank.get(v, len(rank))) if s.name == "model.variant" else s)
+
+
+def _store_exists(uri: str) -> None:
+    if uri.startswith("sqlite:///") and not Path(uri.removeprefix("sqlite:///")).exists():
+        raise ReportError(f"no MLflow store at {uri.removeprefix('sqlite:///')} "
+                          "(run a sweep first, or pass --tracking-uri)", 2)
+
+
+def load_sweep(name: str, tracking_uri: str) -> Sweep:
+    """The sweep's trial runs: finished ones (with final metrics) and the rest."""
+    _store_exists(tracking_uri)
+    client = MlflowClient(tracking_uri)
+    exp = client.get_experiment_by_name(name)
+    if exp is None:
+        known = ", ".join(e.name for e in client.search_experiments()) or "none"
+        raise ReportError(f"no experiment {name!r} in {tracking_uri} (known: {known})", 2)
+    df = _frame(client.search_runs([exp.experiment_id], max_results=50_000))
+    if "tags.attnbench.role" in df:
+        df = df[df["tags.attnbench.role"] != "sweep"]
+    if df.empty:
+        raise ReportError(f"{name}: no trial runs yet in {tracking_uri}", 1)
+    keys = _grid_keys(df)
+    df = _sort(_derive(df, keys), keys).reset_index(drop=True)
+    final = df.get("final_dev_bpc", pd.Series(np.nan, df.index))
+    trial = df.get("tags.attnbench.trial_hash", df["run_id"]).fillna(df["run_id"])
+    df = df.assign(done=(df["status"] == "FINISHED") & final.notna(), trial=trial)
+    # a trial rerun by a later sweep has several runs: its newest finished one counts, and a trial
+    # with none is missing once (its newest run says why)
+    newest = df.sort_values("start_time", ascending=False, kind="stable")
+    runs = newest[newest["done"]].drop_duplicates("trial").sort_index()
+    missing = newest[~newest["trial"].isin(runs["trial"])].drop_duplicates("trial").sort_index()
+    if runs.empty:
+        status = ", ".join(f"{n} {s.lower()}" for s, n in df["status"].value_counts().items())
+        raise ReportError(f"{name}: no finished trials yet ({status}) in {tracking_uri}", 1)
+    return Sweep(name, runs.reset_index(drop=True), missing.reset_index(drop=True), keys, client)
+
+
+def missing_lines(sweep: Sweep) -> list[str]:
+    """One line per trial that did not finish: label, seed, status and the failure reason."""
+    out = []
+    for _, r in sweep.missing.iterrows():
+        seed = next((f" seed {_num(r[s])}" for s in SEEDS if s in r and pd.notna(r[s])), "")
+        why = next((r[t] for t in ("tags.attnbench.failure", "tags.attnbench.stopped")
+                    if pd.notna(r.get(t))), np.nan)
+        status = r["status"] if r["status"] != "FINISHED" else "FINISHED without final metrics"
+        out.append(f"{r['label']}{seed}: {status}" + (f": {why}" if pd.notna(why) else ""))
+    return out
+
+
+# ---- tables
+
+# (header, source column, kind); kinds: text as is, bpc (mean ± std, bold min, significance
+# marker), count (K/M/G), flops (K/M/G, bold min), span (chars)
+DEV, TEST = ("dev", "final_dev_bpc", "bpc"), ("test", "final_test_bpc", "bpc")
+PARAMS, MODEL = ("#Params", "params", "count"), ("Model", "label", "text")
+LAYOUTS = {
+    "as_table1": ("Adaptive-span Table 1", [MODEL, ("#layers", "model.n_layers", "text"),
+                  ("Avg. span", "mean_span", "span"), PARAMS,
+                  ("#FLOPS", "flops_mean", "flops"), DEV, TEST]),
+    "as_table3": ("Adaptive-span Table 3", [MODEL, ("Avg. span", "mean_span", "span"), DEV]),
+    "th_table1": ("Talking-heads Table 1", [MODEL, ("h", "h", "text"), ("d_k", "d_k", "text"),
+                  ("d_v", "d_v", "text"), PARAMS, ("Multiplies/token", "flops", "flops"),
+                  DEV, TEST]),
+    "th_table3": ("Talking-heads Table 3", [MODEL, ("P_l", "P_l", "text"), ("P_w", "P_w", "text"),
+                  ("h_k", "h_k", "text"), ("h", "h", "text"), ("h_v", "h_v", "text"), PARAMS,
+                  ("Multiplies/token", "flops", "flops"), DEV, TEST]),
+    "generic": ("Results", [MODEL, PARAMS, ("FLOPs/token", "flops", "flops"),
+                ("Avg. span", "mean_span", "span"), DEV, TEST]),
+}
+BY_NAME = {"span_limit": "as_table1", "adaptive_vs_dynamic": "as_table3",
+           "heads_grid": "th_table1", "projections": "th_table3"}
+
+
+def choose_layout(sweep: Sweep) -> str:
+    """The paper table this grid reproduces: by grid name, else by what the grid varies."""
+    if sweep.name in BY_NAME:
+        return BY_NAME[sweep.name]
+    policies, mixings = set(sweep.runs["span_policy"]), set(sweep.runs["mixing"])
+    if "model.n_heads" in sweep.keys:
+        return "th_table1"
+    if {"adaptive", "dynamic"} <= policies:
+        return "as_table3"
+    if {"logits", "weights"} & mixings:
+        return "th_table3"
+    if "model.span" in sweep.keys or {"adaptive", "dynamic"} & policies:
+        return "as_table1"
+    return "generic"
+
+
+def baselines(first: pd.DataFrame, keys: list[str]) -> pd.Series:
+    """label -> baseline label: the multi-head `fixed` row with the same other grid values, else
+    the first `fixed` row, else the first row."""
+    others = [k for k in keys if k != "model.variant"]
+    fixed = first[first["model.variant"] == "fixed"]
+
+    def pick(label: str) -> str:
+        same = fixed[(fixed[others] == first.loc[label, others]).all(axis=1)] if others else fixed
+        return same.index[0] if len(same) else fixed.index[0] if len(fixed) else first.index[0]
+
+    return pd.Series({label: pick(label) for label in first.index})
+
+
+def welch_p(a: np.ndarray, b: np.ndarray) -> float:
+    """Two-sided Welch t-test p-value; NaN when either side has fewer than 2 seeds."""
+    if len(a) < 2 or len(b) < 2:
+        return float("nan")
+    with warnings.catch_warnings():  # identical constant samples: p is NaN, i.e. not significant
+        warnings.simplefilter("ignore", RuntimeWarning)
+        return float(ttest_ind(a, b, equal_var=False).pvalue)
+
+
+def human(x: float, ref: float | None = None) -> str:
+    """42_100_000 -> '42.1M': three significant digits (as the paper's #Params and #FLOPS), in
+    the unit that suits `ref` (default x), so that a std reads in its mean's unit."""
+    ref = abs(x if ref is None else ref)
+    div, unit = next((u for u in ((1e9, "G"), (1e6, "M"), (1e3, "K")) if ref >= u[0]), (1, ""))
+    return f"{x / div:.3g}{unit}"
+
+
+def _cell(kind: str, m: float, s: float) -> str:
+    """mean ± std; the std only where it is known (bpc) or nonzero (sizes, spans)."""
+    if pd.isna(m):
+        return "-"
+    if kind == "bpc":
+        return f"{m:.3f}" + (f" ± {s:.3f}" if pd.notna(s) else "")
+    if kind == "span":
+        return f"{m:.0f}" + (f" ± {s:.1f}" if pd.notna(s) and s > 0 else "")
+    return human(m) + (f" ± {human(s, m)}" if pd.notna(s) and s > 0 else "")
+
+
+def build_table(sweep: Sweep, layout: str) -> tuple[pd.DataFrame, pd.DataFrame, pd.DataFrame]:
+    """(numbers for the CSV, formatted cells with † markers, bold mask) with one row per
+    configuration, in the columns of `layout`."""
+    _, cols = LAYOUTS[layout]
+    runs = sweep.runs.assign(**{src: np.nan for _, src, _ in cols if src not in sweep.runs})
+    g = runs.groupby("label", sort=False)
+    first, n = g.first(), g.size()
+    base = baselines(first, sweep.keys)
+    nums, cells = pd.DataFrame(index=first.index), pd.DataFrame(index=first.index)
+    bold = pd.DataFrame(False, index=first.index, columns=[h for h, _, _ in cols] + ["n"])
+    for head, src, kind in cols:
+        if kind == "text":
+            nums[head] = first[src] if src != "label" else first.index
+            cells[head] = nums[head].map(lambda v: "-" if pd.isna(v) else _num(v))
+            continue
+        mean, std = g[src].mean(), g[src].std()
+        nums[f"{head} mean"], nums[f"{head} std"] = mean, std
+        cells[head] = [_cell(kind, m, s) for m, s in zip(mean, std, strict=True)]
+        if kind in ("bpc", "flops"):
+            bold[head] = np.isclose(mean, mean.min()) & mean.notna()
+        if kind == "bpc":
+            values = g[src].apply(lambda s: s.dropna().to_numpy())
+            p = pd.Series([welch_p(values[lab], values[base[lab]]) for lab in first.index],
+                          index=first.index)
+            p = p.where(base != first.index)  # the baseline itself: no test
+            flag = ~(p < ALPHA) & (base != first.index)
+            nums[f"{head} p"], nums[f"{head} not significant"] = p, flag
+            cells[head] = cells[head] + flag.map({True: "†", False: ""})
+    nums["n"], cells["n"] = n, n.astype(str)
+    nums["baseline"] = base
+    return nums.reset_index(drop=True), cells.reset_index(drop=True), bold.reset_index(drop=True)
+
+
+def _markdown(cells: pd.DataFrame, bold: pd.DataFrame) -> str:
+    md = cells.where(~bold, "**" + cells + "**")
+    return md.to_markdown(index=False, disable_numparse=True,
+                          colalign=["left"] + ["right"] * (len(md.columns) - 1))
+
+
+def _latex(cells: pd.DataFrame, bold: pd.DataFrame, caption: str) -> str:
+    css = bold.map(lambda b: "font-weight: bold;" if b else "")
+    styler = cells.style.hide(axis="index").apply(lambda _: css, axis=None)
+    tex = styler.format(escape="latex").format_index(escape="latex", axis=1).to_latex(
+        hrules=True, convert_css=True, caption=caption, position_float="centering",
+        column_format="l" + "r" * (len(cells.columns) - 1))
+    return tex.replace("±", r"$\pm$").replace("†", r"$^\dagger$")
+
+
+NOTE = ("Mean ± std over n seeds; **bold**: best (lowest) in its column; †: difference from the "
+        "baseline row (multi-head `fixed` at the same other settings, else the first row) not "
+        "significant (Welch t-test p ≥ 0.05, or n < 2). #FLOPS: multiply-adds per predicted "
+        "token at the mean learned span (the paper's estimate); Multiplies/token and FLOPs/token: "
+        "fvcore-counted where logged, else analytic at the executed windows.")
+
+
+def write_tables(sweep: Sweep, out_dir: Path) -> list[Path]:
+    """<layout>.md (with notes and the missing trials), .tex (booktabs) and .csv."""
+    layout = choose_layout(sweep)
+    title, _ = LAYOUTS[layout]
+    nums, cells, bold = build_table(sweep, layout)
+    missing = missing_lines(sweep)
+    md = [f"# {sweep.name}: {title} (in shape)", "", _markdown(cells, bold), "", NOTE, ""]
+    if missing:
+        md += [f"## Not finished ({len(missing)} of {len(missing) + len(sweep.runs)} trials)",
+               "", *(f"- {line}" for line in missing), ""]
+    paths = [out_dir / f"{layout}.{ext}" for ext in ("md", "tex", "csv")]
+    paths[0].write_text("\n".join(md))
+    paths[1].write_text(_latex(cells, bold, f"{sweep.name}: {title} (in shape)"))
+    nums.to_csv(paths[2], index=False)
+    return paths
+
+
+# ---- figures
+
+def _pick(runs: pd.DataFrame, mask: pd.Series) -> pd.Series | None:
+    """The run with the largest span limit / most heads (lowest seed) among `mask`."""
+    sub = runs[mask]
+    by = [c for c in ("model.span", "model.n_heads") if c in sub]
+    return None if sub.empty else sub.sort_values(by, ascending=False, kind="stable").iloc[0]
+
+
+def _result(sweep: Sweep, run: pd.Series | None) -> dict:
+    """The trial's result.json artifact ({} when absent)."""
+    if run is None:
+        return {}
+    with tempfile.TemporaryDirectory() as tmp:
+        try:
+            path = sweep.client.download_artifacts(run["run_id"], "result.json", tmp)
+        except Exception:  # noqa: BLE001  (no artifact: the figure is skipped)
+            return {}
+        return json.loads(Path(path).read_text())
+
+
+def fig_span_limit(sweep: Sweep, fig: Figure) -> bool:
+    """Adaptive-span Figure 3: dev bpc, average span and FLOPs (the paper's estimate, at the mean
+    span) against the span limit S, one line per variant, mean and std over seeds."""
+    r = sweep.runs
+    if "model.span" not in sweep.keys or r["model.span"].nunique() < 2:
+        return False
+    S = sorted(r["model.span"].unique())
+    panels = (("final_dev_bpc", "dev bpc (bits/char)"), ("mean_span", "avg. span (chars)"),
+              ("flops_mean", "FLOPs per token"))
+    axes = fig.subplots(3, 1, sharex=True)
+    for i, (ax, (y, ylabel)) in enumerate(zip(axes, panels, strict=True)):
+        if y in r:
+            sns.lineplot(r, x="model.span", y=y, hue="model.variant", marker="o", errorbar="sd",
+                         ax=ax, legend=i == 0)
+        ax.set(ylabel=ylabel, xscale="log", xlabel="span limit S (chars)")
+        ax.set_xticks(S, labels=[_num(s) for s in S])
+        ax.minorticks_off()
+    axes[2].yaxis.set_major_formatter(EngFormatter(sep=""))
+    if axes[0].get_legend():
+        axes[0].legend(title=None)
+    return True
+
+
+def fig_head_spans(sweep: Sweep, fig: Figure) -> bool:
+    """Adaptive-span Figure 4: the final span of every head, by layer (log scale)."""
+    run = _pick(sweep.runs, sweep.runs["span_policy"] == "adaptive")
+    spans = _result(sweep, run).get("head_spans")
+    if not spans:
+        return False
+    df = pd.DataFrame([(layer + 1, h, s) for layer, heads in enumerate(spans)
+                       for h, s in enumerate(heads)], columns=["layer", "head", "span"])
+    ax = fig.subplots()
+    sns.barplot(df, x="layer", y="span", hue="head", palette="crest", legend=False, ax=ax)
+    ax.set(yscale="log", ylim=(10 ** np.floor(np.log10(df["span"].min())), None),
+           ylabel="span (chars, log)", xlabel="layer",
+           title=f"{run['label']}, seed {_num(run.get('seed', 0))}: one bar per head")
+    for axis in (ax.yaxis.set_major_formatter, ax.yaxis.set_minor_formatter):
+        axis(StrMethodFormatter("{x:g}"))
+    return True
+
+
+def _char(c: str) -> str:
+    return {" ": "␣", "\n": "↵", "\t": "→"}.get(c, c)
+
+
+def fig_dynamic_span(sweep: Sweep, fig: Figure) -> bool:
+    """Adaptive-span Figure 5: the dynamic span (mean over layers and heads) along a text."""
+    run = _pick(sweep.runs, sweep.runs["span_policy"] == "dynamic")
+    trace = _result(sweep, run).get("dynamic_trace")
+    if not trace:
+        return False
+    text, z = trace["text"][:TRACE_CHARS], trace["z"][:TRACE_CHARS]
+    ax = fig.subplots()
+    ax.plot(range(len(z)), z, marker="o")
+    ax.set_xticks(range(len(text)), labels=[_char(c) for c in text], family="monospace",
+                  fontsize=6)
+    ax.set(xlim=(-0.5, len(text) - 0.5), xlabel="input character",
+           ylabel=r"avg. span $z_t$ (chars)", title=run["label"])
+    ax.grid(axis="x", visible=False)
+    return True
+
+
+def fig_mixing(sweep: Sweep, fig: Figure) -> bool:
+    """Talking-heads Figure 1: P_l, P_w and P_l.P_w of one layer, each scaled to [-1, 1]."""
+    run = _pick(sweep.runs, sweep.runs["mixing"] == "both")
+    layers = [m for m in _result(sweep, run).get("mixing", []) if {"P_l", "P_w"} <= set(m)]
+    if not layers:
+        return False
+    P_l, P_w = np.array(layers[-1]["P_l"]), np.array(layers[-1]["P_w"])
+    axes = fig.subplots(1, 3)
+    mats = ((r"$P_l$", P_l, "h_k", "h"), (r"$P_w$", P_w, "h", "h_v"),
+            (r"$P_l P_w$", P_l @ P_w, "h_k", "h_v"))
+    for i, (ax, (title, m, ylabel, xlabel)) in enumerate(zip(axes, mats, strict=True)):
+        sns.heatmap(m / np.abs(m).max(), ax=ax, cmap="RdBu_r", vmin=-1, vmax=1, square=True,
+                    cbar=i == 2, xticklabels=False, yticklabels=False)
+        ax.set(title=title, xlabel=f"${xlabel}$ (heads)", ylabel=f"${ylabel}$ (heads)")
+    fig.suptitle(f"{run['label']}, last layer", fontsize=7)
+    return True
+
+
+def _history(sweep: Sweep) -> pd.DataFrame:
+    keys = ("dev_bpc", "tokens", "train_time_s")
+    frames = []
+    for _, r in sweep.runs.iterrows():
+        cols = {k: {m.step: m.value for m in sweep.client.get_metric_history(r["run_id"], k)}
+                for k in keys}
+        frames.append(pd.DataFrame(cols, columns=list(keys)).assign(run=r["run_id"],
+                                                                    label=r["label"]))
+    return pd.concat(frames).dropna()
+
+
+def fig_curves(sweep: Sweep, fig: Figure) -> bool:
+    """Learning curves: dev bpc against training tokens and against wall time, every seed."""
+    h = _history(sweep)
+    if h.empty:
+        return False
+    axes = fig.subplots(1, 2, sharey=True)
+    for ax, (x, xlabel) in zip(axes, (("tokens", "training tokens"),
+                                      ("train_time_s", "wall time (s)")), strict=True):
+        sns.lineplot(h, x=x, y="dev_bpc", hue="label", units="run", estimator=None,
+                     marker="o", ax=ax, legend=ax is axes[0])
+        ax.set(xlabel=xlabel, ylabel="dev bpc (bits/char)")
+    axes[0].xaxis.set_major_formatter(EngFormatter(sep=""))
+    handles, labels = axes[0].get_legend_handles_labels()
+    axes[0].get_legend().remove()
+    fig.legend(handles, labels, loc="outside lower center", ncols=3, frameon=False)
+    return True
+
+
+FIGURES = {  # stem: (height in inches at WIDTH, drawing function)
+    "as_fig3_span_limit": (4.2, fig_span_limit), "as_fig4_head_spans": (1.8, fig_head_spans),
+    "as_fig5_dynamic_span": (1.6, fig_dynamic_span), "th_fig1_mixing": (1.5, fig_mixing),
+    "learning_curves": (2.4, fig_curves),
+}
+
+
+def write_figures(sweep: Sweep, out_dir: Path) -> list[Path]:
+    """Every figure the runs have data for, as PNG (DPI) and PDF."""
+    paths = []
+    for stem, (height, draw) in FIGURES.items():
+        with sns.axes_style("whitegrid"), mpl.rc_context(RC):
+            fig = Figure(figsize=(WIDTH, height), layout="constrained")
+            FigureCanvasAgg(fig)
+            if not draw(sweep, fig):
+                continue
+            for ext in ("png", "pdf"):
+                paths.append(out_dir / f"{stem}.{ext}")
+                fig.savefig(paths[-1], dpi=DPI)
+    return paths
+
+
+# ---- entry points
+
+def render_sweep(grid_name: str, tracking_uri: str, out_dir: Path,
+                 parent_run_id: str | None = None) -> list[Path]:
+    """Write the sweep's table and figures under out_dir; log them as artifacts (report/) of the
+    parent run when given. Raises ReportError when nothing can be reported."""
+    sweep = load_sweep(grid_name, tracking_uri)
+    out_dir.mkdir(parents=True, exist_ok=True)
+    paths = write_tables(sweep, out_dir) + write_figures(sweep, out_dir)
+    for line in missing_lines(sweep):
+        print(f"not finished: {line}")
+    if parent_run_id:
+        for p in paths:
+            sweep.client.log_artifact(parent_run_id, str(p), "report")
+    return paths
+
+
+def grid_name(target: str) -> str:
+    """A grid file's `name` (else its stem), or the argument itself as the experiment name."""
+    path = Path(target)
+    if path.suffix not in (".yaml", ".yml"):
+        return target
+    if not path.is_file():
+        raise ReportError(f"grid file {target} not found", 2)
+    grid = yaml.safe_load(path.read_text()) or {}
+    return str(grid.get("name") or path.stem) if isinstance(grid, dict) else path.stem
+
+
+def main(argv: list[str] | None = None) -> int:
+    p = argparse.ArgumentParser(prog="python -m bench.report", description=__doc__.split("\n")[0])
+    p.add_argument("target", help="grid YAML (its name) or an MLflow experiment name")
+    p.add_argument("--tracking-uri", default=os.environ.get("MLFLOW_TRACKING_URI", DEFAULT_URI))
+    p.add_argument("--out", type=Path, help="output folder (default results/<grid>/)")
+    args = p.parse_args(argv)
+    os.environ.setdefault("MLFLOW_ENABLE_ARTIFACTS_PROGRESS_BAR", "false")
+    try:
+        name = grid_name(args.target)
+        paths = render_sweep(name, args.tracking_uri, args.out or ROOT / "results" / name)
+    except ReportError as err:
+        print(f"bench.report: {err}", file=sys.stderr)
+        return err.code
+    print("wrote", *map(str, paths), sep="\n  ")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

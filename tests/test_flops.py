@@ -1,0 +1,113 @@
+"""fvcore counts of one prediction step against the analytic #FLOPS (SPEC section 6)."""
+
+import pytest
+import torch
+
+import variants
+from bench.flops import (
+    CONTRACTIONS,
+    MATMUL_LIKE,
+    ZERO_OPS,
+    analytic_flops,
+    attention_flops,
+    counted_flops,
+    flops_report,
+    layer_span,
+    set_spans,
+)
+from bench.model import TransformerLM
+
+V = 64
+# (d_model, n_layers, n_heads, d_ff, span, attention options, learned spans z: (lo, hi) or None)
+CONFIGS = {
+    "base": (32, 2, 4, 64, 24, {}, None),
+    "wide": (48, 3, 6, 80, 40, {"ramp": 8.0}, None),
+    "trimmed": (32, 2, 4, 64, 300, {}, (5.0, 130.0)),  # windows: adaptive 192, dynamic 128
+}
+COMPOSITIONS = [  # variants.build options beyond the registered presets
+    ("talking-heads", dict(h=6, h_v=3, d_k=8, d_v=12)),  # h_k = 4 != h = 6 != h_v = 3
+    ("logits-only", dict(h=6, h_v=6, d_v=8)),
+    ("weights-only", dict(h_v=2, d_v=24)),
+    ("gbma", dict(h=6)),
+    ("adaptive", dict(mixing="both", h=6, h_v=2, d_v=16)),
+    ("dynamic", dict(mixing="gbma")),
+]
+
+
+def build(variant, cfg="base", **extra):
+    D, L, H, F, S, attn, z = CONFIGS[cfg]
+    torch.manual_seed(0)
+    model = TransformerLM(V, D, L, H, F, span=S, variant=variant, attn={**attn, **extra})
+    if z is not None:  # z spread over the heads, so the mean span differs from the window
+        set_spans(model, torch.linspace(*z, model.blocks[0].attn.span_policy.n_heads))
+    return model
+
+
+def check(model):
+    """Counted equals analytic at the executed windows, split by what scales with the window."""
+    c = counted_flops(model)
+    D = model.emb.embedding_dim
+    assert c["skipped"] == {}
+    assert c["flops_counted"] == pytest.approx(analytic_flops(model, "max"), rel=5e-3)
+    core = sum(attention_flops(b.attn, D, layer_span(b.attn, "max"))
+               - attention_flops(b.attn, D, 0) for b in model.blocks)
+    assert c["attention"] == pytest.approx(core, rel=5e-3)
+    assert c["flops_counted_executed"] == c["flops_counted"] + c["cache_reprojection"]
+    return c
+
+
+@pytest.mark.parametrize("cfg", CONFIGS)
+@pytest.mark.parametrize("variant", variants.names())
+def test_counted_equals_analytic(variant, cfg):
+    c = check(build(variant, cfg))
+    assert c["cache_reprojection"] == 0 if variant == "gbma" else c["cache_reprojection"] > 0
+
+
+@pytest.mark.parametrize("variant,options", COMPOSITIONS, ids=[f"{v}-{o}" for v, o in
+                                                                COMPOSITIONS])
+def test_counted_equals_analytic_compositions(variant, options):
+    check(build(variant, "trimmed", **options))
+
+
+def test_hand_computed_step():
+    """Fixed, D 32, 4 heads, S 24, F 64, 2 layers, V 64: per layer 4 D^2 + 2 D F + 3 D S; the
+    executed graph also projects the 23 cached states through W_k and W_v (2 D^2 each)."""
+    c = counted_flops(build("fixed"))
+    per_layer = 4 * 32**2 + 2 * 32 * 64 + 3 * 32 * 24
+    assert c["flops_counted"] == 2 * per_layer + 32 * V
+    assert c["cache_reprojection"] == 2 * 23 * 2 * 32**2
+
+
+def test_trimming_lowers_counted_flops():
+    """z' = 1: every layer computes S = 256 keys. z = 20 (layer 1) and 80 (layer 2): the model
+    trims to ceil(z + R = 52) -> 64 and ceil(112) -> 128 keys; each key dropped saves q.k, q.p and
+    w.v (3 D), and one cached state fewer is re-projected through W_k and W_v (2 D^2)."""
+    D, S = 32, 256
+    model = TransformerLM(V, D, 2, 4, 64, span=S, variant="adaptive")
+    set_spans(model, torch.tensor(float(S)))
+    full = counted_flops(model)
+    for b, z in zip(model.blocks, (20.0, 80.0), strict=True):
+        b.attn.span_policy.z_prime.data.fill_(z / S)
+        b.attn.clamp_()
+    assert [b.attn.span_policy.window for b in model.blocks] == [64, 128]
+    trimmed = counted_flops(model)
+    dropped = (S - 64) + (S - 128)
+    assert full["flops_counted"] - trimmed["flops_counted"] == dropped * 3 * D
+    assert full["cache_reprojection"] - trimmed["cache_reprojection"] == dropped * 2 * D * D
+
+
+def test_no_matmul_like_op_is_skipped():
+    """Every contraction fvcore can meet here has an exact handle; the guard recognises them
+    (and scaled_dot_product_attention, which fvcore would count as 0) and no zero-op."""
+    assert all(MATMUL_LIKE.search(op) for op in CONTRACTIONS)
+    assert MATMUL_LIKE.search("aten::scaled_dot_product_attention")
+    assert not any(MATMUL_LIKE.search(op) for op in ZERO_OPS)
+
+
+def test_flops_report():
+    model = build("adaptive", "trimmed")
+    r = flops_report(model)
+    assert r["params"] == sum(p.numel() for p in model.parameters())
+    assert r["params"] - r["params_non_embedding"] == 2 * V * 32 + V  # embedding, output layer
+    assert r["flops_counted"] == pytest.approx(r["flops_max"], rel=5e-3)
+    assert r["flops_mean"] < r["flops_max"] < r["flops_full"]

@@ -1,0 +1,294 @@
+"""bench.report on sweeps logged by the test, in the runner's MLflow schema, with known values."""
+
+import contextlib
+import io
+import json
+import math
+
+import numpy as np
+import pandas as pd
+import pytest
+from mlflow import MlflowClient
+from mlflow.entities import Metric, Param
+from PIL import Image
+from scipy.stats import ttest_ind
+
+from bench import report
+
+D = 64
+# dev bpc per (variant, S) and seed: adaptive is clearly better at S=64, not at S=128
+SPAN_DEV = {("fixed", 64): [1.50, 1.52, 1.54], ("adaptive", 64): [1.40, 1.41, 1.42],
+            ("fixed", 128): [1.45, 1.47, 1.49], ("adaptive", 128): [1.44, 1.49, 1.46]}
+
+AVD_DEV = {"adaptive": [1.20, 1.21], "dynamic": [1.22, 1.24]}
+
+
+def log_trial(client, exp, parent, params, final, *, seed=0, status="FINISHED", failure=None,
+              result=None, grid_keys="model.variant", start_time=None):
+    tags = {"attnbench.role": "trial", "attnbench.grid": "g", "attnbench.grid_keys": grid_keys,
+            "attnbench.trial_hash": f"{hash((tuple(params.items()), seed)):x}",
+            "mlflow.parentRunId": parent}
+    if failure:
+        tags["attnbench.failure"] = failure
+    run = client.create_run(exp, tags=tags, start_time=start_time).info.run_id
+    params = {"model.d_model": D, "model.n_layers": 2, "train.steps": 20, "data.name": "synthetic",
+              "dataset.prefix": False, "seed": seed, **params}
+    metrics = []
+    if status == "FINISHED":
+        for step, frac in ((10, 0.5), (20, 1.0)):  # per-eval history, ending at the final dev
+            metrics += [Metric(k, v, 0, step) for k, v in (
+                ("dev_bpc", final["final_dev_bpc"] + 1 - frac), ("tokens", 1e4 * frac),
+                ("train_time_s", 3 * frac + seed), ("train_bpc", 2.0), ("lr", 0.07))]
+        metrics += [Metric(k, v, 0, 20) for k, v in final.items()]
+    client.log_batch(run, metrics=metrics, params=[Param(k, str(v)) for k, v in params.items()])
+    if result:
+        client.log_text(run, json.dumps(result), "result.json")
+    if status != "RUNNING":
+        client.set_terminated(run, status)
+    return run
+
+
+def new_sweep(client, root, name):
+    exp = client.create_experiment(name, artifact_location=(root / name).as_uri())
+    return exp, client.create_run(exp, tags={"attnbench.role": "sweep"}).info.run_id
+
+
+@pytest.fixture(scope="module")
+def store(tmp_path_factory):
+    root = tmp_path_factory.mktemp("mlflow")
+    uri = f"sqlite:///{root / 'mlflow.db'}"
+    client = MlflowClient(uri)
+    rng = np.random.default_rng(0)
+
+    exp, parent = new_sweep(client, root, "span_limit")
+    keys = "model.variant,model.span"
+    for (variant, S), devs in SPAN_DEV.items():
+        for seed, dev in enumerate(devs):
+            spans = (rng.uniform(32, S, size=(2, 4))).round().tolist()
+            final = {"final_dev_bpc": dev, "final_test_bpc": span_test(devs)[seed],
+                     "params": 10_000 + S, "flops_mean": 1e5 * S / (2 if variant == "adaptive"
+                                                                   else 1),
+                     "flops_max": 1e5 * S, "mean_span": float(np.mean(spans)) if variant ==
+                     "adaptive" else S}
+            result = {"head_spans": spans} if variant == "adaptive" else None
+            log_trial(client, exp, parent, {"model.variant": variant, "model.span": S}, final,
+                      seed=seed, result=result, grid_keys=keys)
+    log_trial(client, exp, parent, {"model.variant": "adaptive", "model.span": 128}, {},
+              seed=3, status="FAILED", failure="Diverged: training loss is nan at step 7",
+              grid_keys=keys)
+    log_trial(client, exp, parent, {"model.variant": "fixed", "model.span": 128}, {}, seed=3,
+              status="RUNNING", grid_keys=keys)
+
+    exp, _ = new_sweep(client, root, "heads")
+    log_trial(client, exp, None, {"model.variant": "gbma", "model.n_heads": 2},
+              {"final_dev_bpc": 1.6, "final_test_bpc": 1.6, "params": 9000, "flops_max": 9000},
+              grid_keys="model.variant,model.n_heads")
+    for variant in ("fixed", "talking-heads"):
+        for H in (2, 4):
+            for seed in range(2):
+                final = {"final_dev_bpc": 1.3 + 0.01 * seed + 0.1 * H, "final_test_bpc": 1.35,
+                         "params": 5000, "flops_max": 1000 * H}
+                mix = None
+                if variant == "talking-heads":
+                    final["flops_counted"] = 1001 * H
+                    mix = {"mixing": [{"P_l": rng.normal(size=(H, H)).tolist(),
+                                       "P_w": rng.normal(size=(H, H)).tolist()}] * 2}
+                log_trial(client, exp, None, {"model.variant": variant, "model.n_heads": H},
+                          final, seed=seed, result=mix, grid_keys="model.variant,model.n_heads")
+
+    exp, _ = new_sweep(client, root, "adaptive_vs_dynamic")
+    text = "the overlook of the tower, and the river below it"
+    for variant in ("adaptive", "dynamic"):
+        for seed in range(2):
+            result = {"head_spans": [[40.0, 300.0], [32.0, 90.0]]}
+            if variant == "dynamic":
+                result["dynamic_trace"] = {"text": text, "z": rng.uniform(0, 50, len(text))
+                                           .tolist()}
+            log_trial(client, exp, None, {"model.variant": variant}, {
+                "final_dev_bpc": AVD_DEV[variant][seed], "final_test_bpc": 1.25,
+                "mean_span": 120}, seed=seed, result=result)
+
+    exp, _ = new_sweep(client, root, "projections")
+    th = {"model.variant": "talking-heads", "model.n_heads": 4}  # two stale runs of one trial
+    log_trial(client, exp, None, th, {}, status="FAILED", failure="killed", start_time=1)
+    log_trial(client, exp, None, th, {"final_dev_bpc": 9.0}, start_time=2)
+    for i, variant in enumerate(("fixed", "logits-only", "weights-only", "talking-heads")):
+        log_trial(client, exp, None, {"model.variant": variant, "model.n_heads": 4},
+                  {"final_dev_bpc": 1.3 - 0.01 * i, "final_test_bpc": 1.3, "params": 5000,
+                   "flops_max": 1000.0 + i})
+
+    exp, _ = new_sweep(client, root, "lr_sweep")
+    for lr in (0.1, 0.03):
+        log_trial(client, exp, None, {"model.variant": "fixed", "train.lr": lr},
+                  {"final_dev_bpc": 1.5 + lr, "final_test_bpc": 1.5, "mean_span": 24},
+                  grid_keys="train.lr")
+
+    exp, _ = new_sweep(client, root, "all_failed")
+    log_trial(client, exp, None, {"model.variant": "gbma"}, {}, status="FAILED",
+              failure="ValueError: out of memory")
+    return uri, client, root
+
+
+def render(store, name, tmp_path, **kw):
+    uri, _, _ = store
+    out = io.StringIO()
+    with contextlib.redirect_stdout(out):
+        paths = report.render_sweep(name, uri, tmp_path, **kw)
+    return paths, out.getvalue()
+
+
+@pytest.fixture(scope="module")
+def span_report(store, tmp_path_factory):
+    """The span_limit sweep rendered once: (written paths, what it printed, out dir)."""
+    out = tmp_path_factory.mktemp("span_limit")
+    return (*render(store, "span_limit", out), out)
+
+
+def md_rows(path):
+    """Markdown table -> {first cell: [cells]}."""
+    lines = [line for line in path.read_text().splitlines() if line.startswith("|")]
+    rows = [[c.strip() for c in line.strip("|").split("|")] for line in lines]
+    return rows[0], {r[0]: r for r in rows[2:]}
+
+
+def span_test(devs):
+    return [d + 0.05 + 0.01 * seed for seed, d in enumerate(devs)]
+
+
+def test_span_limit_table_matches_hand_computed(span_report):
+    paths, _, tmp_path = span_report
+    assert {p.name for p in paths} >= {"as_table1.md", "as_table1.tex", "as_table1.csv"}
+    csv = pd.read_csv(tmp_path / "as_table1.csv").set_index("Model")
+    header, rows = md_rows(tmp_path / "as_table1.md")
+    assert list(rows) == ["fixed S=64", "fixed S=128", "adaptive S=64", "adaptive S=128"]
+    marked = set()
+    for col, values in (("dev", SPAN_DEV), ("test", {k: span_test(v) for k, v in
+                                                     SPAN_DEV.items()})):
+        best = min(np.mean(v) for v in values.values())
+        for (variant, S), x in values.items():
+            label = f"{variant} S={S}"
+            mean, std = np.mean(x), np.std(x, ddof=1)
+            assert csv.loc[label, f"{col} mean"] == pytest.approx(mean)
+            assert csv.loc[label, f"{col} std"] == pytest.approx(std)
+            assert csv.loc[label, "n"] == int(rows[label][header.index("n")]) == len(x) == 3
+            cell = f"{mean:.3f} ± {std:.3f}"
+            if variant != "fixed":
+                p = ttest_ind(x, values[("fixed", S)], equal_var=False).pvalue
+                assert csv.loc[label, f"{col} p"] == pytest.approx(p)
+                if p >= 0.05:
+                    cell += "†"
+                    marked.add((col, label))
+            if math.isclose(mean, best):
+                cell = f"**{cell}**"
+            assert rows[label][header.index(col)] == cell
+        assert sum(r[header.index(col)].startswith("**") for r in rows.values()) == 1
+    # the fixture holds a significant and a non-significant difference
+    assert ("dev", "adaptive S=128") in marked and ("dev", "adaptive S=64") not in marked
+    # FLOPs: bold at the minimum, in the paper's units
+    flops_col = header.index("#FLOPS")
+    assert rows["adaptive S=64"][flops_col] == "**3.2M**"
+    assert rows["fixed S=128"][flops_col] == "12.8M"
+    tex = (tmp_path / "as_table1.tex").read_text()
+    assert all(r in tex for r in (r"\toprule", r"\midrule", r"\bottomrule", r"$\pm$"))
+    assert tex.count(r"$^\dagger$") == len(marked) and tex.count(r"\bfseries") == 3
+
+
+def test_partly_failed_sweep_lists_what_is_missing(span_report):
+    _, printed, tmp_path = span_report
+    md = (tmp_path / "as_table1.md").read_text()
+    assert "Not finished (2 of 14 trials)" in md
+    for text in (md, printed):
+        assert "adaptive S=128 seed 3: FAILED: Diverged: training loss is nan at step 7" in text
+        assert "fixed S=128 seed 3: RUNNING" in text
+
+
+def check_images(paths, stems):
+    pngs = {p.stem: p for p in paths if p.suffix == ".png"}
+    assert set(pngs) == set(stems)
+    for stem, path in pngs.items():
+        height, _ = report.FIGURES[stem]
+        img = np.asarray(Image.open(path).convert("L"))
+        assert img.shape == (round(height * report.DPI), round(report.WIDTH * report.DPI))
+        assert img.min() < 100 and (img < 250).mean() > 0.01, stem  # something is drawn
+        pdf = path.with_suffix(".pdf")
+        assert pdf.read_bytes()[:4] == b"%PDF" and pdf.stat().st_size > 2000
+
+
+def test_figures_span_limit(span_report):
+    paths, _, _ = span_report
+    check_images(paths, ["as_fig3_span_limit", "as_fig4_head_spans", "learning_curves"])
+
+
+def test_figures_and_table3_adaptive_vs_dynamic(store, tmp_path):
+    paths, _ = render(store, "adaptive_vs_dynamic", tmp_path)
+    check_images(paths, ["as_fig4_head_spans", "as_fig5_dynamic_span", "learning_curves"])
+    header, rows = md_rows(tmp_path / "as_table3.md")
+    assert header == ["Model", "Avg. span", "dev", "n"]
+    a, d = AVD_DEV["adaptive"], AVD_DEV["dynamic"]
+    p = ttest_ind(d, a, equal_var=False).pvalue  # baseline: the first row (no `fixed`)
+    assert rows["adaptive"][2] == f"**{np.mean(a):.3f} ± {np.std(a, ddof=1):.3f}**"
+    marker = "†" if p >= 0.05 else ""
+    assert rows["dynamic"][2] == f"{np.mean(d):.3f} ± {np.std(d, ddof=1):.3f}{marker}"
+
+
+def test_heads_table_and_mixing_figure(store, tmp_path):
+    paths, _ = render(store, "heads", tmp_path)
+    check_images(paths, ["th_fig1_mixing", "learning_curves"])
+    header, rows = md_rows(tmp_path / "th_table1.md")
+    assert header[:6] == ["Model", "h", "d_k", "d_v", "#Params", "Multiplies/token"]
+    for H in (2, 4):
+        assert rows[f"fixed h={H}"][1:4] == [str(H), str(D // H), str(D // H)]
+        bold = "**" if H == 2 else ""  # the fewest multiplies
+        assert rows[f"fixed h={H}"][5] == f"{bold}{report.human(1000 * H)}{bold}"
+        assert rows[f"talking-heads h={H}"][5] == report.human(1001 * H)  # counted when logged
+    assert rows["gbma h=2"][1:4] == ["2", str(D), str(D)]  # GBMA: full D x D per head
+
+
+def test_projections_table_marks_single_seed_rows(store, tmp_path):
+    render(store, "projections", tmp_path)
+    header, rows = md_rows(tmp_path / "th_table3.md")
+    dev = header.index("dev")
+    assert [rows[v][1:3] for v in ("fixed", "logits-only", "weights-only", "talking-heads")] == [
+        ["-", "-"], ["yes", "-"], ["-", "yes"], ["yes", "yes"]]
+    assert not rows["fixed"][dev].endswith("†")  # the baseline itself
+    assert all(rows[v][dev].rstrip("*").endswith("†") for v in list(rows)[1:])  # n = 1
+    # the trial's newest finished run counts, once; its older runs are not "missing"
+    assert rows["talking-heads"][dev] == "**1.270†**" and rows["talking-heads"][-1] == "1"
+    assert "Not finished" not in (tmp_path / "th_table3.md").read_text()
+
+
+def test_generic_table_for_other_grids(store, tmp_path):
+    render(store, "lr_sweep", tmp_path)
+    header, rows = md_rows(tmp_path / "generic.md")
+    assert header[0] == "Model" and "dev" in header and "test" in header
+    assert list(rows) == ["fixed lr=0.03", "fixed lr=0.1"]  # sorted by the grid key
+    assert rows["fixed lr=0.03"][header.index("dev")] == "**1.530**"
+
+
+def test_artifacts_logged_to_parent(store, tmp_path):
+    _, client, _ = store
+    exp = client.get_experiment_by_name("projections")
+    parent = client.search_runs([exp.experiment_id], "tags.`attnbench.role` = 'sweep'")[0]
+    paths, _ = render(store, "projections", tmp_path, parent_run_id=parent.info.run_id)
+    logged = {f.path for f in client.list_artifacts(parent.info.run_id, "report")}
+    assert logged == {f"report/{p.name}" for p in paths}
+
+
+def test_cli_exit_codes(store, tmp_path, capsys):
+    uri, _, _ = store
+    grid = tmp_path / "grid.yaml"
+    grid.write_text("name: projections\ngrid: {model.variant: [fixed]}\n")
+    assert report.main([str(grid), "--tracking-uri", uri, "--out", str(tmp_path / "o")]) == 0
+    assert (tmp_path / "o" / "th_table3.md").exists()
+    for args, code, msg in (
+        (["all_failed"], 1, "all_failed: no finished trials yet (1 failed)"),
+        (["nope"], 2, "no experiment 'nope'"),
+        ([str(tmp_path / "missing.yaml")], 2, "not found"),
+    ):
+        capsys.readouterr()
+        assert report.main([*args, "--tracking-uri", uri, "--out", str(tmp_path)]) == code
+        err = capsys.readouterr().err
+        assert msg in err and len(err.strip().splitlines()) == 1 and "Traceback" not in err
+    no_store = f"sqlite:///{tmp_path / 'none.db'}"
+    assert report.main(["x", "--tracking-uri", no_store]) == 2
+    assert not (tmp_path / "none.db").exists()

@@ -138,13 +138,29 @@ def parse_sets(pairs: list[str]) -> dict:
     return tree
 
 
-def format_error(err: ValidationError) -> str:
+def fields_at(schema: type[BaseModel], loc: tuple) -> list[str]:
+    """Field names of the section that holds loc's last key ([] where loc leaves the schema)."""
+    for part in loc[:-1]:
+        field = schema.model_fields.get(part) if isinstance(part, str) else None
+        ann = field.annotation if field else None
+        if not (isinstance(ann, type) and issubclass(ann, BaseModel)):
+            return []
+        schema = ann
+    return list(schema.model_fields)
+
+
+def format_error(err: ValidationError, schema: type[BaseModel] = Config,
+                 what: str = "config") -> str:
+    """One line per error: key path, message, the bad value and, for unknown keys, the known."""
     lines = []
     for e in err.errors():
-        path = ".".join(str(p) for p in e["loc"]) or "config"
+        path = ".".join(str(p) for p in e["loc"]) or what
         got = e.get("input")
-        lines.append(f"{path}: {e['msg']}" + ("" if isinstance(got, dict) else f" (got {got!r})"))
-    return "invalid config:\n  " + "\n  ".join(lines)
+        line = f"{path}: {e['msg']}" + ("" if isinstance(got, dict) else f" (got {got!r})")
+        if e["type"] == "extra_forbidden" and (known := fields_at(schema, e["loc"])):
+            line += f"; allowed: {', '.join(known)}"
+        lines.append(line)
+    return f"invalid {what}:\n  " + "\n  ".join(lines)
 
 
 def resolve(tree: dict | None = None, preset: str | None = "tiny") -> Config:

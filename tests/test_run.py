@@ -1,0 +1,382 @@
+"""bench.run: grid validation, Ray Tune sweeps tracked in MLflow, rerun after Ctrl-C, divergence,
+a real Ray cluster, concurrent sqlite logging.
+
+SLOW: about 3 minutes on 2 cores. All but the schema tests run real sweeps of small grids
+through Ray (local with 2 CPUs, or a cluster the test starts) into a temporary MLflow store.
+Skip them with `pytest -m "not slow"`.
+"""
+
+import argparse
+import json
+import os
+import re
+import signal
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+import urllib.request
+from pathlib import Path
+
+import pytest
+import yaml
+from mlflow import MlflowClient
+
+from bench import run, tracking
+
+ROOT = Path(__file__).resolve().parents[1]
+SMOKE = ROOT / "ablations" / "smoke.yaml"
+slow = pytest.mark.slow
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+@pytest.fixture
+def short_tmp():
+    """A short temp dir (Ray's socket paths must stay under ~100 characters)."""
+    with tempfile.TemporaryDirectory(prefix="ab", dir="/tmp") as d:
+        yield Path(d)
+
+
+def cli_env(tmp: Path) -> dict:
+    env = {k: v for k, v in os.environ.items() if k not in ("MLFLOW_TRACKING_URI", "RAY_ADDRESS")}
+    return {**env, "TMPDIR": str(tmp), "PYTHONUNBUFFERED": "1"}
+
+
+def bench_run(args: list, tmp: Path, **kw) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-m", "bench.run", *map(str, args), "--results-dir",
+                           tmp / "results", "--no-report"], cwd=ROOT, env=cli_env(tmp),
+                          capture_output=True, text=True, timeout=300, **kw)
+
+
+def client(tmp: Path) -> MlflowClient:
+    return MlflowClient(f"sqlite:///{tmp / 'results' / 'mlflow.db'}")
+
+
+def trial_runs(tmp: Path, grid: str) -> list:
+    c = client(tmp)
+    exp = c.get_experiment_by_name(grid)
+    return c.search_runs([exp.experiment_id], "tags.`attnbench.role` = 'trial'")
+
+
+def expected_hashes(grid_file: Path, sets: tuple = (), seeds: list | None = None) -> set[str]:
+    grid = run.load_grid(grid_file)
+    cli = argparse.Namespace(preset=None, sets=list(sets), data=None, seeds=seeds)
+    base, preset = run.apply_cli(grid, cli)
+    return {t.hash for t in run.expand(grid, base, preset)}
+
+
+def write_grid(tmp: Path, name: str, **changes) -> Path:
+    grid = {**yaml.safe_load(SMOKE.read_text()), "name": name, **changes}
+    path = tmp / f"{name}.yaml"
+    path.write_text(yaml.safe_dump(grid))
+    return path
+
+
+# --- schema errors: exit 2, the key path named, nothing started --------------------------------
+
+BAD = {
+    "unknown top-level key": ({"colour": "red"}, [], "colour"),
+    "wrong type": ({"resources": {"cpu": "lots"}}, [], "resources.cpu"),
+    "unknown variant": ({"grid": {"model.variant": ["fixed", "nope"]}}, [], "model.variant"),
+    "unknown dataset": ({"base": {"data": {"name": "enwik9"}}}, [], "enwik9"),
+    "empty grid": ({"grid": {}}, [], "grid"),
+    "grid key not in the config": ({"grid": {"model.n_head": [2, 4]}}, [], "model.n_head"),
+    "grid values not a list": ({"grid": {"model.n_heads": 4}}, [], "grid.model.n_heads"),
+    "unknown base key": ({"base": {"model": {"d_modle": 8}}}, [], "model.d_modle"),
+    "bad --set value": ({}, ["--set", "train.lr=-1"], "train.lr"),
+    "bad synthetic option": ({"base": {"data": {"synthetic": {"n_char": 5}}}}, [], "n_char"),
+    "exclude on a non-grid key": ({"exclude": [{"model.n_heads": 4}]}, [], "exclude.0"),
+    "unknown scheduler": ({"scheduler": "hyperband"}, [], "scheduler.type"),
+}
+
+
+@pytest.mark.parametrize("case", BAD, ids=list(BAD))
+def test_bad_grid_exits_2_and_starts_nothing(case, tmp_path, monkeypatch, capsys):
+    changes, cli, path = BAD[case]
+    grid = {**yaml.safe_load(SMOKE.read_text()), **changes}
+    file = tmp_path / "bad.yaml"
+    file.write_text(yaml.safe_dump(grid))
+    monkeypatch.delenv("MLFLOW_TRACKING_URI", raising=False)
+    monkeypatch.setattr(tempfile, "tempdir", str(tmp_path / "tmp"))
+    assert run.main([str(file), *cli, "--results-dir", str(tmp_path / "results")]) == 2
+    err = capsys.readouterr().err
+    assert path in err and "error:" in err, err
+    assert not (tmp_path / "results").exists() and not (tmp_path / "tmp").exists()
+    assert "ray" not in sys.modules or not sys.modules["ray"].is_initialized()
+
+
+def test_unreadable_grid_and_bad_seeds_exit_2(tmp_path, capsys):
+    (tmp_path / "broken.yaml").write_text("name: [unclosed\n")
+    assert run.main([str(tmp_path / "broken.yaml")]) == 2
+    assert "broken.yaml" in capsys.readouterr().err
+    with pytest.raises(SystemExit) as exit_:
+        run.main([str(SMOKE), "--seeds", "0,x"])
+    assert exit_.value.code == 2
+
+
+def test_dry_run_prints_trials_and_cost(tmp_path, capsys):
+    grid = write_grid(tmp_path, "dry", grid={"model.variant": ["fixed", "gbma"],
+                                             "model.n_heads": [2, 4]},
+                      exclude=[{"model.variant": "gbma", "model.n_heads": [4]}])
+    assert run.main([str(grid), "--dry-run", "--seeds", "0,1",
+                     "--results-dir", str(tmp_path / "results")]) == 0
+    out = capsys.readouterr().out
+    assert "6 trials" in out and "estimated cost" in out  # (2 x 2 - 1) x 2 seeds
+    rows = [line for line in out.splitlines() if line.startswith("| ") and "gbma" in line]
+    assert len(rows) == 2 and all(" 2 " in r for r in rows)
+    assert not (tmp_path / "results").exists()
+
+
+def test_cli_preset_wins_over_base_sizes_but_not_grid_axes():
+    grid = run.load_grid(ROOT / "ablations" / "heads_grid.yaml")
+    cli = argparse.Namespace(preset="small", sets=[], data="enwik8", seeds=None)
+    base, preset = run.apply_cli(grid, cli)
+    cfg = run.resolve(base, preset)
+    assert (cfg.model.d_model, cfg.model.n_layers, cfg.data.name) == (512, 12, "enwik8")
+    assert cfg.data.synthetic == {} and grid.grid["model.n_heads"] == [32, 16, 8, 4, 2]
+
+
+# --- sweeps through Ray ---------------------------------------------------------------------
+
+
+@pytest.fixture(scope="module")
+def smoke_sweep():
+    """The smoke grid once, local Ray with 2 CPUs, into a temporary store."""
+    with tempfile.TemporaryDirectory(prefix="ab", dir="/tmp") as d:
+        tmp = Path(d)
+        done = bench_run([SMOKE], tmp)
+        yield tmp, done
+
+
+@slow
+def test_smoke_sweep_logs_one_finished_run_per_trial(smoke_sweep):
+    tmp, done = smoke_sweep
+    assert done.returncode == 0, done.stderr[-3000:]
+    assert f"mlflow ui --backend-store-uri sqlite:///{tmp / 'results' / 'mlflow.db'} " \
+           "--host 127.0.0.1" in done.stdout
+    c = client(tmp)
+    exp = c.get_experiment_by_name("smoke").experiment_id
+    parent = c.search_runs([exp], "tags.`attnbench.role` = 'sweep'")
+    runs = trial_runs(tmp, "smoke")
+    assert len(parent) == 1 and parent[0].info.status == "FINISHED"
+    assert parent[0].data.params["n_trials"] == "2"
+    assert {r.data.tags["attnbench.trial_hash"] for r in runs} == expected_hashes(SMOKE)
+    assert sorted(r.data.params["model.variant"] for r in runs) == ["fixed", "talking-heads"]
+    for r in runs:
+        h = r.data.tags["attnbench.trial_hash"]
+        assert r.info.status == "FINISHED"
+        assert r.data.tags["mlflow.parentRunId"] == parent[0].info.run_id
+        assert r.data.tags["attnbench.grid"] == "smoke"
+        assert r.data.tags["attnbench.grid_keys"] == "model.variant"
+        assert r.info.run_name == f"{r.data.params['model.variant']}-s0"
+        p = r.data.params
+        assert (p["model.n_heads"], p["train.steps"], p["seed"], p["data.name"]) == (
+            "2", "20", "0", "synthetic")
+        assert p["dataset.n_bytes"] == "60000" and len(p["dataset.sha256"]) == 64
+        assert p["versions.torch"].startswith("2.") and p["git_commit"]
+        m = r.data.metrics
+        assert m["steps"] == 20 and m["tokens"] == 20 * 4 * 32 and m["params"] > 0
+        assert 0 < m["final_dev_bpc"] < 8 and 0 < m["final_test_bpc"] < 8
+        assert m["flops_full"] > 0 and {"layer_max_span.0", "layer_max_span.1"} <= set(m)
+        dev = c.get_metric_history(r.info.run_id, "dev_bpc")
+        assert [x.step for x in dev] == [10, 20]
+        assert {"train_bpc", "lr", "mean_span", "tokens_per_s"} <= set(m)
+        arts = {a.path for a in c.list_artifacts(r.info.run_id)}
+        assert {"config.json", "result.json"} <= arts
+        assert (tmp / "results" / "smoke" / "trials" / h / "result.json").exists()
+
+
+@slow
+def test_smoke_sweep_over_the_mlflow_server_rest_api(smoke_sweep, short_tmp):
+    tmp, done = smoke_sweep
+    assert done.returncode == 0, done.stderr[-3000:]
+    port = free_port()
+    server = subprocess.Popen(
+        [Path(sys.executable).parent / "mlflow", "server", "--backend-store-uri",
+         f"sqlite:///{tmp / 'results' / 'mlflow.db'}", "--host", "127.0.0.1", "--port",
+         str(port), "--workers", "1"], cwd=short_tmp, env=cli_env(short_tmp),
+        stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True)
+    url = f"http://127.0.0.1:{port}"
+
+    def call(path: str, body: dict | None = None) -> dict:
+        req = urllib.request.Request(url + path, data=json.dumps(body).encode() if body else None,
+                                     headers={"Content-Type": "application/json"})
+        with urllib.request.urlopen(req, timeout=10) as r:
+            return json.loads(r.read() or b"{}")
+
+    try:
+        for _ in range(120):
+            try:
+                urllib.request.urlopen(url + "/health", timeout=2)
+                break
+            except OSError:
+                time.sleep(0.5)
+        exp = call("/api/2.0/mlflow/experiments/get-by-name?experiment_name=smoke")["experiment"]
+        found = call("/api/2.0/mlflow/runs/search", {
+            "experiment_ids": [exp["experiment_id"]],
+            "filter": "tags.`attnbench.role` = 'trial' and attributes.status = 'FINISHED'"})
+    finally:
+        os.killpg(server.pid, signal.SIGTERM)
+        server.wait(timeout=30)
+    runs = found["runs"]
+    assert len(runs) == 2
+    for r in runs:
+        metrics = {m["key"]: m["value"] for m in r["data"]["metrics"]}
+        tags = {t["key"]: t["value"] for t in r["data"]["tags"]}
+        assert 0 < metrics["final_dev_bpc"] < 8 and tags["attnbench.trial_hash"]
+
+
+@slow
+def test_interrupted_sweep_reruns_only_the_missing_trials(short_tmp):
+    grid = write_grid(short_tmp, "cut", seeds=[0, 1, 2])
+    trials = short_tmp / "results" / "cut" / "trials"
+    driver = subprocess.Popen([sys.executable, "-m", "bench.run", str(grid), "--set",
+                               "train.steps=60", "--results-dir", short_tmp / "results",
+                               "--no-report"], cwd=ROOT, env=cli_env(short_tmp),
+                              stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+                              start_new_session=True)
+    deadline = time.time() + 180
+    while not list(trials.glob("*/result.json")) and time.time() < deadline:
+        time.sleep(0.2)
+    os.killpg(driver.pid, signal.SIGINT)  # Ctrl-C: to the driver and everything it started
+    out = driver.communicate(timeout=120)[0]
+    assert driver.returncode == 130, out[-3000:]
+    first = {r.data.tags["attnbench.trial_hash"]: r for r in trial_runs(short_tmp, "cut")}
+    finished = {h: (r.info.run_id, r.info.end_time) for h, r in first.items()
+                if r.info.status == "FINISHED"}
+    assert 1 <= len(finished) < 6, out[-3000:]
+    assert all(r.info.status in ("FINISHED", "KILLED") for r in first.values())
+
+    again = bench_run([grid, "--set", "train.steps=60"], short_tmp)
+    assert again.returncode == 0, again.stdout[-3000:] + again.stderr[-3000:]
+    assert f"{len(finished)} already finished, {6 - len(finished)} to run" in again.stdout
+    runs = trial_runs(short_tmp, "cut")
+    by_hash = {r.data.tags["attnbench.trial_hash"]: r for r in runs}
+    assert len(runs) == 6 and set(by_hash) == expected_hashes(grid, ["train.steps=60"])
+    assert all(r.info.status == "FINISHED" for r in runs)
+    for h, (run_id, end) in finished.items():
+        assert (by_hash[h].info.run_id, by_hash[h].info.end_time) == (run_id, end)
+    for h, r in first.items():  # an interrupted trial continues in the run it started
+        assert by_hash[h].info.run_id == r.info.run_id
+
+
+@slow
+def test_diverging_trial_fails_with_its_reason_and_the_sweep_goes_on(short_tmp):
+    grid = write_grid(short_tmp, "diverge", grid={"train.lr": [0.07, 1.0e30]})
+    done = bench_run([grid], short_tmp)
+    assert done.returncode == 1, done.stdout[-3000:] + done.stderr[-3000:]
+    runs = {float(r.data.params["train.lr"]): r for r in trial_runs(short_tmp, "diverge")}
+    ok, bad = runs[0.07], runs[1e30]
+    assert ok.info.status == "FINISHED" and "final_dev_bpc" in ok.data.metrics
+    assert bad.info.status == "FAILED"
+    assert re.search(r"Diverged: training loss is nan", bad.data.tags["attnbench.failure"])
+    assert "final_dev_bpc" not in bad.data.metrics
+
+
+def start_node(args: list, tmp: Path) -> subprocess.Popen:
+    """`ray start --block` in its own session, so the test stops exactly what it started."""
+    env = {**cli_env(tmp), "RAY_AUTH_MODE": "disabled"}
+    return subprocess.Popen([Path(sys.executable).parent / "ray", "start", "--block",
+                             "--node-ip-address=127.0.0.1", "--num-cpus=1",
+                             "--disable-usage-stats", *args], env=env, cwd=tmp,
+                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+                            start_new_session=True)
+
+
+def stop_node(node: subprocess.Popen) -> None:
+    os.killpg(node.pid, signal.SIGTERM)
+    try:
+        node.wait(timeout=15)
+    except subprocess.TimeoutExpired:
+        pass
+    try:
+        os.killpg(node.pid, signal.SIGKILL)  # daemons that outlived `ray start`
+    except ProcessLookupError:
+        pass
+    node.wait(timeout=15)
+
+
+def cluster_nodes(address: str, tmp: Path) -> set[str]:
+    out = subprocess.run([Path(sys.executable).parent / "ray", "status", "--address", address],
+                         env={**cli_env(tmp), "RAY_AUTH_MODE": "disabled"}, capture_output=True,
+                         text=True, timeout=60).stdout
+    return set(re.findall(r"node_([0-9a-f]{56})", out))
+
+
+@slow
+def test_smoke_sweep_on_a_ray_cluster(short_tmp):
+    port = free_port()
+    address = f"127.0.0.1:{port}"
+    head = start_node(["--head", f"--port={port}", f"--temp-dir={short_tmp}",
+                       "--include-dashboard=false"], short_tmp)
+    nodes: list[subprocess.Popen] = [head]
+    try:
+        for _ in range(60):
+            if cluster_nodes(address, short_tmp):
+                break
+            time.sleep(1)
+        nodes.append(start_node([f"--address={address}"], short_tmp))
+        for _ in range(60):
+            if len(ids := cluster_nodes(address, short_tmp)) == 2:
+                break
+            time.sleep(1)
+        assert len(ids) == 2
+        done = subprocess.run([sys.executable, "-m", "bench.run", str(SMOKE), "--address",
+                               address, "--results-dir", short_tmp / "results", "--no-report"],
+                              cwd=ROOT, env={**cli_env(short_tmp), "RAY_AUTH_MODE": "disabled"},
+                              capture_output=True, text=True, timeout=300)
+    finally:
+        for node in reversed(nodes):
+            stop_node(node)
+    assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
+    assert f"Ray cluster at {address}" in done.stdout
+    runs = trial_runs(short_tmp, "smoke")
+    assert len(runs) == 2 and all(r.info.status == "FINISHED" for r in runs)
+    ran_on = {r.data.tags["attnbench.ray_node_id"] for r in runs}
+    assert ran_on == ids  # one CPU per node: the two trials ran on the two nodes
+    assert all(r.data.tags["attnbench.ray_gcs"].endswith(f":{port}") for r in runs)
+
+
+# --- concurrent logging into one sqlite store ------------------------------------------------
+
+WRITER = """
+import sys, time
+from mlflow import MlflowClient
+from bench.tracking import TrialRun
+uri, exp, start = sys.argv[1], sys.argv[2], float(sys.argv[3])
+run_id = MlflowClient(uri).create_run(exp).info.run_id
+while time.time() < start:
+    time.sleep(0.005)
+trial = TrialRun(uri, run_id)
+for step in range(50):
+    trial.log_metrics({"dev_bpc": step / 10, "tokens": step}, step)
+trial.client.set_terminated(run_id)
+"""
+
+
+@slow
+def test_concurrent_trials_lose_nothing_in_sqlite(tmp_path):
+    uri = f"sqlite:///{tmp_path / 'mlflow.db'}"
+    c = MlflowClient(uri)
+    exp = tracking.experiment_id(c, "concurrent", uri)
+    start = time.time() + 12  # past every writer's imports: they all write at once
+    writers = [subprocess.Popen([sys.executable, "-c", WRITER, uri, exp, str(start)], cwd=ROOT,
+                                stderr=subprocess.PIPE, text=True) for _ in range(4)]
+    errors = [w.communicate(timeout=120)[1] for w in writers]
+    assert [w.returncode for w in writers] == [0] * 4, errors
+    runs = c.search_runs([exp])
+    assert len(runs) == 4 and all(r.info.status == "FINISHED" for r in runs)
+    for r in runs:
+        for key in ("dev_bpc", "tokens"):
+            hist = c.get_metric_history(r.info.run_id, key)
+            assert sorted(m.step for m in hist) == list(range(50))
+    import sqlite3
+
+    with sqlite3.connect(tmp_path / "mlflow.db") as db:
+        assert db.execute("PRAGMA integrity_check").fetchone() == ("ok",)

@@ -177,13 +177,16 @@ def run(cfg, case_list: list[Case], repeats: int, compile_: bool) -> pd.DataFram
 
 
 def log_mlflow(df: pd.DataFrame, args: dict) -> None:
+    """One run in experiment 'speed' (artifacts beside an sqlite db, as the runner keeps them)."""
     import mlflow
+    from mlflow import MlflowClient
 
-    from .tracking import tracking_uri
+    from .tracking import experiment_id, tracking_uri
 
-    mlflow.set_tracking_uri(tracking_uri(None, provenance.ROOT / "results"))
-    mlflow.set_experiment("speed")
-    with mlflow.start_run(run_name=f"speed-{time.strftime('%Y%m%d-%H%M%S')}"):
+    uri = tracking_uri(None, provenance.ROOT / "results")
+    mlflow.set_tracking_uri(uri)
+    exp = experiment_id(MlflowClient(uri), "speed", uri)
+    with mlflow.start_run(experiment_id=exp, run_name=f"speed-{time.strftime('%Y%m%d-%H%M%S')}"):
         mlflow.log_params({k: str(v) for k, v in args.items()} | provenance.versions())
         mlflow.log_param("git_commit", provenance.git_commit())
         mlflow.log_metric("matmul_gflops", df.attrs["matmul_gflops"])

@@ -18,7 +18,7 @@ def test_weakened_variant_trips_the_check(monkeypatch, tmp_path):
     assert ok.status.tolist() == ["ok"] and ok.delta.abs().max() < 1e-9  # deterministic rerun
 
     monkeypatch.setattr(Attention, "_weights",
-                        staticmethod(lambda logits, m, rows: torch.zeros_like(logits).softmax(-1)))
+                        staticmethod(lambda logits, m: torch.zeros_like(logits).softmax(-1)))
     bad = regression.check(baselines, case)
     assert bad.status.tolist() == ["REGRESSED"], bad.to_string()
     assert (bad.delta > bad.tolerance).all()

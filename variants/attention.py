@@ -86,7 +86,7 @@ class Attention(nn.Module):
         if cached < W - 1:  # start of a stream: pad to a full window, mask the missing keys
             mem = F.pad(mem, (0, 0, W - 1 - cached, 0))
         valid = valid_keys(M, W, cached, x.device) if cached < W - 1 else None
-        m = self.span_policy.mask(distances(W, x.device).to(x.dtype))
+        dist = distances(W, x.device).to(x.dtype)
         q, kv = self.mixing.query(x), self.mixing.memory(mem)
         # Queries in chunks of c: a chunk computes only its c x (c + W - 1) band of keys, not the
         # block's M x (M + W - 1), and its intermediates stay small enough for the CPU caches.
@@ -97,16 +97,15 @@ class Attention(nn.Module):
             logits = self.mixing.logits(qi, kv, i, W)
             if valid is not None:
                 logits = logits.masked_fill(~valid[rows], float("-inf"))
-            outs.append(self.mixing.attend(self.drop(self._weights(logits, m, rows)), kv, i))
+            m = self.span_policy.mask(dist, rows)
+            outs.append(self.mixing.attend(self.drop(self._weights(logits, m)), kv, i))
         return self.mixing.output(torch.cat(outs, dim=2))
 
     @staticmethod
-    def _weights(logits: Tensor, m: Tensor | None, rows: slice) -> Tensor:
+    def _weights(logits: Tensor, m: Tensor | None) -> Tensor:
         """Softmax over the window, with the span mask when there is one."""
         if m is None:
             return logits.softmax(dim=-1)
-        if m.size(-2) > 1:  # per-position mask (dynamic span)
-            m = m[..., rows, :]
         # a = m e^s / sum m e^s: the reference's softmax, times the mask, renormalised. Keys with
         # m = 0 are also set to -inf first: the same weights, but no epsilon, so they get exactly
         # zero gradient and a trimmed window gives the same result.

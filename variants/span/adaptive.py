@@ -30,8 +30,8 @@ class AdaptiveSpan(SpanPolicy):
     def window(self) -> int:
         return self._window
 
-    def mask(self, dist: Tensor) -> Tensor:
-        return soft_mask(self.z, dist, self.ramp)  # (h, 1, W)
+    def mask(self, dist: Tensor, rows: slice) -> Tensor:
+        return soft_mask(self.z, dist, self.ramp)  # (h, 1, W): the same for every query
 
     def loss(self) -> Tensor:
         """lambda / H * sum_i z_i (paper eq. 5, per layer)."""

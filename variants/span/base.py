@@ -10,7 +10,8 @@ class SpanPolicy(nn.Module):
     """Per-head span over distances x = 0..S-1 (x = 0 is the query itself).
 
     `window` is how many distances the layer computes (trimmed to what the heads can use);
-    `mask(dist)` is the soft mask m(x), broadcastable to (B, h, M, W), or None for a hard window.
+    `mask(dist, rows)` is the soft mask m(x) of the queries `rows` of the block, broadcastable to
+    (B, h, len(rows), W), or None for a hard window.
     """
 
     def __init__(self, n_heads: int, span: int) -> None:
@@ -30,7 +31,7 @@ class SpanPolicy(nn.Module):
         """Called at the start of a forward on x (B, M, D); returns the window W to compute."""
         return self.window
 
-    def mask(self, dist: Tensor) -> Tensor | None:
+    def mask(self, dist: Tensor, rows: slice) -> Tensor | None:
         return None
 
     def loss(self) -> Tensor:

@@ -37,8 +37,8 @@ class DynamicSpan(SpanPolicy):
             self._window = trimmed_window(self.z_t.max().item(), self.ramp, self.S, self.trim_step)
         return self._window
 
-    def mask(self, dist: Tensor) -> Tensor:
-        return soft_mask(self.z_t, dist, self.ramp)  # (B, h, M, W)
+    def mask(self, dist: Tensor, rows: slice) -> Tensor:
+        return soft_mask(self.z_t[:, :, rows], dist, self.ramp)  # (B, h, len(rows), W)
 
     def loss(self) -> Tensor:
         """lambda * mean over heads and positions of z_t."""

@@ -17,7 +17,7 @@ import torch.nn.functional as F
 
 from . import provenance
 from .config import PRESETS, ConfigError, parse_sets, resolve
-from .flops import analytic_flops
+from .flops import analytic_flops, set_spans
 from .malloc import keep_heap
 from .model import TransformerLM
 from .provenance import device as pick_device
@@ -99,14 +99,10 @@ class Bench:
             return None
 
     def set_span(self) -> None:
-        frac = self.case.span_frac
-        if frac is None:
-            return
-        for b in self.model.blocks:  # z + R = frac * S: spans as if learned, no training needed
-            p = b.attn.span_policy
-            with torch.no_grad():
-                p.z_prime.fill_(max(0.0, (frac * p.S - p.ramp) / p.S))
-        self.model.clamp_()
+        """z + R = frac * S: spans as if learned, no training needed."""
+        if self.case.span_frac is not None:
+            ramp = self.model.blocks[0].attn.span_policy.ramp
+            set_spans(self.model, max(0.0, self.case.span_frac * self.case.span - ramp))
 
     def train_step(self, fn=None) -> float:
         sync(self.dev)

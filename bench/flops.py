@@ -234,6 +234,7 @@ def set_spans(model: nn.Module, z: torch.Tensor | float) -> None:
             pol.z_prime.copy_(torch.as_tensor(z / pol.S).view(-1, 1, 1).expand_as(pol.z_prime))
         elif hasattr(pol, "gate"):
             zbar = torch.as_tensor(z, dtype=torch.float).mean().item()
+            zbar = min(max(zbar, 1e-3), pol.S - 1e-3)  # a finite gate bias at z = 0 or S
             pol.gate.weight.zero_()
             pol.gate.bias.fill_(math.log(zbar / (pol.S - zbar)))
         b.attn.clamp_()

@@ -10,13 +10,16 @@ import statistics
 import sys
 import time
 from dataclasses import dataclass
+from typing import Any
 
 import pandas as pd
 import torch
 import torch.nn.functional as F
 
+from variants.presets import PRESETS as PRESETS_ATTN
+
 from . import provenance
-from .config import PRESETS, ConfigError, parse_sets, resolve
+from .config import PRESETS, Config, ConfigError, merge, parse_sets, resolve
 from .flops import analytic_flops, set_spans
 from .malloc import keep_heap
 from .model import TransformerLM
@@ -29,11 +32,46 @@ class Case:
     variant: str
     span: int
     n_heads: int
-    span_frac: float | None = None  # adaptive: set every head's z + R to this fraction of S
+    span_frac: float | None = None  # learned spans set to this fraction of S (z + R = frac * S)
+    attn: tuple[tuple[str, Any], ...] = ()  # composition: layer options over the preset's
 
     @property
     def label(self) -> str:
-        return self.variant if self.span_frac is None else f"{self.variant}@{self.span_frac:.0%}"
+        opts = "".join(f":{k}={v}" for k, v in self.attn)
+        return self.variant + opts + ("" if self.span_frac is None else f"@{self.span_frac:.0%}")
+
+    def config(self, tree: dict, preset: str):
+        """The resolved config of this case; ConfigError names the bad key or option."""
+        model = {"variant": self.variant, "span": self.span, "n_heads": self.n_heads}
+        return resolve(merge(tree, {"model": model | {"attn": dict(self.attn)}}), preset)
+
+
+def parse_variant(spec: str) -> tuple[str, tuple[tuple[str, Any], ...]]:
+    """'adaptive:mixing=both' -> ('adaptive', (('mixing', 'both'),)): a preset and overrides."""
+    name, *opts = spec.strip().split(":")
+    return name, tuple(parse_sets(opts).items())
+
+
+def int_list(text: str) -> list[int]:
+    """argparse type for '256,1024,4096'."""
+    try:
+        values = [int(v) for v in text.split(",")]
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r}: expected comma-separated ints") from None
+    if min(values) <= 0:
+        raise argparse.ArgumentTypeError(f"{text!r}: expected positive ints")
+    return values
+
+
+def fraction(text: str) -> float:
+    """argparse type for a span fraction in (0, 1]."""
+    try:
+        value = float(text)
+    except ValueError:
+        value = -1.0
+    if not 0 < value <= 1:
+        raise argparse.ArgumentTypeError(f"{text!r}: expected a fraction of S in (0, 1]")
+    return value
 
 
 def matmul_peak(dev: torch.device, n: int = 2048, reps: int = 5) -> float:
@@ -55,12 +93,14 @@ def sync(dev: torch.device) -> None:
 
 def saved_bytes(model: TransformerLM, x: torch.Tensor, cache: list) -> int:
     """Bytes of the distinct storages autograd keeps for backward in one forward: the
-    activation memory a training step holds at its peak (besides weights and the cache)."""
+    activation memory a training step holds at its peak (weights and the cache excluded)."""
     storages: dict[int, int] = {}
+    held = {t.untyped_storage().data_ptr() for t in [*model.parameters(), *(cache or [])]}
 
     def pack(t: torch.Tensor) -> torch.Tensor:
         s = t.untyped_storage()
-        storages[s.data_ptr()] = s.nbytes()
+        if s.data_ptr() not in held:
+            storages[s.data_ptr()] = s.nbytes()
         return t
 
     with torch.autograd.graph.saved_tensors_hooks(pack, lambda t: t):
@@ -73,10 +113,8 @@ class Bench:
     """One model at one setting, with a full cache, stepping on random bytes."""
 
     def __init__(self, case: Case, cfg, dev: torch.device, compile_: bool) -> None:
-        m = cfg.model.model_copy(update={"variant": case.variant, "span": case.span,
-                                         "n_heads": case.n_heads})
         self.case, self.dev = case, dev
-        self.model = build_model(cfg.model_copy(update={"model": m}), 256).to(dev)
+        self.model = build_model(cfg, 256).to(dev)
         self.opt = torch.optim.Adagrad(self.model.parameters(), lr=1e-3)
         B, M = cfg.train.batch_size, cfg.train.block
         self.x = torch.randint(0, 256, (B, M), device=dev)
@@ -127,17 +165,24 @@ class Bench:
 
 
 def cases(spans: list[int], heads: list[int], variants: list[str], frac: float) -> list[Case]:
-    """fixed vs adaptive (spans at frac * S) at every S; each variant at every head count."""
+    """fixed vs adaptive (spans at frac * S) at every S; each variant (or composition) at every
+    head count, learned spans of adaptive and dynamic policies set to frac * S as well."""
     h = heads[0]
     out = [c for S in spans for c in (Case("fixed", S, h), Case("adaptive", S, h, frac))]
-    out += [Case(v, spans[0], h) for h in heads for v in ["fixed", *variants]]
+    for n in heads:
+        for spec in ["fixed", *variants]:
+            name, attn = parse_variant(spec)
+            policy = dict(attn).get("span_policy", PRESETS_ATTN.get(name, {}).get("span_policy"))
+            out.append(Case(name, spans[0], n, None if policy == "fixed" else frac, attn))
     return list(dict.fromkeys(out))
 
 
-def run(cfg, case_list: list[Case], repeats: int, compile_: bool) -> pd.DataFrame:
+def run(configs: dict[Case, Config], repeats: int, compile_: bool) -> pd.DataFrame:
+    """Time every case, interleaved; one row per case with its ratios against `fixed`."""
+    cfg = next(iter(configs.values()))
     dev = pick_device(cfg.train.device)
     peak = matmul_peak(dev)
-    benches = [Bench(c, cfg, dev, compile_) for c in case_list]
+    benches = [Bench(c, conf, dev, compile_) for c, conf in configs.items()]
     times = {i: ([], [], []) for i in range(len(benches))}
     for _ in range(repeats + 1):  # the first round warms up
         for i, b in enumerate(benches):
@@ -193,11 +238,15 @@ def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(prog="python -m bench.speed", description=__doc__.split("\n")[0])
     p.add_argument("--preset", default="tiny", choices=sorted(PRESETS))
     p.add_argument("--set", dest="sets", action="append", default=[], metavar="KEY=VALUE")
-    p.add_argument("--spans", default="256,1024,4096", help="span limits S for fixed/adaptive")
-    p.add_argument("--heads", default="4,8,16", help="head counts for the mixing variants")
+    p.add_argument("--spans", type=int_list, default="256,1024,4096",
+                   help="span limits S for fixed/adaptive")
+    p.add_argument("--heads", type=int_list, default="4,8,16",
+                   help="head counts for the mixing variants")
     p.add_argument("--variants", default="talking-heads",
-                   help="variants compared at the first S for every head count")
-    p.add_argument("--span-frac", type=float, default=0.1, help="adaptive spans z + R = frac*S")
+                   help="variants compared at the first S for every head count; a composition "
+                        "is NAME:KEY=VALUE[:KEY=VALUE], e.g. adaptive:mixing=both")
+    p.add_argument("--span-frac", type=fraction, default=0.1,
+                   help="learned spans set to z + R = frac * S (adaptive, dynamic)")
     p.add_argument("--repeats", type=int, default=5)
     p.add_argument("--compile", action="store_true",
                    help="also time each model under torch.compile (column compile_x)")
@@ -205,15 +254,18 @@ def main(argv: list[str] | None = None) -> int:
                    help="log the table to MLflow (experiment 'speed'; $MLFLOW_TRACKING_URI)")
     p.add_argument("--json", action="store_true", help="print JSON instead of a table")
     args = p.parse_args(argv)
-    try:
-        cfg = resolve(parse_sets(args.sets), args.preset)
+    if args.repeats < 1:
+        p.error(f"--repeats: expected a positive int (got {args.repeats})")
+    try:  # every case resolved and validated before anything is timed
+        tree = parse_sets(args.sets)
+        configs = {c: c.config(tree, args.preset) for c in
+                   cases(args.spans, args.heads, args.variants.split(","), args.span_frac)}
     except ConfigError as err:
         print(f"error: {err}", file=sys.stderr)
         return 2
     keep_heap()
-    spans, heads = ([int(v) for v in a.split(",")] for a in (args.spans, args.heads))
-    df = run(cfg, cases(spans, heads, args.variants.split(","), args.span_frac), args.repeats,
-             args.compile)
+    df = run(configs, args.repeats, args.compile)
+    cfg = next(iter(configs.values()))
     if args.mlflow:
         log_mlflow(df, vars(args))
     if args.json:

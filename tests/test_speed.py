@@ -1,0 +1,85 @@
+"""bench.speed: the memory it reports (deterministic, unlike its timings), its cases, bad input."""
+
+import json
+
+import pytest
+import torch
+
+from bench import speed
+from bench.config import resolve
+from bench.flops import analytic_flops
+
+SMALL = {"model": {"d_model": 32, "n_layers": 2, "d_ff": 64},
+         "train": {"batch_size": 2, "block": 32, "device": "cpu"}}
+
+
+def act_mem(case: speed.Case) -> int:
+    b = speed.Bench(case, case.config(SMALL, "tiny"), torch.device("cpu"), compile_=False)
+    return speed.saved_bytes(b.model, b.x, b.cache)
+
+
+def test_fixed_memory_is_linear_in_span():
+    """Banded attention keeps O(S) per query: equal steps in S add equal bytes (nothing S^2)."""
+    m = [act_mem(speed.Case("fixed", S, 2)) for S in (64, 128, 192, 256)]
+    steps = [b - a for a, b in zip(m, m[1:], strict=False)]
+    assert steps[0] > 0
+    assert steps == [steps[0]] * 3
+
+
+@pytest.mark.parametrize("variant", ["adaptive", "dynamic"])
+def test_trimmed_memory_is_flat_in_span(variant):
+    """A learned span of 64 keys costs the same whatever the limit S: the window is trimmed."""
+    m = [act_mem(speed.Case(variant, S, 2, span_frac=48 / S)) for S in (256, 512, 1024)]
+    assert m == [m[0]] * 3
+    assert m[0] < act_mem(speed.Case("fixed", 256, 2))
+
+
+def test_cases_compose_and_set_spans():
+    cases = speed.cases([256, 1024], [4, 8], ["talking-heads", "adaptive:mixing=both"], 0.1)
+    labels = [(c.label, c.span, c.n_heads) for c in cases]
+    assert labels[:4] == [("fixed", 256, 4), ("adaptive@10%", 256, 4), ("fixed", 1024, 4),
+                          ("adaptive@10%", 1024, 4)]
+    assert ("adaptive:mixing=both@10%", 256, 8) in labels
+    assert ("talking-heads", 256, 8) in labels and len(labels) == len(set(labels)) == 9
+    composed = next(c for c in cases if c.attn).config({}, "tiny").model
+    assert composed.variant == "adaptive" and composed.attn == {"mixing": "both"}
+
+
+def test_json_table_ratios(capsys):
+    """One real (tiny) run: ratios are against fixed at the same S and heads, FLOPs analytic."""
+    sets = ["model.d_model=32", "model.n_layers=2", "model.d_ff=64", "train.batch_size=2",
+            "train.block=32", "train.device=cpu"]
+    argv = [a for s in sets for a in ("--set", s)]
+    assert speed.main([*argv, "--spans", "256", "--heads", "2", "--repeats", "1", "--json"]) == 0
+    rows = {r["variant"]: r for r in json.loads(capsys.readouterr().out)["rows"]}
+    fixed, adaptive, th = rows["fixed"], rows["adaptive@10%"], rows["talking-heads"]
+    assert fixed["train_x"] == fixed["flops_x"] == fixed["mem_x"] == 1
+    assert adaptive["window"] == 64 and adaptive["mem_x"] > 1.5
+    assert th["train_x"] == pytest.approx(th["train_tok_s"] / fixed["train_tok_s"])
+    cfg = resolve({"model": {"d_model": 32, "n_layers": 2, "d_ff": 64, "n_heads": 2,
+                             "variant": "talking-heads"}})
+    model = speed.build_model(cfg, 256)
+    assert th["flops_per_tok"] == analytic_flops(model, "max") > fixed["flops_per_tok"]
+
+
+@pytest.mark.parametrize("argv, message", [
+    (["--variants", "talking-heds"], "unknown name 'talking-heds'"),
+    (["--variants", "adaptive:mixng=both"], "unknown option(s) ['mixng']"),
+    (["--set", "model.nheads=3"], "model.nheads"),
+])
+def test_bad_config_exits_2_before_timing(argv, message, capsys, monkeypatch):
+    monkeypatch.setattr(speed, "run", lambda *a: pytest.fail("timed before validating"))
+    assert speed.main(argv) == 2
+    assert message in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("argv, message", [
+    (["--spans", "256,x"], "expected comma-separated ints"),
+    (["--heads", "0"], "expected positive ints"),
+    (["--span-frac", "1.5"], "expected a fraction of S"),
+    (["--repeats", "0"], "--repeats: expected a positive int"),
+])
+def test_bad_arguments_exit_2(argv, message, capsys):
+    with pytest.raises(SystemExit) as exc:
+        speed.main(argv)
+    assert exc.value.code == 2 and message in capsys.readouterr().err

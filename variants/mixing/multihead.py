@@ -41,10 +41,11 @@ class MultiHead(nn.Module):
         return q.transpose(1, 2)
 
     def memory(self, mem: Tensor) -> tuple[Tensor, Tensor]:
-        """mem (B, K, D) -> keys (B, h_k, K, d_k), values (B, h_v, K, d_v)."""
+        """mem (B, K, D) -> keys (B, h_k, K, d_k), values (B, h_v, K, d_v), contiguous: every query
+        chunk slices its keys, and a strided slice would be copied by each chunk's matmuls."""
         B, K, _ = mem.shape
-        k = (mem @ self.W_k).view(B, K, self.h_k, self.d_k).transpose(1, 2)
-        v = (mem @ self.W_v).view(B, K, self.h_v, self.d_v).transpose(1, 2)
+        k = (mem @ self.W_k).view(B, K, self.h_k, self.d_k).transpose(1, 2).contiguous()
+        v = (mem @ self.W_v).view(B, K, self.h_v, self.d_v).transpose(1, 2).contiguous()
         return k, v
 
     def logits(self, q: Tensor, kv: tuple[Tensor, Tensor], start: int, window: int) -> Tensor:

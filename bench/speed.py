@@ -32,13 +32,13 @@ class Case:
     variant: str
     span: int
     n_heads: int
-    span_frac: float | None = None  # learned spans set to this fraction of S (z + R = frac * S)
+    learned: int | None = None  # learned spans (adaptive, dynamic) set to z + R = this many keys
     attn: tuple[tuple[str, Any], ...] = ()  # composition: layer options over the preset's
 
     @property
     def label(self) -> str:
         opts = "".join(f":{k}={v}" for k, v in self.attn)
-        return self.variant + opts + ("" if self.span_frac is None else f"@{self.span_frac:.0%}")
+        return self.variant + opts + ("" if self.learned is None else f"@{self.learned}")
 
     def config(self, tree: dict, preset: str):
         """The resolved config of this case; ConfigError names the bad key or option."""
@@ -137,10 +137,10 @@ class Bench:
             return None
 
     def set_span(self) -> None:
-        """z + R = frac * S: spans as if learned, no training needed."""
-        if self.case.span_frac is not None:
+        """z + R = the case's learned span: spans as if learned, no training needed."""
+        if self.case.learned is not None:
             ramp = self.model.blocks[0].attn.span_policy.ramp
-            set_spans(self.model, max(0.0, self.case.span_frac * self.case.span - ramp))
+            set_spans(self.model, max(0.0, self.case.learned - ramp))
 
     def train_step(self, fn=None) -> float:
         sync(self.dev)
@@ -164,16 +164,21 @@ class Bench:
         return time.perf_counter() - tic
 
 
-def cases(spans: list[int], heads: list[int], variants: list[str], frac: float) -> list[Case]:
-    """fixed vs adaptive (spans at frac * S) at every S; each variant (or composition) at every
-    head count, learned spans of adaptive and dynamic policies set to frac * S as well."""
+def cases(spans: list[int], heads: list[int], variants: list[str], frac: float | None,
+          keys: int | None = None) -> list[Case]:
+    """fixed vs adaptive at every S; each variant (or composition) at every head count, at the
+    first S. Learned spans are `keys` long at every S, or else round(frac * S)."""
+    def learned(S: int) -> int:
+        return keys or round(frac * S)
+
     h = heads[0]
-    out = [c for S in spans for c in (Case("fixed", S, h), Case("adaptive", S, h, frac))]
+    out = [c for S in spans for c in (Case("fixed", S, h), Case("adaptive", S, h, learned(S)))]
     for n in heads:
         for spec in ["fixed", *variants]:
             name, attn = parse_variant(spec)
             policy = dict(attn).get("span_policy", PRESETS_ATTN.get(name, {}).get("span_policy"))
-            out.append(Case(name, spans[0], n, None if policy == "fixed" else frac, attn))
+            out.append(Case(name, spans[0], n, None if policy == "fixed" else learned(spans[0]),
+                            attn))
     return list(dict.fromkeys(out))
 
 
@@ -245,8 +250,11 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--variants", default="talking-heads",
                    help="variants compared at the first S for every head count; a composition "
                         "is NAME:KEY=VALUE[:KEY=VALUE], e.g. adaptive:mixing=both")
-    p.add_argument("--span-frac", type=fraction, default=0.1,
-                   help="learned spans set to z + R = frac * S (adaptive, dynamic)")
+    learned = p.add_mutually_exclusive_group()
+    learned.add_argument("--span-frac", type=fraction, default=0.1,
+                         help="learned spans (adaptive, dynamic) set to z + R = frac * S")
+    learned.add_argument("--learned-span", type=int_list, metavar="KEYS",
+                         help="learned spans set to z + R = KEYS at every S (flat in S)")
     p.add_argument("--repeats", type=int, default=5)
     p.add_argument("--compile", action="store_true",
                    help="also time each model under torch.compile (column compile_x)")
@@ -256,10 +264,13 @@ def main(argv: list[str] | None = None) -> int:
     args = p.parse_args(argv)
     if args.repeats < 1:
         p.error(f"--repeats: expected a positive int (got {args.repeats})")
+    keys = args.learned_span[0] if args.learned_span else None
+    if args.learned_span and (len(args.learned_span) > 1 or keys > min(args.spans)):
+        p.error(f"--learned-span: expected one int <= every span limit {args.spans}")
     try:  # every case resolved and validated before anything is timed
         tree = parse_sets(args.sets)
         configs = {c: c.config(tree, args.preset) for c in
-                   cases(args.spans, args.heads, args.variants.split(","), args.span_frac)}
+                   cases(args.spans, args.heads, args.variants.split(","), args.span_frac, keys)}
     except ConfigError as err:
         print(f"error: {err}", file=sys.stderr)
         return 2

@@ -8,6 +8,7 @@ import torch
 from bench import speed
 from bench.config import resolve
 from bench.flops import analytic_flops
+from bench.train import maybe_compile
 
 SMALL = {"model": {"d_model": 32, "n_layers": 2, "d_ff": 64},
          "train": {"batch_size": 2, "block": 32, "device": "cpu"}}
@@ -29,7 +30,7 @@ def test_fixed_memory_is_linear_in_span():
 @pytest.mark.parametrize("variant", ["adaptive", "dynamic"])
 def test_trimmed_memory_is_flat_in_span(variant):
     """A learned span of 64 keys costs the same whatever the limit S: the window is trimmed."""
-    m = [act_mem(speed.Case(variant, S, 2, span_frac=48 / S)) for S in (256, 512, 1024)]
+    m = [act_mem(speed.Case(variant, S, 2, learned=48)) for S in (256, 512, 1024)]
     assert m == [m[0]] * 3
     assert m[0] < act_mem(speed.Case("fixed", 256, 2))
 
@@ -37,10 +38,12 @@ def test_trimmed_memory_is_flat_in_span(variant):
 def test_cases_compose_and_set_spans():
     cases = speed.cases([256, 1024], [4, 8], ["talking-heads", "adaptive:mixing=both"], 0.1)
     labels = [(c.label, c.span, c.n_heads) for c in cases]
-    assert labels[:4] == [("fixed", 256, 4), ("adaptive@10%", 256, 4), ("fixed", 1024, 4),
-                          ("adaptive@10%", 1024, 4)]
-    assert ("adaptive:mixing=both@10%", 256, 8) in labels
+    assert labels[:4] == [("fixed", 256, 4), ("adaptive@26", 256, 4), ("fixed", 1024, 4),
+                          ("adaptive@102", 1024, 4)]
+    assert ("adaptive:mixing=both@26", 256, 8) in labels
     assert ("talking-heads", 256, 8) in labels and len(labels) == len(set(labels)) == 9
+    flat = speed.cases([256, 1024], [4], [], None, keys=64)
+    assert [c.label for c in flat] == ["fixed", "adaptive@64"] * 2
     composed = next(c for c in cases if c.attn).config({}, "tiny").model
     assert composed.variant == "adaptive" and composed.attn == {"mixing": "both"}
 
@@ -52,7 +55,7 @@ def test_json_table_ratios(capsys):
     argv = [a for s in sets for a in ("--set", s)]
     assert speed.main([*argv, "--spans", "256", "--heads", "2", "--repeats", "1", "--json"]) == 0
     rows = {r["variant"]: r for r in json.loads(capsys.readouterr().out)["rows"]}
-    fixed, adaptive, th = rows["fixed"], rows["adaptive@10%"], rows["talking-heads"]
+    fixed, adaptive, th = rows["fixed"], rows["adaptive@26"], rows["talking-heads"]
     assert fixed["train_x"] == fixed["flops_x"] == fixed["mem_x"] == 1
     assert adaptive["window"] == 64 and adaptive["mem_x"] > 1.5
     assert th["train_x"] == pytest.approx(th["train_tok_s"] / fixed["train_tok_s"])
@@ -78,8 +81,26 @@ def test_bad_config_exits_2_before_timing(argv, message, capsys, monkeypatch):
     (["--heads", "0"], "expected positive ints"),
     (["--span-frac", "1.5"], "expected a fraction of S"),
     (["--repeats", "0"], "--repeats: expected a positive int"),
+    (["--spans", "256,1024", "--learned-span", "512"], "expected one int <= every span limit"),
+    (["--span-frac", "0.1", "--learned-span", "64"], "not allowed with argument"),
 ])
 def test_bad_arguments_exit_2(argv, message, capsys):
     with pytest.raises(SystemExit) as exc:
         speed.main(argv)
     assert exc.value.code == 2 and message in capsys.readouterr().err
+
+
+def test_compile_falls_back_with_the_reason(capsys, monkeypatch):
+    """Where torch.compile fails (no compiler, unsupported backend), both the benchmark and the
+    trainer go on eagerly and say why."""
+    def broken(*args, **kwargs):
+        raise RuntimeError("backend 'inductor' needs a C++ compiler")
+
+    monkeypatch.setattr(torch, "compile", broken)
+    b = speed.Bench(speed.Case("fixed", 64, 2), speed.Case("fixed", 64, 2).config(SMALL, "tiny"),
+                    torch.device("cpu"), compile_=True)
+    assert b.compiled is None
+    assert "RuntimeError: backend 'inductor' needs a C++ compiler" in capsys.readouterr().err
+    x = torch.zeros(2, 32, dtype=torch.long)
+    assert maybe_compile(b.model, True, x) is b.model
+    assert "running eagerly" in capsys.readouterr().err

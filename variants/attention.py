@@ -17,13 +17,15 @@ def _check(name: str, value, ok: bool, allowed: str) -> None:
 def check_options(d_model: int, n_heads: int, span: int, span_policy: str, mixing: str,
                   h_k: int | None, h: int | None, h_v: int | None, d_k: int | None,
                   d_v: int | None, ramp: float, trim_step: int, dropout: float,
-                  chunk: int) -> tuple[int, int, int, int, int]:
+                  chunk: int | None) -> tuple[int, int, int, int, int]:
     """Validate a layer's options before anything is allocated; return h_k, h, h_v, d_k, d_v."""
     _check("span_policy", span_policy, span_policy in sp.POLICIES, f"one of {sp.POLICIES}")
     _check("mixing", mixing, mixing in mix.POLICIES, f"one of {mix.POLICIES}")
     for name, v in (("d_model", d_model), ("n_heads", n_heads), ("span", span),
-                    ("trim_step", trim_step), ("chunk", chunk)):
+                    ("trim_step", trim_step)):
         _check(name, v, isinstance(v, int) and v > 0, "a positive int")
+    _check("chunk", chunk, chunk is None or isinstance(chunk, int) and chunk > 0,
+           "a positive int, or None for the device's default")
     _check("ramp", ramp, ramp > 0, "R > 0")
     _check("dropout", dropout, 0 <= dropout < 1, "a value in [0, 1)")
     h_k, h, h_v = h_k or n_heads, h or n_heads, h_v or n_heads
@@ -53,7 +55,7 @@ class Attention(nn.Module):
                  h_v: int | None = None, d_k: int | None = None, d_v: int | None = None,
                  ramp: float = 32.0, span_loss: float = 2e-6, trim: bool = True,
                  trim_step: int = 64, gate_bias: float = -4.0, dropout: float = 0.0,
-                 mix_noise: float = 0.0, chunk: int = 64) -> None:
+                 mix_noise: float = 0.0, chunk: int | None = None) -> None:
         super().__init__()
         h_k, h, h_v, d_k, d_v = check_options(d_model, n_heads, span, span_policy, mixing, h_k, h,
                                               h_v, d_k, d_v, ramp, trim_step, dropout, chunk)
@@ -89,10 +91,12 @@ class Attention(nn.Module):
         dist = distances(W, x.device).to(x.dtype)
         q, kv = self.mixing.query(x), self.mixing.memory(mem)
         # Queries in chunks of c: a chunk computes only its c x (c + W - 1) band of keys, not the
-        # block's M x (M + W - 1), and its intermediates stay small enough for the CPU caches.
+        # block's M x (M + W - 1), and on a CPU its intermediates stay small enough for the
+        # caches. A GPU is bound by kernel launches at these sizes: one chunk for the block.
+        c = self.chunk or (64 if x.device.type == "cpu" else M)
         outs = []
-        for i in range(0, M, self.chunk):
-            rows = slice(i, i + self.chunk)
+        for i in range(0, M, c):
+            rows = slice(i, i + c)
             qi = tuple(t[:, :, rows] for t in q) if isinstance(q, tuple) else q[:, :, rows]
             logits = self.mixing.logits(qi, kv, i, W)
             if valid is not None:

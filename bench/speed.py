@@ -40,7 +40,7 @@ class Case:
         opts = "".join(f":{k}={v}" for k, v in self.attn)
         return self.variant + opts + ("" if self.learned is None else f"@{self.learned}")
 
-    def config(self, tree: dict, preset: str):
+    def config(self, tree: dict, preset: str) -> Config:
         """The resolved config of this case; ConfigError names the bad key or option."""
         model = {"variant": self.variant, "span": self.span, "n_heads": self.n_heads}
         return resolve(merge(tree, {"model": model | {"attn": dict(self.attn)}}), preset)

@@ -21,6 +21,6 @@ class HeadMix(nn.Module):
     def forward(self, a: Tensor) -> Tensor:
         B, h_in, M, W = a.shape
         # An explicit bmm over B: `P.T @ a` broadcasts by transposing a into (B * M * W, h_in)
-        # rows, which costs two strided copies of the whole tensor (4-7x slower on CPU).
+        # rows, which costs two strided copies of the whole tensor (2-7x slower on CPU).
         P = self.P.T.expand(B, -1, -1)
         return torch.bmm(P, a.reshape(B, h_in, M * W)).view(B, -1, M, W)

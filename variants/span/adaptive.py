@@ -26,10 +26,6 @@ class AdaptiveSpan(SpanPolicy):
     def z(self) -> Tensor:
         return self.S * self.z_prime
 
-    @property
-    def window(self) -> int:
-        return self._window
-
     def mask(self, dist: Tensor, rows: slice) -> Tensor:
         return soft_mask(self.z, dist, self.ramp)  # (h, 1, W): the same for every query
 

@@ -17,10 +17,11 @@ class SpanPolicy(nn.Module):
     def __init__(self, n_heads: int, span: int) -> None:
         super().__init__()
         self.n_heads, self.S = n_heads, span
+        self._window = span  # trimmed by policies whose spans are learned
 
     @property
     def window(self) -> int:
-        return self.S
+        return self._window
 
     @property
     def cache_size(self) -> int:

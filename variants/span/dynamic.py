@@ -10,7 +10,7 @@ class DynamicSpan(SpanPolicy):
     """z_t = S * sigmoid(v . x_t + b) per head and query position, b initialised to -4.
 
     The next block's spans are unknown, so the cache keeps S - 1 states; each forward trims
-    its own window to max_t z_t + R, which needs one host read of that max per forward.
+    its own window (that of the last forward) to max_t z_t + R: one host read per forward.
     """
 
     def __init__(self, d_model: int, n_heads: int, span: int, ramp: float, span_loss: float,
@@ -20,12 +20,6 @@ class DynamicSpan(SpanPolicy):
         self.gate = nn.Linear(d_model, n_heads)
         nn.init.constant_(self.gate.bias, gate_bias)
         self.z_t: Tensor | None = None
-        self._window = span
-
-    @property
-    def window(self) -> int:
-        """The window of the last forward."""
-        return self._window
 
     @property
     def cache_size(self) -> int:

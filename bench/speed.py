@@ -24,7 +24,7 @@ from .flops import analytic_flops, set_spans
 from .malloc import keep_heap
 from .model import TransformerLM
 from .provenance import device as pick_device
-from .train import build_model
+from .train import build_model, make_optimizer, maybe_compile, train_step
 
 
 @dataclass(frozen=True)
@@ -112,10 +112,10 @@ def saved_bytes(model: TransformerLM, x: torch.Tensor, cache: list) -> int:
 class Bench:
     """One model at one setting, with a full cache, stepping on random bytes."""
 
-    def __init__(self, case: Case, cfg, dev: torch.device, compile_: bool) -> None:
-        self.case, self.dev = case, dev
+    def __init__(self, case: Case, cfg: Config, dev: torch.device, compile_: bool) -> None:
+        self.case, self.dev, self.t = case, dev, cfg.train
         self.model = build_model(cfg, 256).to(dev)
-        self.opt = torch.optim.Adagrad(self.model.parameters(), lr=1e-3)
+        self.opt = make_optimizer(self.model, cfg.train)
         B, M = cfg.train.batch_size, cfg.train.block
         self.x = torch.randint(0, 256, (B, M), device=dev)
         self.cache = None
@@ -125,16 +125,12 @@ class Bench:
         self.compiled = self.compile() if compile_ else None
 
     def compile(self):
-        """torch.compile'd model, warmed up; None (with the reason printed) where unsupported."""
-        try:
-            fn = torch.compile(self.model)
-            self.train_step(fn)
-            return fn
-        except Exception as err:  # noqa: BLE001  (any backend failure means: eager only)
-            print(f"torch.compile unsupported for {self.case.label} S={self.case.span} "
-                  f"({type(err).__name__}: {str(err).splitlines()[0]}); eager only",
-                  file=sys.stderr)
+        """The trainer's torch.compile'd model, warmed up; None where it fell back to eager."""
+        fn = maybe_compile(self.model, True, self.x)
+        if fn is self.model:
             return None
+        self.train_step(fn)
+        return fn
 
     def set_span(self) -> None:
         """z + R = the case's learned span: spans as if learned, no training needed."""
@@ -143,17 +139,16 @@ class Bench:
             set_spans(self.model, max(0.0, self.case.learned - ramp))
 
     def train_step(self, fn=None) -> float:
+        """Seconds of one step of the trainer (after warm-up); the spans are reset untimed."""
         sync(self.dev)
         tic = time.perf_counter()
-        logits, self.cache = (self.model if fn is None else fn)(self.x, self.cache)
-        loss = F.cross_entropy(logits.flatten(0, 1).float(), self.x.flatten())
-        self.opt.zero_grad(set_to_none=True)
-        loss.backward()
-        self.opt.step()
-        self.model.clamp_()
-        self.set_span()
+        step_fn = self.model if fn is None else fn
+        _, _, self.cache = train_step(self.model, step_fn, self.opt, self.t, self.x, self.x,
+                                      self.cache, self.t.warmup)
         sync(self.dev)
-        return time.perf_counter() - tic
+        seconds = time.perf_counter() - tic
+        self.set_span()
+        return seconds
 
     @torch.no_grad()
     def infer_step(self) -> float:

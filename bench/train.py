@@ -103,6 +103,22 @@ def set_lr(opt: torch.optim.Optimizer, t: TrainConfig, step: int) -> float:
     return lr
 
 
+def train_step(model: TransformerLM, step_fn: Callable, opt: torch.optim.Optimizer,
+               t: TrainConfig, x: torch.Tensor, y: torch.Tensor, cache: list | None,
+               step: int) -> tuple[torch.Tensor, float, list]:
+    """One optimiser step on x (B, M) -> y after `cache`: loss plus span penalty, backward, the
+    clipped step, the span clamp. Returns the LM loss (unsynced), learning rate, new cache."""
+    with torch.autocast("cuda", dtype=torch.bfloat16, enabled=t.amp and x.is_cuda):
+        logits, cache = step_fn(x, cache)
+        loss = F.cross_entropy(logits.flatten(0, 1).float(), y.flatten())
+    opt.zero_grad(set_to_none=True)
+    (loss + model.span_loss()).backward()
+    lr = set_lr(opt, t, step)
+    opt.step()
+    model.clamp_()
+    return loss, lr, cache
+
+
 def peak_memory_mb(device: torch.device) -> float:
     if device.type == "cuda":
         return torch.cuda.max_memory_allocated(device) / 2**20
@@ -201,7 +217,6 @@ def train(cfg: Config, out_dir: Path, *, report: Report | None = None, progress:
     step_fn = maybe_compile(model, t.compile, torch.zeros(t.batch_size, t.block, dtype=torch.long,
                                                        device=device))
     opt = make_optimizer(model, t)
-    amp = torch.autocast("cuda", dtype=torch.bfloat16, enabled=t.amp and device.type == "cuda")
     eval_bs = t.eval_batch_size or t.batch_size
 
     state = {"step": 0, "pos": 0, "tokens": 0, "train_time": 0.0, "best_dev": math.inf,
@@ -231,14 +246,7 @@ def train(cfg: Config, out_dir: Path, *, report: Report | None = None, progress:
         pos, x, y = next(batches)
         if pos == 0:
             cache = None  # start of the streams: no preceding text
-        with amp:
-            logits, cache = step_fn(x, cache)
-            loss = F.cross_entropy(logits.flatten(0, 1).float(), y.flatten())
-        opt.zero_grad(set_to_none=True)
-        (loss + model.span_loss()).backward()
-        lr = set_lr(opt, t, state["step"])
-        opt.step()
-        model.clamp_()
+        loss, lr, cache = train_step(model, step_fn, opt, t, x, y, cache, state["step"])
         loss_v = loss.item()
         if not math.isfinite(loss_v):
             raise Diverged(f"training loss is {loss_v} at step {state['step'] + 1}")

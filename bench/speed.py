@@ -182,6 +182,10 @@ def run(configs: dict[Case, Config], repeats: int, compile_: bool) -> pd.DataFra
     cfg = next(iter(configs.values()))
     dev = pick_device(cfg.train.device)
     peak = matmul_peak(dev)
+    # torch.compile's recompile limit counts per code object, and every case's model shares
+    # TransformerLM.forward: without room for each, later cases would silently run eagerly.
+    dynamo = torch._dynamo.config
+    dynamo.recompile_limit = max(dynamo.recompile_limit, 4 * len(configs))
     benches = [Bench(c, conf, dev, compile_) for c, conf in configs.items()]
     times = {i: ([], [], []) for i in range(len(benches))}
     for _ in range(repeats + 1):  # the first round warms up

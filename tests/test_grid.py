@@ -1,0 +1,88 @@
+"""bench.grid: what a grid file means. Schema errors exit 2 before anything starts; the dry-run
+plan; presets against grid axes. Fast: no Ray, no training."""
+
+import argparse
+import sys
+import tempfile
+from pathlib import Path
+
+import pytest
+import yaml
+
+from bench import grid as grids
+from bench import run
+from bench.config import resolve
+
+ROOT = Path(__file__).resolve().parents[1]
+SMOKE = ROOT / "ablations" / "smoke.yaml"
+
+
+def write_grid(tmp: Path, name: str, **changes) -> Path:
+    grid = {**yaml.safe_load(SMOKE.read_text()), "name": name, **changes}
+    path = tmp / f"{name}.yaml"
+    path.write_text(yaml.safe_dump(grid))
+    return path
+
+
+# --- schema errors: exit 2, the key path named, nothing started --------------------------------
+
+BAD = {
+    "unknown top-level key": ({"colour": "red"}, [], "colour"),
+    "wrong type": ({"resources": {"cpu": "lots"}}, [], "resources.cpu"),
+    "unknown variant": ({"grid": {"model.variant": ["fixed", "nope"]}}, [], "model.variant"),
+    "unknown dataset": ({"base": {"data": {"name": "enwik9"}}}, [], "enwik9"),
+    "empty grid": ({"grid": {}}, [], "grid"),
+    "grid key not in the config": ({"grid": {"model.n_head": [2, 4]}}, [], "model.n_head"),
+    "grid values not a list": ({"grid": {"model.n_heads": 4}}, [], "grid.model.n_heads"),
+    "unknown base key": ({"base": {"model": {"d_modle": 8}}}, [], "model.d_modle"),
+    "bad --set value": ({}, ["--set", "train.lr=-1"], "train.lr"),
+    "bad synthetic option": ({"base": {"data": {"synthetic": {"n_char": 5}}}}, [], "n_char"),
+    "exclude on a non-grid key": ({"exclude": [{"model.n_heads": 4}]}, [], "exclude.0"),
+    "unknown scheduler": ({"scheduler": "hyperband"}, [], "scheduler.type"),
+}
+
+
+@pytest.mark.parametrize("case", BAD, ids=list(BAD))
+def test_bad_grid_exits_2_and_starts_nothing(case, tmp_path, monkeypatch, capsys):
+    changes, cli, path = BAD[case]
+    grid = {**yaml.safe_load(SMOKE.read_text()), **changes}
+    file = tmp_path / "bad.yaml"
+    file.write_text(yaml.safe_dump(grid))
+    monkeypatch.delenv("MLFLOW_TRACKING_URI", raising=False)
+    monkeypatch.setattr(tempfile, "tempdir", str(tmp_path / "tmp"))
+    assert run.main([str(file), *cli, "--results-dir", str(tmp_path / "results")]) == 2
+    err = capsys.readouterr().err
+    assert path in err and "error:" in err, err
+    assert not (tmp_path / "results").exists() and not (tmp_path / "tmp").exists()
+    assert "ray" not in sys.modules or not sys.modules["ray"].is_initialized()
+
+
+def test_unreadable_grid_and_bad_seeds_exit_2(tmp_path, capsys):
+    (tmp_path / "broken.yaml").write_text("name: [unclosed\n")
+    assert run.main([str(tmp_path / "broken.yaml")]) == 2
+    assert "broken.yaml" in capsys.readouterr().err
+    with pytest.raises(SystemExit) as exit_:
+        run.main([str(SMOKE), "--seeds", "0,x"])
+    assert exit_.value.code == 2
+
+
+def test_dry_run_prints_trials_and_cost(tmp_path, capsys):
+    grid = write_grid(tmp_path, "dry", grid={"model.variant": ["fixed", "gbma"],
+                                             "model.n_heads": [2, 4]},
+                      exclude=[{"model.variant": "gbma", "model.n_heads": [4]}])
+    assert run.main([str(grid), "--dry-run", "--seeds", "0,1",
+                     "--results-dir", str(tmp_path / "results")]) == 0
+    out = capsys.readouterr().out
+    assert "6 trials" in out and "estimated cost" in out  # (2 x 2 - 1) x 2 seeds
+    rows = [line for line in out.splitlines() if line.startswith("| ") and "gbma" in line]
+    assert len(rows) == 2 and all(" 2 " in r for r in rows)
+    assert not (tmp_path / "results").exists()
+
+
+def test_cli_preset_wins_over_base_sizes_but_not_grid_axes():
+    grid = grids.load_grid(ROOT / "ablations" / "heads_grid.yaml")
+    cli = argparse.Namespace(preset="small", sets=[], data="enwik8", seeds=None)
+    base, preset = grids.apply_cli(grid, cli)
+    cfg = resolve(base, preset)
+    assert (cfg.model.d_model, cfg.model.n_layers, cfg.data.name) == (512, 12, "enwik8")
+    assert cfg.data.synthetic == {} and grid.grid["model.n_heads"] == [32, 16, 8, 4, 2]

@@ -1,10 +1,15 @@
-"""The built-in synthetic corpus: an order-1 Markov background with verbatim copies at planted
-distances, whose entropy rate (the best achievable bpc) is known in closed form."""
+"""The built-in corpus: frames of Markov text and of copies at planted distances, with the lowest
+reachable bpc known in closed form for every span limit S (`floor_bpc(S)`).
+
+Span experiments need a known answer. Here a dependency at distance d exists exactly where a copy
+frame of distance d was planted, its value in bits is known, and a model that cannot reach d
+pays exactly that many bits: so the dev bpc of a span-S model has a floor, `floor_bpc(S)`, a step
+function of S with one step per planted distance.
+"""
 
 import hashlib
 import math
 from dataclasses import asdict, dataclass, fields
-from itertools import accumulate
 from typing import NamedTuple
 
 import numpy as np
@@ -12,54 +17,65 @@ import numpy as np
 from .data import SPLITS, Corpus, DataError, split_sizes
 
 _Q = 1 << 16  # transition probabilities are multiples of 1/_Q, so sampling them is exact
+LETTERS = "abcdefghijklmnopqrstuvwxyz"
+CASES = (LETTERS, LETTERS.upper(), "αβγδεζηθικλμνξοπρστυφχψω", "абвгдежзийклмнопрстуфхц",
+         "אבגדהוזחטיכלמנסעפצקרשת")  # one alphabet per kind of frame: background, then copies
 
 
 class SyntheticStream(NamedTuple):
     tokens: np.ndarray  # (n,) uint8 ids
     bits: np.ndarray  # (n,) float64: -log2 p(token | all previous tokens) under the generator
-    distance: np.ndarray  # (n,) int64: copy distance d for copied chars, 0 for the others
+    distance: np.ndarray  # (n,) int64: copy distance d of a copied letter, 0 for the others
 
 
 @dataclass(frozen=True)
 class Synthetic:
-    """Seeded character stream of background text and verbatim copies at fixed distances.
+    """Seeded stream of frames of `frame` = F symbols, each frame independently one of:
 
-    The stream is a sequence of units. After a warm-up of W = max(distances) background chars
-    (so no copy reaches before the start), each unit is, independently:
-      * a copy unit, with probability p = p_copy: a marker symbol naming a distance d, drawn
-        with probability q_d from `distances`, then L = copy_len chars each equal to the char d
-        positions before it (deterministic given the past; copies of copies are fine);
-      * else one background char c ~ P[s, :], where s is the previous *background* char, so
-        copies never disturb the order-1 chain. P's rows are Dirichlet(concentration) draws over
-        `alphabet` letters, quantised to multiples of 2^-16 with every entry >= 2^-16, so the
-        chain is ergodic and P is exactly what is sampled.
-    Markers are their own symbols, so the unit parse, the state s and hence the next-token
-    distribution are functions of the past: a marker has probability p q_d, a background char
-    (1 - p) P[s, c], a copied char 1. The chain's state at unit boundaries is stationary with
-    distribution pi (pi P = pi; copy units hold it for a state-independent time), so the
-    information per unit is i.i.d.-in-the-limit with mean
-        E[h] = H_b(p) + p H(q) + (1 - p) sum_s pi_s H(P[s, :])        bits,
-    and a unit has E[c] = 1 + p L chars. By renewal-reward the entropy rate, i.e. the lowest
-    bpc any model can reach, is floor_bpc = E[h] / E[c].
-    Key-value recall is left out on purpose: a recall's source is unboundedly far back, so no
-    finite-span model could reach the floor; here every dependency is within max(distances).
+    * background, with probability 1 - p (p = p_copy): the delimiter `.`, then F - 1 letters of
+      an order-1 Markov chain over `alphabet` letters, c ~ P[s, :] with s the previous letter of
+      the stream (whatever frame it was in);
+    * a copy of distance d_i (a multiple of F), with probability p q_i: the marker of d_i, then
+      the F - 1 letters of the frame d_i back, written in copy case i (the source's letter c
+      becomes the i-th case of c, whatever case the source was in).
+
+    Every symbol a model must predict is a function of the past plus fresh randomness: a frame's
+    first symbol costs -log2(1 - p) or -log2(p q_i), a background letter -log2 P[s, c], a copied
+    letter 0 bits. Its case names its distance, so a single attention head at distance d - 1 from
+    the query can learn a copy without first finding the marker: tiny models learn every copy
+    within a few hundred steps, in every seed. P's rows are Dirichlet(concentration) draws,
+    quantised to multiples of 2^-16 with every entry >= 2^-16, so the chain is ergodic with
+    stationary pi and exactly what is sampled. Every letter of the stream is pi-distributed (copies
+    copy pi-distributed letters), hence per frame
+        E[h] = H_b(p) + p H(q) + (1 - p)(F - 1) H_P,      H_P = sum_s pi_s H(P[s, :]),
+    and the entropy rate is floor_bpc() = E[h] / F.
+
+    A model whose keys reach back S symbols from the one it predicts (`span` S: distances 0..S-1
+    from the query) sees a copy of distance d <= S exactly. For d > S it sees the marker (S >= F)
+    and its own previous letters, so its best guess of the first copied letter is pi (the source's
+    predecessor is out of reach; the chain's memory of it over more than S symbols is ignored)
+    and of each further letter P[previous, :]: each such frame costs H(pi) + (F - 2) H_P bits.
+    Distances that are powers of two times F keep a 2-layer model's two-hop reach (2S - 1) short
+    of the next distance, for S in the same powers of two.
     """
 
-    alphabet: int = 24
+    alphabet: int = 16
     concentration: float = 0.1
-    p_copy: float = 0.05
-    copy_len: int = 12
-    distances: tuple[int, ...] = (16, 64, 192)
-    distance_probs: tuple[float, ...] = (0.4, 0.3, 0.3)
+    frame: int = 16
+    p_copy: float = 0.5
+    distances: tuple[int, ...] = (16, 64, 128, 256)
+    distance_probs: tuple[float, ...] = (0.25, 0.25, 0.25, 0.25)
     seed: int = 0
 
     def __post_init__(self) -> None:
         checks = {
-            "alphabet": 1 <= self.alphabet <= 26,
+            "alphabet": 2 <= self.alphabet <= 22,
             "concentration": self.concentration > 0,
+            "frame": self.frame >= 3,
             "p_copy": 0 < self.p_copy < 1,
-            "copy_len": self.copy_len >= 1,
-            "distances": 1 <= len(self.distances) <= 10 and min(self.distances) >= 1,
+            "distances": 1 <= len(self.distances) <= len(CASES) - 1
+            and len(set(self.distances)) == len(self.distances)
+            and all(d > 0 and d % self.frame == 0 for d in self.distances),
             "distance_probs": len(self.distance_probs) == len(self.distances)
             and min(self.distance_probs) > 0
             and math.isclose(sum(self.distance_probs), 1),
@@ -67,15 +83,20 @@ class Synthetic:
         for key, ok in checks.items():
             if not ok:
                 raise DataError(
-                    f"synthetic: bad {key}={getattr(self, key)!r} (alphabet 1..26, "
-                    "concentration > 0, 0 < p_copy < 1, copy_len >= 1, 1..10 "
-                    "distances >= 1, distance_probs > 0 matching them, sum 1)"
+                    f"synthetic: bad {key}={getattr(self, key)!r} (alphabet 2..22, "
+                    "concentration > 0, frame >= 3, 0 < p_copy < 1, 1..4 distinct distances, "
+                    "each a positive multiple of frame, distance_probs > 0 matching them, sum 1)"
                 )
 
     @property
     def symbols(self) -> str:
-        """Letters then one marker digit per distance: ids 0..vocab_size-1."""
-        return "abcdefghijklmnopqrstuvwxyz"[: self.alphabet] + "0123456789"[: len(self.distances)]
+        """Id order: the delimiter `.`, the markers `1..`, then each case's `alphabet` letters."""
+        cases = CASES[: 1 + len(self.distances)]
+        return "." + "123456789"[: len(self.distances)] + "".join(c[: self.alphabet] for c in cases)
+
+    def letter(self, case: int, base: np.ndarray | int) -> np.ndarray | int:
+        """Token id of letter `base` (0..alphabet-1) in `case` (0 background, i copy i)."""
+        return 1 + len(self.distances) + case * self.alphabet + base
 
     def transitions(self) -> np.ndarray:
         """(alphabet, alphabet) background transition matrix, rows sum to 1 exactly."""
@@ -85,54 +106,59 @@ class Synthetic:
         counts[np.arange(k), counts.argmax(1)] += _Q - counts.sum(1)
         return counts / _Q
 
-    def floor_bpc(self) -> float:
-        """Entropy rate in bits per char (see the class docstring)."""
+    def floor_bpc(self, span: int | None = None) -> float:
+        """Lowest bpc of a model whose keys reach `span` symbols back (None: the entropy rate)."""
         P = self.transitions()
-        p, q, pi = self.p_copy, np.array(self.distance_probs), _stationary(P)
-        h_unit = (
-            _entropy(np.array([p, 1 - p]))
-            + p * _entropy(q)
-            - (1 - p) * np.sum(pi[:, None] * P * np.log2(P))
-        )
-        return float(h_unit / (1 + p * self.copy_len))
+        pi, F, p, q = _stationary(P), self.frame, self.p_copy, np.array(self.distance_probs)
+        H_P = float(-np.sum(pi[:, None] * P * np.log2(P)))
+        h = _entropy(np.array([p, 1 - p])) + p * _entropy(q) + (1 - p) * (F - 1) * H_P
+        if span is not None:
+            if span < F:
+                raise DataError(f"synthetic: floor_bpc(span={span}) needs span >= frame={F}")
+            far = sum(qi for d, qi in zip(self.distances, q, strict=True) if d > span)
+            h += p * far * (_entropy(pi) + (F - 2) * H_P)
+        return float(h / F)
+
+    def floor_steps(self) -> list[tuple[int, float]]:
+        """[(S, floor_bpc(S)) at S = frame and at each planted distance]: the whole step
+        function, since floor_bpc(S) only changes where S reaches a distance."""
+        return [(S, self.floor_bpc(S)) for S in sorted({self.frame, *self.distances})]
 
     def stream(self, n: int, split: str = "train") -> SyntheticStream:
-        """n chars of the split's stream (independent per split, same P), with true bits."""
+        """n symbols of the split's stream (independent per split, same P), with true bits."""
         rng = np.random.default_rng([self.seed, 1 + SPLITS.index(split)])
-        P, k, L, warmup = self.transitions(), self.alphabet, self.copy_len, max(self.distances)
-        # Unit layout first: at most n units, each a copy w.p. p after the warm-up.
-        is_copy = rng.random(n) < self.p_copy
-        is_copy[:warmup] = False
-        which = rng.choice(len(self.distances), size=n, p=self.distance_probs)
-        length = np.where(is_copy, 1 + L, 1)
-        start = np.cumsum(length) - length
-        keep = start < n
-        is_copy, which, start = is_copy[keep], which[keep], start[keep]
-        tokens, bits = np.zeros(n, np.uint8), np.zeros(n)
-        distance = np.zeros(n, np.int64)
-        # Background chars: the chain sampled by table lookup, state s0 ~ pi.
-        pi = _stationary(P)
+        P, F, k = self.transitions(), self.frame, self.alphabet
+        n_frames = -(-n // F)
+        warm = -(-max(self.distances) // F)  # background frames first: no copy reaches before 0
+        kind = np.where(rng.random(n_frames) < self.p_copy,
+                        1 + rng.choice(len(self.distances), n_frames, p=self.distance_probs), 0)
+        kind[:warm] = 0
         table = [np.repeat(np.arange(k), np.rint(row * _Q).astype(np.int64)).tolist() for row in P]
-        bg_pos = start[~is_copy]
-        r = rng.integers(0, _Q, size=len(bg_pos) - 1).tolist()
-        bg = np.array(list(accumulate(r, lambda s, u: table[s][u], initial=rng.choice(k, p=pi))))
-        tokens[bg_pos] = bg
-        bits[bg_pos[0]] = -np.log2(pi[bg[0]])
-        bits[bg_pos[1:]] = -np.log2(P[bg[:-1], bg[1:]])
-        bits[bg_pos[warmup:]] -= np.log2(1 - self.p_copy)
-        # Copy units: marker, then copy_len chars resolved to their first non-copied source.
-        marker = start[is_copy]
-        tokens[marker] = k + which[is_copy]
-        bits[marker] = -np.log2(self.p_copy * np.array(self.distance_probs)[which[is_copy]])
-        pos = (marker[:, None] + np.arange(1, L + 1)).ravel()
-        d = np.repeat(np.array(self.distances)[which[is_copy]], L)
-        pos, d = pos[pos < n], d[pos < n]
-        distance[pos] = d
-        src = pos - d
-        while (chained := distance[src] > 0).any():
-            src[chained] -= distance[src[chained]]
-        tokens[pos] = tokens[src]
-        return SyntheticStream(tokens, bits, distance)
+        draws = rng.integers(0, _Q, size=(n_frames, F - 1)).tolist()
+        base = np.zeros((n_frames, F - 1), np.int64)  # letters without their case
+        s = int(rng.choice(k, p=_stationary(P)))
+        for f, (c, u) in enumerate(zip(kind.tolist(), draws, strict=True)):
+            if c:
+                base[f] = base[f - self.distances[c - 1] // F]
+            else:
+                row = base[f]
+                for j in range(F - 1):
+                    s = row[j] = table[s][u[j]]
+            s = int(base[f, -1])
+        # `.` is id 0 and the marker of distance i is id i: a frame's first symbol is its kind
+        tokens = np.concatenate([kind[:, None], self.letter(kind[:, None], base)], 1).ravel()
+        bits = np.zeros((n_frames, F))
+        probs = np.concatenate([[1 - self.p_copy], self.p_copy * np.array(self.distance_probs)])
+        bits[:, 0] = -np.log2(probs[kind])
+        bits[:warm, 0] = 0  # the warm-up is background for sure
+        prev = np.concatenate([[base[0, 0]], base[:-1, -1]])  # the letter before each frame
+        chain = -np.log2(P[np.concatenate([prev[:, None], base[:, :-1]], 1), base])
+        bits[:, 1:] = np.where(kind[:, None] == 0, chain, 0)
+        bits[0, 1] = -np.log2(_stationary(P)[base[0, 0]])
+        dist = np.array((0, *self.distances))[kind]
+        distance = np.concatenate([np.zeros((n_frames, 1), np.int64),
+                                   np.repeat(dist[:, None], F - 1, 1)], 1).ravel()
+        return SyntheticStream(tokens[:n].astype(np.uint8), bits.ravel()[:n], distance[:n])
 
 
 def _stationary(P: np.ndarray) -> np.ndarray:
@@ -167,7 +193,16 @@ def synthetic_corpus(
         "fractions": list(fractions),
         "symbols": gen.symbols,
         "floor_bpc": gen.floor_bpc(),
-        "warmup": max(gen.distances),
+        "floor_steps": gen.floor_steps(),
         **asdict(gen),
     }
     return Corpus("synthetic", len(gen.symbols), *splits, meta)
+
+
+def floor_at(meta: dict, span: int) -> float | None:
+    """floor_bpc(span) of a corpus from its meta (None for corpora without a known floor); spans
+    below the frame get the frame's floor, a lower bound."""
+    steps = meta.get("floor_steps")
+    if not steps:
+        return None
+    return next((f for S, f in reversed(steps) if S <= span), steps[0][1])

@@ -17,9 +17,10 @@ import numpy as np
 from .data import SPLITS, Corpus, DataError, split_sizes
 
 _Q = 1 << 16  # transition probabilities are multiples of 1/_Q, so sampling them is exact
-LETTERS = "abcdefghijklmnopqrstuvwxyz"
-CASES = (LETTERS, LETTERS.upper(), "αβγδεζηθικλμνξοπρστυφχψω", "абвгдежзийклмнопрстуфхц",
-         "אבגדהוזחטיכלמנסעפצקרשת")  # one alphabet per kind of frame: background, then copies
+# One script per kind of frame (background, then each copy distance), each with >= 22 letters in
+# consecutive code points: Latin, LATIN, Greek, Cyrillic, Hebrew, Armenian, Georgian, Cherokee,
+# Hiragana, Katakana.
+CASES = ("a", "A", "α", "а", "א", "Ա", "ა", "Ꭰ", "ぁ", "ァ")
 
 
 class SyntheticStream(NamedTuple):
@@ -55,16 +56,15 @@ class Synthetic:
     and its own previous letters, so its best guess of the first copied letter is pi (the source's
     predecessor is out of reach; the chain's memory of it over more than S symbols is ignored)
     and of each further letter P[previous, :]: each such frame costs H(pi) + (F - 2) H_P bits.
-    Distances that are powers of two times F keep a 2-layer model's two-hop reach (2S - 1) short
-    of the next distance, for S in the same powers of two.
+    A model of L layers composes its windows and reaches L (S - 1) + 1 back (`floor_at`).
     """
 
-    alphabet: int = 16
+    alphabet: int = 8
     concentration: float = 0.1
-    frame: int = 16
+    frame: int = 8
     p_copy: float = 0.5
-    distances: tuple[int, ...] = (16, 64, 128, 256)
-    distance_probs: tuple[float, ...] = (0.25, 0.25, 0.25, 0.25)
+    distances: tuple[int, ...] = (16, 64, 128)
+    distance_probs: tuple[float, ...] = (1 / 3, 1 / 3, 1 / 3)
     seed: int = 0
 
     def __post_init__(self) -> None:
@@ -84,7 +84,7 @@ class Synthetic:
             if not ok:
                 raise DataError(
                     f"synthetic: bad {key}={getattr(self, key)!r} (alphabet 2..22, "
-                    "concentration > 0, frame >= 3, 0 < p_copy < 1, 1..4 distinct distances, "
+                    "concentration > 0, frame >= 3, 0 < p_copy < 1, 1..9 distinct distances, "
                     "each a positive multiple of frame, distance_probs > 0 matching them, sum 1)"
                 )
 
@@ -92,7 +92,8 @@ class Synthetic:
     def symbols(self) -> str:
         """Id order: the delimiter `.`, the markers `1..`, then each case's `alphabet` letters."""
         cases = CASES[: 1 + len(self.distances)]
-        return "." + "123456789"[: len(self.distances)] + "".join(c[: self.alphabet] for c in cases)
+        letters = (chr(ord(c) + j) for c in cases for j in range(self.alphabet))
+        return "." + "123456789"[: len(self.distances)] + "".join(letters)
 
     def letter(self, case: int, base: np.ndarray | int) -> np.ndarray | int:
         """Token id of letter `base` (0..alphabet-1) in `case` (0 background, i copy i)."""
@@ -199,10 +200,11 @@ def synthetic_corpus(
     return Corpus("synthetic", len(gen.symbols), *splits, meta)
 
 
-def floor_at(meta: dict, span: int) -> float | None:
-    """floor_bpc(span) of a corpus from its meta (None for corpora without a known floor); spans
-    below the frame get the frame's floor, a lower bound."""
+def floor_at(meta: dict, reach: int) -> float | None:
+    """floor_bpc(reach) of a corpus from its meta (None for corpora without a known floor); a
+    reach below the frame gets the frame's floor, a lower bound. A model of L layers with span S
+    reaches L (S - 1) + 1 symbols back by composing its layers' windows."""
     steps = meta.get("floor_steps")
     if not steps:
         return None
-    return next((f for S, f in reversed(steps) if S <= span), steps[0][1])
+    return next((f for S, f in reversed(steps) if S <= reach), steps[0][1])

@@ -20,7 +20,7 @@ from tqdm import tqdm
 
 from variants.span import DynamicSpan
 
-from . import data, provenance
+from . import data, provenance, synthetic
 from .config import PRESETS, Config, ConfigError, TrainConfig, parse_sets, resolve, set_dotted
 from .flops import analytic_flops, counted_flops
 from .malloc import keep_heap
@@ -297,7 +297,9 @@ def train(cfg: Config, out_dir: Path, *, report: Report | None = None, progress:
                                     if not n.startswith(("emb.", "head."))),
         **{f"flops_{w}": analytic_flops(model, w) for w in ("full", "mean", "max")},
         **span_stats(model),
-        "floor_bpc": corpus.meta.get("floor_bpc"), "prefix": corpus.meta.get("prefix", False),
+        # the floor of what this model can see: L layers of span S reach L (S - 1) + 1 back
+        "floor_bpc": synthetic.floor_at(corpus.meta, cfg.model.n_layers * (cfg.model.span - 1) + 1),
+        "entropy_rate": corpus.meta.get("floor_bpc"), "prefix": corpus.meta.get("prefix", False),
         "mixing": mixing_matrices(model),
         "dynamic_trace": dynamic_trace(model, corpus.dev, corpus.meta.get("symbols"), device),
         "flops_counted": counted_flops(model)["flops_counted"],  # after span_stats: it runs a step

@@ -100,10 +100,10 @@ def test_synthetic_is_deterministic_per_seed():
     assert a.meta == b.meta and a.meta["floor_bpc"] != other.meta["floor_bpc"]
     assert not np.array_equal(a.dev, a.test[: len(a.dev)])
     assert a.meta["split_sizes"] == {"train": 45_000, "dev": 2_500, "test": 2_500}
-    assert a.vocab_size == len(a.meta["symbols"]) == 85 and a.train.max() < 85
+    assert a.vocab_size == len(a.meta["symbols"]) == 36 and a.train.max() < 36
 
 
-@pytest.mark.parametrize("bad", [{"distances": (16, 40)}, {"frame": 2}, {"alphabet": 30},
+@pytest.mark.parametrize("bad", [{"distances": (16, 44)}, {"frame": 2}, {"alphabet": 30},
                                  {"distance_probs": (0.5, 0.5)}, {"distances": (16, 16)}])
 def test_bad_options_name_the_key(bad):
     key = next(iter(bad))

@@ -13,7 +13,6 @@ import json
 import os
 import sys
 import tempfile
-import warnings
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -26,10 +25,10 @@ from matplotlib.backends.backend_agg import FigureCanvasAgg
 from matplotlib.figure import Figure
 from matplotlib.ticker import EngFormatter, StrMethodFormatter
 from mlflow import MlflowClient
-from scipy.stats import ttest_ind
 
 from variants.presets import PRESETS
 
+from . import stats
 from .provenance import ROOT
 
 DEFAULT_URI = f"sqlite:///{ROOT / 'results' / 'mlflow.db'}"
@@ -37,7 +36,6 @@ SEEDS = ("seed", "train.seed")
 ORDER = ("fixed", "adaptive", "dynamic", "logits-only", "weights-only", "talking-heads", "gbma")
 SHORT = {"model.span": "S", "model.n_heads": "h", "model.d_model": "D", "model.n_layers": "L",
          "data.name": "data"}
-ALPHA = 0.05
 DPI, WIDTH = 300, 3.3  # paper column width, inches
 RC = {"font.size": 8, "axes.labelsize": 8, "axes.titlesize": 8, "xtick.labelsize": 7,
       "ytick.labelsize": 7, "legend.fontsize": 6, "legend.title_fontsize": 7,
@@ -235,13 +233,21 @@ def baselines(first: pd.DataFrame, keys: list[str]) -> pd.Series:
     return pd.Series({label: pick(label) for label in first.index})
 
 
-def welch_p(a: np.ndarray, b: np.ndarray) -> float:
-    """Two-sided Welch t-test p-value; NaN when either side has fewer than 2 seeds."""
-    if len(a) < 2 or len(b) < 2:
-        return float("nan")
-    with warnings.catch_warnings():  # identical constant samples: p is NaN, i.e. not significant
-        warnings.simplefilter("ignore", RuntimeWarning)
-        return float(ttest_ind(a, b, equal_var=False).pvalue)
+PAIRED = ("diff", "ci_low", "ci_high", "p", "p_adj", "n_pairs")
+
+
+def paired_tests(runs: pd.DataFrame, src: str, base: pd.Series) -> pd.DataFrame:
+    """Each row against its baseline row by the per-seed paired difference (row - baseline):
+    mean, 95% CI, two-sided paired t-test p and Holm-adjusted p across the table's rows."""
+    seed = next((c for c in SEEDS if c in runs), None)
+    per = {lab: (grp.set_index(seed) if seed else grp.reset_index(drop=True))[src]
+           for lab, grp in runs.groupby("label", sort=False)}
+    rows = {lab: stats.paired(per[lab], per[b]) for lab, b in base.items() if lab != b}
+    df = pd.DataFrame({lab: {"diff": e.effect, "ci_low": e.ci_low, "ci_high": e.ci_high,
+                             "p": e.p, "n_pairs": e.n} for lab, e in rows.items()},
+                      index=list(PAIRED)).T.reindex(base.index)
+    df["p_adj"] = stats.holm(df["p"].astype(float))
+    return df[list(PAIRED)]
 
 
 def human(x: float, ref: float | None = None) -> str:
@@ -284,12 +290,11 @@ def build_table(sweep: Sweep, layout: str) -> tuple[pd.DataFrame, pd.DataFrame, 
         if kind in ("bpc", "flops"):
             bold[head] = np.isclose(mean, mean.min()) & mean.notna()
         if kind == "bpc":
-            values = g[src].apply(lambda s: s.dropna().to_numpy())
-            p = pd.Series([welch_p(values[lab], values[base[lab]]) for lab in first.index],
-                          index=first.index)
-            p = p.where(base != first.index)  # the baseline itself: no test
-            flag = ~(p < ALPHA) & (base != first.index)
-            nums[f"{head} p"], nums[f"{head} not significant"] = p, flag
+            tests = paired_tests(runs, src, base)
+            flag = ~(tests["p_adj"] < stats.ALPHA) & (base != first.index)
+            for c in PAIRED:
+                nums[f"{head} {c}"] = tests[c]
+            nums[f"{head} not significant"] = flag
             cells[head] = cells[head] + flag.map({True: "†", False: ""})
     nums["n"], cells["n"] = n, n.astype(str)
     nums["baseline"] = base
@@ -313,7 +318,10 @@ def _latex(cells: pd.DataFrame, bold: pd.DataFrame, caption: str) -> str:
 
 NOTE = ("Mean ± std over n seeds; **bold**: best (lowest) in its column; †: difference from the "
         "baseline row (multi-head `fixed` at the same other settings, else the first row) not "
-        "significant (Welch t-test p ≥ 0.05, or n < 2). #FLOPS: multiply-adds per predicted "
+        "significant: paired by seed (seed k: same data order and initial weights), two-sided "
+        "paired t-test, Holm-corrected across the table's rows, p_adj ≥ 0.05 or fewer than 2 "
+        "paired seeds (the CSV has each row's mean difference, 95% CI, p and p_adj). "
+        "#FLOPS: multiply-adds per predicted "
         "token at the mean learned span (the paper's estimate); Multiplies/token and FLOPs/token: "
         "fvcore-counted where logged, else analytic at the executed windows.")
 

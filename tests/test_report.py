@@ -11,7 +11,7 @@ import pytest
 from mlflow import MlflowClient
 from mlflow.entities import Metric, Param
 from PIL import Image
-from scipy.stats import ttest_ind
+from scipy.stats import ttest_rel
 
 from bench import report
 
@@ -165,6 +165,11 @@ def test_span_limit_table_matches_hand_computed(span_report):
     for col, values in (("dev", SPAN_DEV), ("test", {k: span_test(v) for k, v in
                                                      SPAN_DEV.items()})):
         best = min(np.mean(v) for v in values.values())
+        # paired by seed against fixed at the same S; Holm over the table's two tests
+        p = {S: ttest_rel(values[("adaptive", S)], values[("fixed", S)]).pvalue for S in (64, 128)}
+        lo, hi = sorted(p, key=p.get)
+        p_adj = {lo: min(1, 2 * p[lo])}
+        p_adj[hi] = max(p_adj[lo], min(1, p[hi]))
         for (variant, S), x in values.items():
             label = f"{variant} S={S}"
             mean, std = np.mean(x), np.std(x, ddof=1)
@@ -173,11 +178,18 @@ def test_span_limit_table_matches_hand_computed(span_report):
             assert csv.loc[label, "n"] == int(rows[label][header.index("n")]) == len(x) == 3
             cell = f"{mean:.3f} ± {std:.3f}"
             if variant != "fixed":
-                p = ttest_ind(x, values[("fixed", S)], equal_var=False).pvalue
-                assert csv.loc[label, f"{col} p"] == pytest.approx(p)
-                if p >= 0.05:
+                diff = np.subtract(x, values[("fixed", S)])
+                assert csv.loc[label, f"{col} diff"] == pytest.approx(diff.mean())
+                assert csv.loc[label, f"{col} p"] == pytest.approx(p[S])
+                assert csv.loc[label, f"{col} p_adj"] == pytest.approx(p_adj[S])
+                ci = ttest_rel(x, values[("fixed", S)]).confidence_interval(0.95)
+                assert (csv.loc[label, f"{col} ci_low"], csv.loc[label, f"{col} ci_high"]) == (
+                    pytest.approx(ci.low), pytest.approx(ci.high))
+                if p_adj[S] >= 0.05:
                     cell += "†"
                     marked.add((col, label))
+            else:
+                assert np.isnan(csv.loc[label, f"{col} p"])  # the baseline: no test
             if math.isclose(mean, best):
                 cell = f"**{cell}**"
             assert rows[label][header.index(col)] == cell
@@ -225,7 +237,7 @@ def test_figures_and_table3_adaptive_vs_dynamic(store, tmp_path):
     header, rows = md_rows(tmp_path / "as_table3.md")
     assert header == ["Model", "Avg. span", "dev", "n"]
     a, d = AVD_DEV["adaptive"], AVD_DEV["dynamic"]
-    p = ttest_ind(d, a, equal_var=False).pvalue  # baseline: the first row (no `fixed`)
+    p = ttest_rel(d, a).pvalue  # baseline: the first row (no `fixed`); one test, no correction
     assert rows["adaptive"][2] == f"**{np.mean(a):.3f} ± {np.std(a, ddof=1):.3f}**"
     marker = "†" if p >= 0.05 else ""
     assert rows["dynamic"][2] == f"{np.mean(d):.3f} ± {np.std(d, ddof=1):.3f}{marker}"

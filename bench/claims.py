@@ -229,10 +229,11 @@ def _values(runs: pd.DataFrame, missing: pd.DataFrame, cell: dict, metric: str,
     got = sub.set_index(col)[metric] if col else sub[metric].reset_index(drop=True)
     label = " ".join(f"{k.rsplit('.', 1)[-1]}={_fmt(v)}" for k, v in cell.items())
     if lost := [s for s in seeds if s not in got.index]:
-        raise _Unavailable("; ".join(f"{label} seed {s}: {_why_missing(missing, cell, s)}"
-                                     for s in lost))
+        raise _Unavailable("; ".join(f"{label} seed {_fmt(s)}: "
+                                     f"{_why_missing(missing, cell, s)}" for s in lost))
     if got.isna().any():
-        raise _Unavailable(f"{label}: no {metric} (seeds {sorted(got.index[got.isna()])})")
+        seeds_na = ", ".join(_fmt(s) for s in sorted(got.index[got.isna()]))
+        raise _Unavailable(f"{label}: no {metric} (seeds {seeds_na})")
     return got.groupby(level=0).last()
 
 
@@ -307,7 +308,7 @@ def evaluate(claims: list[Claim], runs: pd.DataFrame, missing: pd.DataFrame | No
 def _expect(c: Claim) -> str:
     what = "slope" if c.type == "trend" else "difference" if c.baseline else "value"
     if c.expect == "equivalent":
-        return f"|{what}| < {c.margin:g}"
+        return f"{what} within ±{c.margin:g}"
     return f"{what} {'<' if c.expect == 'less' else '>'} {c.margin:g}"
 
 

@@ -25,10 +25,11 @@ from matplotlib.backends.backend_agg import FigureCanvasAgg
 from matplotlib.figure import Figure
 from matplotlib.ticker import EngFormatter, StrMethodFormatter
 from mlflow import MlflowClient
+from pydantic import ValidationError
 
 from variants.presets import PRESETS
 
-from . import stats
+from . import claims, stats
 from .provenance import ROOT
 
 DEFAULT_URI = f"sqlite:///{ROOT / 'results' / 'mlflow.db'}"
@@ -495,20 +496,120 @@ def write_figures(sweep: Sweep, out_dir: Path) -> list[Path]:
     return paths
 
 
+# ---- findings: the grid's claims computed from the runs
+
+FINDINGS_NOTE = (
+    "Each test pairs runs by seed (seed k: same data order and initial weights for every "
+    "variant): per seed, the claim's rows minus its baseline (compare), or the least-squares "
+    "slope along the grid axis (trend, per doubling on a log2 axis). Effect: mean over seeds, "
+    "with its 95% t interval; p: one-sided t-test against the margin (less / greater), or TOST "
+    "(equivalent: the larger of the two one-sided p's); p_adj: Holm-corrected across all the "
+    "grid's tests. Verdict: `reproduced` when p_adj < {alpha}; `not reproduced` otherwise; "
+    "`inconclusive` when a test cannot be computed (a trial that did not finish, a metric the "
+    "runs lack, fewer than {min_seeds} paired seeds). A claim tested at each value of a key "
+    "is reproduced when every test is, not reproduced when one is not.")
+
+
+def grid_claims(sweep: Sweep, grid_file: Path | None, parent_run_id: str | None
+                ) -> list[claims.Claim]:
+    """The claims of `grid_file`, else of the grid file logged with the sweep's run (the given
+    one, else the experiment's newest sweep run); [] when there is none."""
+    if grid_file is None:
+        if parent_run_id is None:
+            exp = sweep.client.get_experiment_by_name(sweep.name)
+            newest = sweep.client.search_runs([exp.experiment_id],
+                                              "tags.`attnbench.role` = 'sweep'", max_results=1,
+                                              order_by=["attributes.start_time DESC"])
+            parent_run_id = newest[0].info.run_id if newest else None
+        logged = [a.path for a in sweep.client.list_artifacts(parent_run_id)
+                  if a.path.endswith((".yaml", ".yml"))] if parent_run_id else []
+        if not logged:
+            return []
+        with tempfile.TemporaryDirectory() as tmp:
+            raw = yaml.safe_load(Path(sweep.client.download_artifacts(
+                parent_run_id, logged[0], tmp)).read_text())
+    else:
+        raw = yaml.safe_load(grid_file.read_text())
+    return claims.parse((raw or {}).get("claims") if isinstance(raw, dict) else None)
+
+
+def head_spans(sweep: Sweep) -> pd.Series:
+    """Every finished run's per-head spans from its result.json (NaN where it has none)."""
+    spans = [_result(sweep, r).get("head_spans") for _, r in sweep.runs.iterrows()]
+    return pd.Series([s if s else np.nan for s in spans], index=sweep.runs.index, dtype=object)
+
+
+def findings(sweep: Sweep, tested: list[claims.Claim]) -> pd.DataFrame:
+    """The claims' tests and verdicts (bench.claims.evaluate) on the sweep's runs."""
+    runs = sweep.runs
+    if any(c.metric in claims.HEAD_SPAN_METRICS for c in tested):
+        runs = runs.assign(head_spans=head_spans(sweep))
+    return claims.evaluate(tested, runs, sweep.missing)
+
+
+def findings_markdown(table: pd.DataFrame) -> str:
+    """The findings table for people: effect and CI in the metric's units, p's, verdict."""
+    def num(v: float, fmt: str = ".4g") -> str:
+        return "" if pd.isna(v) else format(v, fmt)
+
+    md = pd.DataFrame({
+        "claim": table["claim"], "expected": table["expect"], "metric": table["metric"],
+        "effect": table["effect"].map(num),
+        "95% CI": [f"[{num(lo)}, {num(hi)}]" if pd.notna(lo) else ""
+                   for lo, hi in zip(table["ci_low"], table["ci_high"], strict=True)],
+        "p": table["p"].map(lambda v: num(v, ".3g")),
+        "p_adj": table["p_adj"].map(lambda v: num(v, ".3g")),
+        "n": table["n"].map(lambda v: num(v, ".0f")), "verdict": table["verdict"],
+        "reason": table["reason"].fillna("")})
+    md = md.map(lambda v: v.replace("|", "\\|") if isinstance(v, str) else v)  # cell text
+    return md.to_markdown(index=False, disable_numparse=True)
+
+
+def write_findings(sweep: Sweep, tested: list[claims.Claim], out_dir: Path
+                   ) -> tuple[list[Path], pd.DataFrame, str]:
+    """findings.md and findings.csv (columns claims.COLUMNS); returns the paths, the table and
+    the table as Markdown."""
+    table = findings(sweep, tested)
+    md = findings_markdown(table)
+    texts = [f"- `{c.id}`: {c.text}" for c in tested]
+    paths = [out_dir / "findings.md", out_dir / "findings.csv"]
+    paths[0].write_text("\n".join([
+        f"# {sweep.name}: findings", "", md, "",
+        FINDINGS_NOTE.format(alpha=stats.ALPHA, min_seeds=claims.MIN_SEEDS), "", "## Claims",
+        "", *texts, ""]))
+    table.to_csv(paths[1], index=False)
+    return paths, table, md
+
+
 # ---- entry points
 
 def render_sweep(grid_name: str, tracking_uri: str, out_dir: Path,
-                 parent_run_id: str | None = None) -> list[Path]:
-    """Write the sweep's table and figures under out_dir; log them as artifacts (report/) of the
-    parent run when given. Raises ReportError when nothing can be reported."""
+                 parent_run_id: str | None = None, grid_file: Path | None = None) -> list[Path]:
+    """Write the sweep's table, figures and findings (the grid's claims, from `grid_file` or
+    the grid file logged with the sweep) under out_dir and print the findings; log them as
+    artifacts (report/) of the parent run when given, with each claim's verdict as a tag
+    attnbench.claim.<id>. Raises ReportError when nothing can be reported."""
     sweep = load_sweep(grid_name, tracking_uri)
     out_dir.mkdir(parents=True, exist_ok=True)
     paths = write_tables(sweep, out_dir) + write_figures(sweep, out_dir)
     for line in missing_lines(sweep):
         print(f"not finished: {line}")
+    verdicts = {}
+    try:
+        tested = grid_claims(sweep, grid_file, parent_run_id)
+    except (OSError, yaml.YAMLError, ValidationError) as err:
+        print(f"findings: the grid's claims could not be read ({err})", file=sys.stderr)
+        tested = []
+    if tested:
+        written, table, md = write_findings(sweep, tested, out_dir)
+        paths += written
+        print(f"\nfindings ({written[0]}):\n{md}")
+        verdicts = table.set_index("claim")["verdict"].reindex([c.id for c in tested]).to_dict()
     if parent_run_id:
         for p in paths:
             sweep.client.log_artifact(parent_run_id, str(p), "report")
+        for cid, verdict in verdicts.items():
+            sweep.client.set_tag(parent_run_id, f"attnbench.claim.{cid}", verdict)
     return paths
 
 
@@ -532,7 +633,9 @@ def main(argv: list[str] | None = None) -> int:
     os.environ.setdefault("MLFLOW_ENABLE_ARTIFACTS_PROGRESS_BAR", "false")
     try:
         name = grid_name(args.target)
-        paths = render_sweep(name, args.tracking_uri, args.out or ROOT / "results" / name)
+        grid_file = Path(args.target) if Path(args.target).suffix in (".yaml", ".yml") else None
+        paths = render_sweep(name, args.tracking_uri, args.out or ROOT / "results" / name,
+                             grid_file=grid_file)
     except ReportError as err:
         print(f"bench.report: {err}", file=sys.stderr)
         return err.code

@@ -304,3 +304,69 @@ def test_cli_exit_codes(store, tmp_path, capsys):
     no_store = f"sqlite:///{tmp_path / 'none.db'}"
     assert report.main(["x", "--tracking-uri", no_store]) == 2
     assert not (tmp_path / "none.db").exists()
+
+
+CLAIMED = """name: claimed
+grid: {model.variant: [fixed, adaptive], model.span: [64, 128]}
+seeds: [0, 1, 2]
+claims:
+  - {id: fewer_flops, text: adaptive needs fewer FLOPs at each S, rows: {model.variant: adaptive},
+     baseline: {model.variant: fixed}, at_each: model.span, metric: flops_mean, expect: less}
+  - {id: spread, text: head spans differ, rows: {model.variant: adaptive, model.span: 64},
+     metric: head_span_spread, expect: greater, margin: 4}
+  - {id: same_bpc, text: adaptive matches fixed, rows: {model.variant: adaptive, model.span: 64},
+     baseline: {model.variant: fixed}, metric: final_dev_bpc, expect: equivalent, margin: 0.001}
+"""
+
+
+def test_findings_from_the_sweeps_grid_file(store, tmp_path):
+    """The claims come from the grid file logged with the sweep; findings.md / .csv are written,
+    printed, logged to the sweep's run with a verdict tag per claim; a failed trial makes its
+    test inconclusive without stopping the others."""
+    uri, client, root = store
+    exp, parent = new_sweep(client, root, "claimed")
+    grid = tmp_path / "claimed.yaml"
+    grid.write_text(CLAIMED)
+    client.log_artifact(parent, str(grid))
+    keys = "model.variant,model.span"
+    for S in (64, 128):
+        for seed in range(3):
+            for variant, dev in (("fixed", 1.50), ("adaptive", 1.45 + 0.01 * seed)):
+                params = {"model.variant": variant, "model.span": S}
+                if (variant, S, seed) == ("adaptive", 128, 2):
+                    log_trial(client, exp, parent, params, {}, seed=seed, status="FAILED",
+                              failure="Diverged: training loss is nan", grid_keys=keys)
+                    continue
+                spans = [[8.0, 10.0 + seed], [12.0, 60.0]]
+                log_trial(client, exp, parent, params, {
+                    "final_dev_bpc": dev, "final_test_bpc": dev,
+                    "flops_mean": 1e5 * S * (0.3 + 0.01 * seed if variant == "adaptive" else 1)},
+                    seed=seed, grid_keys=keys,
+                    result={"head_spans": spans} if variant == "adaptive" else None)
+    paths, printed = render(store, "claimed", tmp_path / "out", parent_run_id=parent)
+    assert {"findings.md", "findings.csv"} <= {p.name for p in paths}
+    csv = pd.read_csv(tmp_path / "out" / "findings.csv")
+    assert list(csv.columns[:6]) == ["claim", "effect", "ci_low", "ci_high", "p", "verdict"]
+    verdict = dict(zip(csv["claim"], csv["verdict"], strict=True))
+    assert verdict == {"fewer_flops [span=64]": "reproduced",
+                       "fewer_flops [span=128]": "inconclusive", "fewer_flops": "inconclusive",
+                       "spread": "reproduced", "same_bpc": "not reproduced"}
+    reason = csv.set_index("claim").loc["fewer_flops [span=128]", "reason"]
+    assert "seed 2: failed (Diverged: training loss is nan)" in reason
+    assert "| fewer_flops [span=64]" in printed and "reproduced" in printed
+    md = (tmp_path / "out" / "findings.md").read_text()
+    assert "Holm" in md and "- `spread`: head spans differ" in md
+    run = client.get_run(parent)
+    assert {k: v for k, v in run.data.tags.items() if k.startswith("attnbench.claim.")} == {
+        "attnbench.claim.fewer_flops": "inconclusive", "attnbench.claim.spread": "reproduced",
+        "attnbench.claim.same_bpc": "not reproduced"}
+    logged = {f.path for f in client.list_artifacts(parent, "report")}
+    assert {"report/findings.md", "report/findings.csv"} <= logged
+    # the report alone (no parent given) finds the newest sweep's grid file: same findings
+    render(store, "claimed", tmp_path / "again")
+    pd.testing.assert_frame_equal(pd.read_csv(tmp_path / "again" / "findings.csv"), csv)
+
+
+def test_no_claims_no_findings(span_report):
+    paths, printed, _ = span_report
+    assert not any(p.name.startswith("findings") for p in paths) and "findings" not in printed

@@ -589,6 +589,7 @@ def render_sweep(grid_name: str, tracking_uri: str, out_dir: Path,
     the grid file logged with the sweep) under out_dir and print the findings; log them as
     artifacts (report/) of the parent run when given, with each claim's verdict as a tag
     attnbench.claim.<id>. Raises ReportError when nothing can be reported."""
+    os.environ.setdefault("MLFLOW_ENABLE_ARTIFACTS_PROGRESS_BAR", "false")  # no bars in logs
     sweep = load_sweep(grid_name, tracking_uri)
     out_dir.mkdir(parents=True, exist_ok=True)
     paths = write_tables(sweep, out_dir) + write_figures(sweep, out_dir)

@@ -248,6 +248,9 @@ def _sample(claim: Claim, runs: pd.DataFrame, missing: pd.DataFrame, cells: list
         (rows, base), = cells
         return point(rows, base)
     x = np.array([float(rows[claim.along]) for rows, _ in cells])
+    if len(np.unique(x)) < 2:
+        raise _Unavailable(f"a trend needs at least 2 values of {claim.along}; the runs have "
+                           f"{', '.join(map(_fmt, np.unique(x)))}")
     x = np.log2(x) if claim.scale == "log2" else x
     y = pd.concat([point(rows, base) for rows, base in cells], axis=1)
     return y.apply(lambda row: linregress(x, row.to_numpy()).slope, axis=1)

@@ -115,6 +115,8 @@ def test_inconclusive_with_the_reason():
     assert table["c [n_heads=2]"]["verdict"] == "reproduced"
     assert table["c"]["verdict"] == "inconclusive"  # the claim is "at each h"
     assert table["trend"]["verdict"] == "inconclusive" and np.isnan(table["trend"]["p"])
+    one_h = by_claim(claims.evaluate(tested[1:], runs[runs["model.n_heads"] == 4]))  # --set
+    assert "at least 2 values of model.n_heads" in one_h["trend"]["reason"]
     # too few seeds: the numbers are shown, the verdict waits
     two = by_claim(claims.evaluate(tested[:1], runs[runs["seed"] < 2]))
     assert two["c [n_heads=2]"]["verdict"] == "inconclusive"

@@ -173,7 +173,10 @@ def derive(runs: pd.DataFrame) -> pd.DataFrame:
     """The DERIVED metrics as columns (NaN where a run lacks what they need); head-span metrics
     need a `head_spans` column (per run, a list of per-layer lists, as result.json holds)."""
     runs = runs.copy()
-    col = lambda name: runs.get(name, pd.Series(np.nan, runs.index))  # noqa: E731
+
+    def col(name: str) -> pd.Series:
+        return runs.get(name, pd.Series(np.nan, runs.index))
+
     runs["gap_to_floor"] = col("final_dev_bpc") - col("floor_bpc")
     runs["span_fraction"] = col("mean_span") / col("model.span")
     spans = col("head_spans").map(lambda s: np.concatenate([np.ravel(layer) for layer in s])
@@ -224,6 +227,8 @@ class _Unavailable(Exception):
 def _values(runs: pd.DataFrame, missing: pd.DataFrame, cell: dict, metric: str,
             seeds: list[Any]) -> pd.Series:
     """The metric per seed for one cell; raises _Unavailable naming what is missing."""
+    if metric not in runs:
+        raise _Unavailable(f"no run logged {metric}")
     col = _seed_col(runs)
     sub = runs[_match(runs, cell)]
     got = sub.set_index(col)[metric] if col else sub[metric].reset_index(drop=True)

@@ -126,6 +126,9 @@ def test_inconclusive_with_the_reason():
     spread = claim(id="spread", rows=MH, at_each="model.n_heads", metric="head_span_spread",
                    expect="greater", margin=4)
     assert by_claim(claims.evaluate([spread], runs))["spread"]["verdict"] == "inconclusive"
+    counted = claim(id="counted", rows=TH, baseline=MH, at_each="model.n_heads",
+                    metric="flops_counted", expect="less")  # a metric no run logged
+    assert by_claim(claims.evaluate([counted], runs))["counted"]["verdict"] == "inconclusive"
 
 
 def test_head_span_and_span_fraction_metrics():

@@ -12,10 +12,14 @@ values changed), the metric and what is expected of it:
 
 `expect: less` / `greater` tests mean < margin / mean > margin one-sided (margin 0 by default);
 `expect: equivalent` is TOST: |mean| < margin. A test is computed when every seed of the sweep
-has finished runs for every row it needs and at least MIN_SEEDS seeds pair up; the p-values of
-all a grid's computed tests are Holm-corrected together, and a test is `reproduced` when its
-corrected p < ALPHA, `not reproduced` otherwise, `inconclusive` (with the reason) when it could
-not be computed. A claim with several tests (at_each) is reproduced when all of them are.
+has finished runs for every row it needs and at least MIN_SEEDS seeds pair up.
+
+Correction: the family is the grid's claims. A claim tested at each value of a key holds when
+every test rejects, so its p is the largest of its tests' (an intersection-union test, which
+needs no correction within the claim); Holm runs across the claims' p's. A test's p_adj is its
+own p at its claim's Holm step, so a claim's p_adj is the largest of its tests'. A test is
+`reproduced` when p_adj < ALPHA, `not reproduced` otherwise, `inconclusive` (with the reason)
+when it could not be computed; a claim is reproduced when all its tests are.
 """
 
 import json
@@ -307,10 +311,25 @@ def evaluate(claims: list[Claim], runs: pd.DataFrame, missing: pd.DataFrame | No
             out.append(row)
     df = pd.DataFrame(out).reindex(columns=[*COLUMNS, "id"])
     counted = df["reason"] == ""
-    df["p_adj"] = stats.holm(df["p"].where(counted))
+    df["p_adj"] = _holm_by_claim(df[counted]).reindex(df.index)
     df["verdict"] = np.where(~counted, "inconclusive",
                              np.where(df["p_adj"] < stats.ALPHA, "reproduced", "not reproduced"))
     return _summaries(df)
+
+
+def _holm_by_claim(tests: pd.DataFrame) -> pd.Series:
+    """Holm across claims, each claim's p the largest of its computed tests' (intersection-union);
+    a test's adjusted p is max(the previous claim's adjusted p, min(1, k p)) with k its claim's
+    Holm multiplier, so the largest over a claim's tests is the claim's Holm-adjusted p."""
+    if tests.empty:
+        return pd.Series(dtype=float)
+    claim_p = tests.groupby("id", sort=False)["p"].max()
+    order = claim_p.sort_values(kind="stable").index
+    adjusted = pd.Series(stats.holm(claim_p.to_numpy()), index=claim_p.index)[order]
+    factor = pd.Series(len(order) - np.arange(len(order)), index=order)
+    previous = adjusted.shift(1, fill_value=0.0)
+    return np.maximum(tests["id"].map(previous).astype(float),
+                      np.minimum(1.0, tests["p"] * tests["id"].map(factor).astype(float)))
 
 
 def _expect(c: Claim) -> str:

@@ -503,8 +503,10 @@ FINDINGS_NOTE = (
     "variant): per seed, the claim's rows minus its baseline (compare), or the least-squares "
     "slope along the grid axis (trend, per doubling on a log2 axis). Effect: mean over seeds, "
     "with its 95% t interval; p: one-sided t-test against the margin (less / greater), or TOST "
-    "(equivalent: the larger of the two one-sided p's); p_adj: Holm-corrected across all the "
-    "grid's tests. Verdict: `reproduced` when p_adj < {alpha}; `not reproduced` otherwise; "
+    "(equivalent: the larger of the two one-sided p's); p_adj: Holm-corrected across the "
+    "grid's claims, a claim tested at each value of a key counting once with the largest p of "
+    "its tests (it holds only if every test does), each test at its claim's Holm step. "
+    "Verdict: `reproduced` when p_adj < {alpha}; `not reproduced` otherwise; "
     "`inconclusive` when a test cannot be computed (a trial that did not finish, a metric the "
     "runs lack, fewer than {min_seeds} paired seeds). A claim tested at each value of a key "
     "is reproduced when every test is, not reproduced when one is not.")

@@ -62,10 +62,31 @@ def test_compare_at_each_value_matches_a_paired_test():
         ci = ttest_rel(sel("talking-heads", h), sel("fixed", h)).confidence_interval(0.95)
         assert (r["ci_low"], r["ci_high"]) == (pytest.approx(ci.low), pytest.approx(ci.high))
         ps.append(ref.pvalue)
-    assert [rows[f"c [n_heads={h}]"]["p_adj"] for h in (2, 4, 8)] == pytest.approx(
-        list(stats.holm(ps)))
+    # one claim: its tests need no correction (it holds only if every one rejects)
+    assert [rows[f"c [n_heads={h}]"]["p_adj"] for h in (2, 4, 8)] == pytest.approx(ps)
     assert all(r["verdict"] == "reproduced" for r in rows.values())
     assert rows["c"]["reason"] == "3 of 3 tests reproduced" and np.isnan(rows["c"]["effect"])
+    assert rows["c"]["p"] == rows["c"]["p_adj"] == pytest.approx(max(ps))
+
+
+def test_holm_across_claims():
+    """Each claim's p is its largest test p; Holm runs over the claims; a claim's p_adj is
+    the largest of its tests' p_adj."""
+    runs = heads_runs()
+    tested = [claim(rows=TH, baseline=MH, at_each="model.n_heads", expect="less"),
+              claim(id="trend", type="trend", rows=MH, along="model.n_heads", expect="greater"),
+              claim(id="h2", rows={**TH, "model.n_heads": 2}, baseline=MH, expect="less")]
+    table = by_claim(claims.evaluate(tested, runs))
+    claim_p = [table[c]["p"] for c in ("c", "trend", "h2")]
+    assert claim_p[0] == max(table[f"c [n_heads={h}]"]["p"] for h in (2, 4, 8))
+    expected = stats.holm(claim_p)
+    assert [table[c]["p_adj"] for c in ("c", "trend", "h2")] == pytest.approx(list(expected))
+    assert max(table[f"c [n_heads={h}]"]["p_adj"] for h in (2, 4, 8)) == pytest.approx(
+        expected[0])
+    for h in (2, 4, 8):
+        sub = table[f"c [n_heads={h}]"]
+        assert sub["p"] <= sub["p_adj"] <= expected[0] + 1e-12
+        assert sub["verdict"] == ("reproduced" if sub["p_adj"] < 0.05 else "not reproduced")
 
 
 def test_trend_is_the_mean_per_seed_slope():

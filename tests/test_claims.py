@@ -236,3 +236,12 @@ def test_shipped_paper_grids_declare_valid_claims_with_three_seeds(name):
     assert grid.seeds == [0, 1, 2] and len(grid.claims) >= 2
     raw = yaml.safe_load((ROOT / "ablations" / f"{name}.yaml").read_text())
     assert all(c["text"] for c in raw["claims"])
+
+
+def test_pinning_an_axis_keeps_the_claims_valid(tmp_path, capsys):
+    """--set on a grid key a claim takes values of narrows the sweep; the claim stays (and
+    will be inconclusive), it does not make the grid invalid."""
+    path = write_grid(tmp_path, "claimed", grid=GRID, claims=[GOOD])
+    assert run.main([str(path), "--dry-run", "--set", "model.variant=fixed", "--seeds", "0,1",
+                     "--results-dir", str(tmp_path / "r")]) == 0
+    assert "th_beats_mh" in capsys.readouterr().out

@@ -14,9 +14,18 @@ from typing import Any, Literal
 
 import pandas as pd
 import yaml
-from pydantic import BaseModel, Field, ValidationError, field_validator, model_validator
+from pydantic import (
+    BaseModel,
+    Field,
+    PrivateAttr,
+    ValidationError,
+    field_validator,
+    model_validator,
+)
 
 from . import data, tracking
+from .claims import Claim, describe
+from .claims import check as check_claims
 from .config import (
     PRESETS,
     Config,
@@ -101,6 +110,8 @@ class Grid(Strict):
     metric: Literal[tracking.EVAL_METRICS] = "dev_bpc"
     mode: Literal["min", "max"] = "min"
     max_failures: int = Field(2, ge=0)  # Ray restarts of a crashed trial from its checkpoint
+    claims: list[Claim] = []  # the findings the grid tests (bench.claims)
+    _claims_checked: bool = PrivateAttr(False)
 
     @field_validator("grid")
     @classmethod
@@ -120,6 +131,10 @@ class Grid(Strict):
             if unknown := sorted(set(rule) - set(self.grid)):
                 raise ValueError(f"exclude.{i}: {unknown} are not grid keys; grid keys: "
                                  f"{', '.join(self.grid)}")
+        if not self._claims_checked:  # against the grid as written: a --set that pins an
+            # axis later leaves the claims on its other values inconclusive, not invalid
+            check_claims(self.claims, self.grid, lambda values: excluded(values, self.exclude))
+            self._claims_checked = True
         return self
 
 
@@ -285,11 +300,15 @@ def plan_table(trials: list[Trial]) -> pd.DataFrame:
     return pd.DataFrame(rows)
 
 
-def print_plan(trials: list[Trial]) -> None:
+def print_plan(trials: list[Trial], tested: list[Claim] | None = None) -> None:
+    """The trial table and cost, then the claims the sweep's report will compute."""
     df = plan_table(trials)
     print(df.to_markdown(index=False, floatfmt=".3g", intfmt=","))
     print(f"\n{len(df)} trials, {df.tokens.sum():,} training tokens; estimated cost "
           f"(trials x tokens x analytic FLOPs/token at full span): {df.cost.sum():.3g} "
           "multiply-adds forward (about 3x that with the backward pass)")
+    if tested:
+        print(f"\n{len(tested)} claims, computed by the report from the finished runs:\n")
+        print(describe(tested).to_markdown(index=False))
 
 

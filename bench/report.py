@@ -13,7 +13,6 @@ import json
 import os
 import sys
 import tempfile
-import warnings
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -26,10 +25,11 @@ from matplotlib.backends.backend_agg import FigureCanvasAgg
 from matplotlib.figure import Figure
 from matplotlib.ticker import EngFormatter, StrMethodFormatter
 from mlflow import MlflowClient
-from scipy.stats import ttest_ind
+from pydantic import ValidationError
 
 from variants.presets import PRESETS
 
+from . import claims, stats
 from .provenance import ROOT
 
 DEFAULT_URI = f"sqlite:///{ROOT / 'results' / 'mlflow.db'}"
@@ -37,7 +37,6 @@ SEEDS = ("seed", "train.seed")
 ORDER = ("fixed", "adaptive", "dynamic", "logits-only", "weights-only", "talking-heads", "gbma")
 SHORT = {"model.span": "S", "model.n_heads": "h", "model.d_model": "D", "model.n_layers": "L",
          "data.name": "data"}
-ALPHA = 0.05
 DPI, WIDTH = 300, 3.3  # paper column width, inches
 RC = {"font.size": 8, "axes.labelsize": 8, "axes.titlesize": 8, "xtick.labelsize": 7,
       "ytick.labelsize": 7, "legend.fontsize": 6, "legend.title_fontsize": 7,
@@ -235,13 +234,21 @@ def baselines(first: pd.DataFrame, keys: list[str]) -> pd.Series:
     return pd.Series({label: pick(label) for label in first.index})
 
 
-def welch_p(a: np.ndarray, b: np.ndarray) -> float:
-    """Two-sided Welch t-test p-value; NaN when either side has fewer than 2 seeds."""
-    if len(a) < 2 or len(b) < 2:
-        return float("nan")
-    with warnings.catch_warnings():  # identical constant samples: p is NaN, i.e. not significant
-        warnings.simplefilter("ignore", RuntimeWarning)
-        return float(ttest_ind(a, b, equal_var=False).pvalue)
+PAIRED = ("diff", "ci_low", "ci_high", "p", "p_adj", "n_pairs")
+
+
+def paired_tests(runs: pd.DataFrame, src: str, base: pd.Series) -> pd.DataFrame:
+    """Each row against its baseline row by the per-seed paired difference (row - baseline):
+    mean, 95% CI, two-sided paired t-test p and Holm-adjusted p across the table's rows."""
+    seed = next((c for c in SEEDS if c in runs), None)
+    per = {lab: (grp.set_index(seed) if seed else grp.reset_index(drop=True))[src]
+           for lab, grp in runs.groupby("label", sort=False)}
+    rows = {lab: stats.paired(per[lab], per[b]) for lab, b in base.items() if lab != b}
+    df = pd.DataFrame({lab: {"diff": e.effect, "ci_low": e.ci_low, "ci_high": e.ci_high,
+                             "p": e.p, "n_pairs": e.n} for lab, e in rows.items()},
+                      index=list(PAIRED)).T.reindex(base.index)
+    df["p_adj"] = stats.holm(df["p"].astype(float))
+    return df[list(PAIRED)]
 
 
 def human(x: float, ref: float | None = None) -> str:
@@ -284,12 +291,11 @@ def build_table(sweep: Sweep, layout: str) -> tuple[pd.DataFrame, pd.DataFrame, 
         if kind in ("bpc", "flops"):
             bold[head] = np.isclose(mean, mean.min()) & mean.notna()
         if kind == "bpc":
-            values = g[src].apply(lambda s: s.dropna().to_numpy())
-            p = pd.Series([welch_p(values[lab], values[base[lab]]) for lab in first.index],
-                          index=first.index)
-            p = p.where(base != first.index)  # the baseline itself: no test
-            flag = ~(p < ALPHA) & (base != first.index)
-            nums[f"{head} p"], nums[f"{head} not significant"] = p, flag
+            tests = paired_tests(runs, src, base)
+            flag = ~(tests["p_adj"] < stats.ALPHA) & (base != first.index)
+            for c in PAIRED:
+                nums[f"{head} {c}"] = tests[c]
+            nums[f"{head} not significant"] = flag
             cells[head] = cells[head] + flag.map({True: "†", False: ""})
     nums["n"], cells["n"] = n, n.astype(str)
     nums["baseline"] = base
@@ -313,7 +319,10 @@ def _latex(cells: pd.DataFrame, bold: pd.DataFrame, caption: str) -> str:
 
 NOTE = ("Mean ± std over n seeds; **bold**: best (lowest) in its column; †: difference from the "
         "baseline row (multi-head `fixed` at the same other settings, else the first row) not "
-        "significant (Welch t-test p ≥ 0.05, or n < 2). #FLOPS: multiply-adds per predicted "
+        "significant: paired by seed (seed k: same data order and initial weights), two-sided "
+        "paired t-test, Holm-corrected across the table's rows, p_adj ≥ 0.05 or fewer than 2 "
+        "paired seeds (the CSV has each row's mean difference, 95% CI, p and p_adj). "
+        "#FLOPS: multiply-adds per predicted "
         "token at the mean learned span (the paper's estimate); Multiplies/token and FLOPs/token: "
         "fvcore-counted where logged, else analytic at the executed windows.")
 
@@ -487,20 +496,123 @@ def write_figures(sweep: Sweep, out_dir: Path) -> list[Path]:
     return paths
 
 
+# ---- findings: the grid's claims computed from the runs
+
+FINDINGS_NOTE = (
+    "Each test pairs runs by seed (seed k: same data order and initial weights for every "
+    "variant): per seed, the claim's rows minus its baseline (compare), or the least-squares "
+    "slope along the grid axis (trend, per doubling on a log2 axis). Effect: mean over seeds, "
+    "with its 95% t interval; p: one-sided t-test against the margin (less / greater), or TOST "
+    "(equivalent: the larger of the two one-sided p's); p_adj: Holm-corrected across the "
+    "grid's claims, a claim tested at each value of a key counting once with the largest p of "
+    "its tests (it holds only if every test does), each test at its claim's Holm step. "
+    "Verdict: `reproduced` when p_adj < {alpha}; `not reproduced` otherwise; "
+    "`inconclusive` when a test cannot be computed (a trial that did not finish, a metric the "
+    "runs lack, fewer than {min_seeds} paired seeds). A claim tested at each value of a key "
+    "is reproduced when every test is, not reproduced when one is not.")
+
+
+def grid_claims(sweep: Sweep, grid_file: Path | None, parent_run_id: str | None
+                ) -> list[claims.Claim]:
+    """The claims of `grid_file`, else of the grid file logged with the sweep's run (the given
+    one, else the experiment's newest sweep run); [] when there is none."""
+    if grid_file is None:
+        if parent_run_id is None:
+            exp = sweep.client.get_experiment_by_name(sweep.name)
+            newest = sweep.client.search_runs([exp.experiment_id],
+                                              "tags.`attnbench.role` = 'sweep'", max_results=1,
+                                              order_by=["attributes.start_time DESC"])
+            parent_run_id = newest[0].info.run_id if newest else None
+        logged = [a.path for a in sweep.client.list_artifacts(parent_run_id)
+                  if a.path.endswith((".yaml", ".yml"))] if parent_run_id else []
+        if not logged:
+            return []
+        with tempfile.TemporaryDirectory() as tmp:
+            raw = yaml.safe_load(Path(sweep.client.download_artifacts(
+                parent_run_id, logged[0], tmp)).read_text())
+    else:
+        raw = yaml.safe_load(grid_file.read_text())
+    return claims.parse((raw or {}).get("claims") if isinstance(raw, dict) else None)
+
+
+def head_spans(sweep: Sweep) -> pd.Series:
+    """Every finished run's per-head spans from its result.json (NaN where it has none)."""
+    spans = [_result(sweep, r).get("head_spans") for _, r in sweep.runs.iterrows()]
+    return pd.Series([s if s else np.nan for s in spans], index=sweep.runs.index, dtype=object)
+
+
+def findings(sweep: Sweep, tested: list[claims.Claim]) -> pd.DataFrame:
+    """The claims' tests and verdicts (bench.claims.evaluate) on the sweep's runs."""
+    runs = sweep.runs
+    if any(c.metric in claims.HEAD_SPAN_METRICS for c in tested):
+        runs = runs.assign(head_spans=head_spans(sweep))
+    return claims.evaluate(tested, runs, sweep.missing)
+
+
+def findings_markdown(table: pd.DataFrame) -> str:
+    """The findings table for people: effect and CI in the metric's units, p's, verdict."""
+    def num(v: float, fmt: str = ".4g") -> str:
+        return "" if pd.isna(v) else format(v, fmt)
+
+    md = pd.DataFrame({
+        "claim": table["claim"], "expected": table["expect"], "metric": table["metric"],
+        "effect": table["effect"].map(num),
+        "95% CI": [f"[{num(lo)}, {num(hi)}]" if pd.notna(lo) else ""
+                   for lo, hi in zip(table["ci_low"], table["ci_high"], strict=True)],
+        "p": table["p"].map(lambda v: num(v, ".3g")),
+        "p_adj": table["p_adj"].map(lambda v: num(v, ".3g")),
+        "n": table["n"].map(lambda v: num(v, ".0f")), "verdict": table["verdict"],
+        "reason": table["reason"].fillna("")})
+    md = md.map(lambda v: v.replace("|", "\\|") if isinstance(v, str) else v)  # cell text
+    return md.to_markdown(index=False, disable_numparse=True)
+
+
+def write_findings(sweep: Sweep, tested: list[claims.Claim], out_dir: Path
+                   ) -> tuple[list[Path], pd.DataFrame, str]:
+    """findings.md and findings.csv (columns claims.COLUMNS); returns the paths, the table and
+    the table as Markdown."""
+    table = findings(sweep, tested)
+    md = findings_markdown(table)
+    texts = [f"- `{c.id}`: {c.text}" for c in tested]
+    paths = [out_dir / "findings.md", out_dir / "findings.csv"]
+    paths[0].write_text("\n".join([
+        f"# {sweep.name}: findings", "", md, "",
+        FINDINGS_NOTE.format(alpha=stats.ALPHA, min_seeds=claims.MIN_SEEDS), "", "## Claims",
+        "", *texts, ""]))
+    table.to_csv(paths[1], index=False)
+    return paths, table, md
+
+
 # ---- entry points
 
 def render_sweep(grid_name: str, tracking_uri: str, out_dir: Path,
-                 parent_run_id: str | None = None) -> list[Path]:
-    """Write the sweep's table and figures under out_dir; log them as artifacts (report/) of the
-    parent run when given. Raises ReportError when nothing can be reported."""
+                 parent_run_id: str | None = None, grid_file: Path | None = None) -> list[Path]:
+    """Write the sweep's table, figures and findings (the grid's claims, from `grid_file` or
+    the grid file logged with the sweep) under out_dir and print the findings; log them as
+    artifacts (report/) of the parent run when given, with each claim's verdict as a tag
+    attnbench.claim.<id>. Raises ReportError when nothing can be reported."""
+    os.environ.setdefault("MLFLOW_ENABLE_ARTIFACTS_PROGRESS_BAR", "false")  # no bars in logs
     sweep = load_sweep(grid_name, tracking_uri)
     out_dir.mkdir(parents=True, exist_ok=True)
     paths = write_tables(sweep, out_dir) + write_figures(sweep, out_dir)
     for line in missing_lines(sweep):
         print(f"not finished: {line}")
+    verdicts = {}
+    try:
+        tested = grid_claims(sweep, grid_file, parent_run_id)
+    except (OSError, yaml.YAMLError, ValidationError) as err:
+        print(f"findings: the grid's claims could not be read ({err})", file=sys.stderr)
+        tested = []
+    if tested:
+        written, table, md = write_findings(sweep, tested, out_dir)
+        paths += written
+        print(f"\nfindings ({written[0]}):\n{md}")
+        verdicts = table.set_index("claim")["verdict"].reindex([c.id for c in tested]).to_dict()
     if parent_run_id:
         for p in paths:
             sweep.client.log_artifact(parent_run_id, str(p), "report")
+        for cid, verdict in verdicts.items():
+            sweep.client.set_tag(parent_run_id, f"attnbench.claim.{cid}", verdict)
     return paths
 
 
@@ -524,7 +636,9 @@ def main(argv: list[str] | None = None) -> int:
     os.environ.setdefault("MLFLOW_ENABLE_ARTIFACTS_PROGRESS_BAR", "false")
     try:
         name = grid_name(args.target)
-        paths = render_sweep(name, args.tracking_uri, args.out or ROOT / "results" / name)
+        grid_file = Path(args.target) if Path(args.target).suffix in (".yaml", ".yml") else None
+        paths = render_sweep(name, args.tracking_uri, args.out or ROOT / "results" / name,
+                             grid_file=grid_file)
     except ReportError as err:
         print(f"bench.report: {err}", file=sys.stderr)
         return err.code

@@ -274,7 +274,7 @@ def main(argv: list[str] | None = None) -> int:
         print(f"error: {err}", file=sys.stderr)
         return 2
     if args.dry_run:
-        print_plan(trials)
+        print_plan(trials, grid.claims)
         return 0
     return sweep(grid, trials, args)
 

@@ -25,6 +25,7 @@ from .config import PRESETS, Config, ConfigError, TrainConfig, parse_sets, resol
 from .flops import analytic_flops, counted_flops
 from .malloc import keep_heap
 from .model import TransformerLM
+from .pairing import build_paired
 
 LN2 = math.log(2)
 Report = Callable[[dict, Path | None], None]
@@ -212,8 +213,8 @@ def train(cfg: Config, out_dir: Path, *, report: Report | None = None, progress:
             **provenance.record()}
     (out_dir / "config.json").write_text(json.dumps(info, indent=2))
 
-    torch.manual_seed(t.seed)
-    model = build_model(cfg, corpus.vocab_size).to(device)
+    torch.manual_seed(t.seed)  # dropout; the weights are drawn per (seed, name, shape)
+    model = build_paired(lambda: build_model(cfg, corpus.vocab_size), t.seed).to(device)
     step_fn = maybe_compile(model, t.compile, torch.zeros(t.batch_size, t.block, dtype=torch.long,
                                                        device=device))
     opt = make_optimizer(model, t)

@@ -11,7 +11,7 @@ import pytest
 from mlflow import MlflowClient
 from mlflow.entities import Metric, Param
 from PIL import Image
-from scipy.stats import ttest_ind
+from scipy.stats import ttest_rel
 
 from bench import report
 
@@ -165,6 +165,11 @@ def test_span_limit_table_matches_hand_computed(span_report):
     for col, values in (("dev", SPAN_DEV), ("test", {k: span_test(v) for k, v in
                                                      SPAN_DEV.items()})):
         best = min(np.mean(v) for v in values.values())
+        # paired by seed against fixed at the same S; Holm over the table's two tests
+        p = {S: ttest_rel(values[("adaptive", S)], values[("fixed", S)]).pvalue for S in (64, 128)}
+        lo, hi = sorted(p, key=p.get)
+        p_adj = {lo: min(1, 2 * p[lo])}
+        p_adj[hi] = max(p_adj[lo], min(1, p[hi]))
         for (variant, S), x in values.items():
             label = f"{variant} S={S}"
             mean, std = np.mean(x), np.std(x, ddof=1)
@@ -173,11 +178,18 @@ def test_span_limit_table_matches_hand_computed(span_report):
             assert csv.loc[label, "n"] == int(rows[label][header.index("n")]) == len(x) == 3
             cell = f"{mean:.3f} ± {std:.3f}"
             if variant != "fixed":
-                p = ttest_ind(x, values[("fixed", S)], equal_var=False).pvalue
-                assert csv.loc[label, f"{col} p"] == pytest.approx(p)
-                if p >= 0.05:
+                diff = np.subtract(x, values[("fixed", S)])
+                assert csv.loc[label, f"{col} diff"] == pytest.approx(diff.mean())
+                assert csv.loc[label, f"{col} p"] == pytest.approx(p[S])
+                assert csv.loc[label, f"{col} p_adj"] == pytest.approx(p_adj[S])
+                ci = ttest_rel(x, values[("fixed", S)]).confidence_interval(0.95)
+                assert (csv.loc[label, f"{col} ci_low"], csv.loc[label, f"{col} ci_high"]) == (
+                    pytest.approx(ci.low), pytest.approx(ci.high))
+                if p_adj[S] >= 0.05:
                     cell += "†"
                     marked.add((col, label))
+            else:
+                assert np.isnan(csv.loc[label, f"{col} p"])  # the baseline: no test
             if math.isclose(mean, best):
                 cell = f"**{cell}**"
             assert rows[label][header.index(col)] == cell
@@ -225,7 +237,7 @@ def test_figures_and_table3_adaptive_vs_dynamic(store, tmp_path):
     header, rows = md_rows(tmp_path / "as_table3.md")
     assert header == ["Model", "Avg. span", "dev", "n"]
     a, d = AVD_DEV["adaptive"], AVD_DEV["dynamic"]
-    p = ttest_ind(d, a, equal_var=False).pvalue  # baseline: the first row (no `fixed`)
+    p = ttest_rel(d, a).pvalue  # baseline: the first row (no `fixed`); one test, no correction
     assert rows["adaptive"][2] == f"**{np.mean(a):.3f} ± {np.std(a, ddof=1):.3f}**"
     marker = "†" if p >= 0.05 else ""
     assert rows["dynamic"][2] == f"{np.mean(d):.3f} ± {np.std(d, ddof=1):.3f}{marker}"
@@ -292,3 +304,69 @@ def test_cli_exit_codes(store, tmp_path, capsys):
     no_store = f"sqlite:///{tmp_path / 'none.db'}"
     assert report.main(["x", "--tracking-uri", no_store]) == 2
     assert not (tmp_path / "none.db").exists()
+
+
+CLAIMED = """name: claimed
+grid: {model.variant: [fixed, adaptive], model.span: [64, 128]}
+seeds: [0, 1, 2]
+claims:
+  - {id: fewer_flops, text: adaptive needs fewer FLOPs at each S, rows: {model.variant: adaptive},
+     baseline: {model.variant: fixed}, at_each: model.span, metric: flops_mean, expect: less}
+  - {id: spread, text: head spans differ, rows: {model.variant: adaptive, model.span: 64},
+     metric: head_span_spread, expect: greater, margin: 4}
+  - {id: same_bpc, text: adaptive matches fixed, rows: {model.variant: adaptive, model.span: 64},
+     baseline: {model.variant: fixed}, metric: final_dev_bpc, expect: equivalent, margin: 0.001}
+"""
+
+
+def test_findings_from_the_sweeps_grid_file(store, tmp_path):
+    """The claims come from the grid file logged with the sweep; findings.md / .csv are written,
+    printed, logged to the sweep's run with a verdict tag per claim; a failed trial makes its
+    test inconclusive without stopping the others."""
+    uri, client, root = store
+    exp, parent = new_sweep(client, root, "claimed")
+    grid = tmp_path / "claimed.yaml"
+    grid.write_text(CLAIMED)
+    client.log_artifact(parent, str(grid))
+    keys = "model.variant,model.span"
+    for S in (64, 128):
+        for seed in range(3):
+            for variant, dev in (("fixed", 1.50), ("adaptive", 1.45 + 0.01 * seed)):
+                params = {"model.variant": variant, "model.span": S}
+                if (variant, S, seed) == ("adaptive", 128, 2):
+                    log_trial(client, exp, parent, params, {}, seed=seed, status="FAILED",
+                              failure="Diverged: training loss is nan", grid_keys=keys)
+                    continue
+                spans = [[8.0, 10.0 + seed], [12.0, 60.0]]
+                log_trial(client, exp, parent, params, {
+                    "final_dev_bpc": dev, "final_test_bpc": dev,
+                    "flops_mean": 1e5 * S * (0.3 + 0.01 * seed if variant == "adaptive" else 1)},
+                    seed=seed, grid_keys=keys,
+                    result={"head_spans": spans} if variant == "adaptive" else None)
+    paths, printed = render(store, "claimed", tmp_path / "out", parent_run_id=parent)
+    assert {"findings.md", "findings.csv"} <= {p.name for p in paths}
+    csv = pd.read_csv(tmp_path / "out" / "findings.csv")
+    assert list(csv.columns[:6]) == ["claim", "effect", "ci_low", "ci_high", "p", "verdict"]
+    verdict = dict(zip(csv["claim"], csv["verdict"], strict=True))
+    assert verdict == {"fewer_flops [span=64]": "reproduced",
+                       "fewer_flops [span=128]": "inconclusive", "fewer_flops": "inconclusive",
+                       "spread": "reproduced", "same_bpc": "not reproduced"}
+    reason = csv.set_index("claim").loc["fewer_flops [span=128]", "reason"]
+    assert "seed 2: failed (Diverged: training loss is nan)" in reason
+    assert "| fewer_flops [span=64]" in printed and "reproduced" in printed
+    md = (tmp_path / "out" / "findings.md").read_text()
+    assert "Holm" in md and "- `spread`: head spans differ" in md
+    run = client.get_run(parent)
+    assert {k: v for k, v in run.data.tags.items() if k.startswith("attnbench.claim.")} == {
+        "attnbench.claim.fewer_flops": "inconclusive", "attnbench.claim.spread": "reproduced",
+        "attnbench.claim.same_bpc": "not reproduced"}
+    logged = {f.path for f in client.list_artifacts(parent, "report")}
+    assert {"report/findings.md", "report/findings.csv"} <= logged
+    # the report alone (no parent given) finds the newest sweep's grid file: same findings
+    render(store, "claimed", tmp_path / "again")
+    pd.testing.assert_frame_equal(pd.read_csv(tmp_path / "again" / "findings.csv"), csv)
+
+
+def test_no_claims_no_findings(span_report):
+    paths, printed, _ = span_report
+    assert not any(p.name.startswith("findings") for p in paths) and "findings" not in printed

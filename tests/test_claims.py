@@ -1,0 +1,247 @@
+"""Claims as data: verdicts computed from synthetic run tables (each verdict, each claim type,
+the Holm correction, derived metrics), and grid files whose claims the schema refuses (exit 2,
+naming the claim) or prints in the dry-run plan. Fast: no Ray, no training, no MLflow."""
+
+import numpy as np
+import pandas as pd
+import pytest
+import yaml
+from scipy.stats import linregress, ttest_1samp, ttest_rel
+
+from bench import claims, run, stats
+from tests.test_grid import write_grid
+
+SEEDS = (0, 1, 2)
+# final dev bpc per (variant, h) and seed: talking-heads better by about 0.1 everywhere;
+# multi-head worse as h doubles (+0.05 per doubling), talking-heads flat
+NOISE = np.array([0.01, -0.02, 0.015])
+
+
+def heads_runs() -> pd.DataFrame:
+    rows = []
+    for h in (2, 4, 8):
+        for s in SEEDS:
+            mh = 2.0 + 0.05 * np.log2(h) + NOISE[s] + 0.003 * h * s
+            rows.append({"model.variant": "fixed", "model.n_heads": h, "seed": s,
+                         "final_dev_bpc": mh, "mean_span": 30.0, "model.span": 64})
+            rows.append({"model.variant": "talking-heads", "model.n_heads": h, "seed": s,
+                         "final_dev_bpc": 1.95 + NOISE[s] + 0.004 * (s - 1) * np.log2(h),
+                         "mean_span": 30.0, "model.span": 64})
+    return pd.DataFrame(rows)
+
+
+def claim(**kw) -> claims.Claim:
+    return claims.parse([{"id": "c", "text": "a claim", "metric": "final_dev_bpc", **kw}])[0]
+
+
+TH = {"model.variant": "talking-heads"}
+MH = {"model.variant": "fixed"}
+
+
+def by_claim(table: pd.DataFrame) -> dict[str, pd.Series]:
+    return {r["claim"]: r for _, r in table.iterrows()}
+
+
+def test_compare_at_each_value_matches_a_paired_test():
+    runs = heads_runs()
+    table = claims.evaluate([claim(rows=TH, baseline=MH, at_each="model.n_heads",
+                                   expect="less")], runs)
+    assert list(table.columns[:6]) == ["claim", "effect", "ci_low", "ci_high", "p", "verdict"]
+    rows = by_claim(table)
+    ps = []
+
+    def sel(variant: str, h: int) -> np.ndarray:
+        return runs[(runs["model.variant"] == variant) & (runs["model.n_heads"] == h)
+                    ].sort_values("seed")["final_dev_bpc"].to_numpy()
+
+    for h in (2, 4, 8):
+        ref = ttest_rel(sel("talking-heads", h), sel("fixed", h), alternative="less")
+        r = rows[f"c [n_heads={h}]"]
+        assert r["effect"] == pytest.approx(np.mean(sel("talking-heads", h) - sel("fixed", h)))
+        assert r["p"] == pytest.approx(ref.pvalue) and r["n"] == 3
+        ci = ttest_rel(sel("talking-heads", h), sel("fixed", h)).confidence_interval(0.95)
+        assert (r["ci_low"], r["ci_high"]) == (pytest.approx(ci.low), pytest.approx(ci.high))
+        ps.append(ref.pvalue)
+    # one claim: its tests need no correction (it holds only if every one rejects)
+    assert [rows[f"c [n_heads={h}]"]["p_adj"] for h in (2, 4, 8)] == pytest.approx(ps)
+    assert all(r["verdict"] == "reproduced" for r in rows.values())
+    assert rows["c"]["reason"] == "3 of 3 tests reproduced" and np.isnan(rows["c"]["effect"])
+    assert rows["c"]["p"] == rows["c"]["p_adj"] == pytest.approx(max(ps))
+
+
+def test_holm_across_claims():
+    """Each claim's p is its largest test p; Holm runs over the claims; a claim's p_adj is
+    the largest of its tests' p_adj."""
+    runs = heads_runs()
+    tested = [claim(rows=TH, baseline=MH, at_each="model.n_heads", expect="less"),
+              claim(id="trend", type="trend", rows=MH, along="model.n_heads", expect="greater"),
+              claim(id="h2", rows={**TH, "model.n_heads": 2}, baseline=MH, expect="less")]
+    table = by_claim(claims.evaluate(tested, runs))
+    claim_p = [table[c]["p"] for c in ("c", "trend", "h2")]
+    assert claim_p[0] == max(table[f"c [n_heads={h}]"]["p"] for h in (2, 4, 8))
+    expected = stats.holm(claim_p)
+    assert [table[c]["p_adj"] for c in ("c", "trend", "h2")] == pytest.approx(list(expected))
+    assert max(table[f"c [n_heads={h}]"]["p_adj"] for h in (2, 4, 8)) == pytest.approx(
+        expected[0])
+    for h in (2, 4, 8):
+        sub = table[f"c [n_heads={h}]"]
+        assert sub["p"] <= sub["p_adj"] <= expected[0] + 1e-12
+        assert sub["verdict"] == ("reproduced" if sub["p_adj"] < 0.05 else "not reproduced")
+
+
+def test_trend_is_the_mean_per_seed_slope():
+    runs = heads_runs()
+    worse = claim(type="trend", rows=MH, along="model.n_heads", expect="greater")
+    flat = claim(id="flat", type="trend", rows=TH, along="model.n_heads", expect="equivalent",
+                 margin=0.02)
+    table = by_claim(claims.evaluate([worse, flat], runs))
+    mh = runs[runs["model.variant"] == "fixed"]
+    slopes = [linregress(np.log2(g["model.n_heads"]), g["final_dev_bpc"]).slope
+              for _, g in mh.groupby("seed")]
+    assert table["c"]["effect"] == pytest.approx(np.mean(slopes))
+    assert table["c"]["p"] == pytest.approx(
+        ttest_1samp(slopes, 0, alternative="greater").pvalue)
+    assert table["c"]["verdict"] == "reproduced"
+    assert abs(table["flat"]["effect"]) < 0.01 and table["flat"]["verdict"] == "reproduced"
+    # a trend in the difference: the talking-heads advantage grows with h
+    gap = claim(id="gap", type="trend", rows=TH, baseline=MH, along="model.n_heads",
+                expect="less")
+    assert by_claim(claims.evaluate([gap], runs))["gap"]["effect"] == pytest.approx(
+        table["flat"]["effect"] - table["c"]["effect"])
+
+
+def test_not_reproduced_when_the_data_disagree():
+    runs = heads_runs()
+    table = by_claim(claims.evaluate([
+        claim(id="wrong_way", rows=TH, baseline=MH, at_each="model.n_heads", expect="greater"),
+        claim(id="too_tight", type="trend", rows=TH, along="model.n_heads",
+              expect="equivalent", margin=0.001),
+    ], runs))
+    assert table["wrong_way"]["verdict"] == "not reproduced"
+    assert table["wrong_way [n_heads=2]"]["p"] > 0.9
+    assert table["too_tight"]["verdict"] == "not reproduced"
+
+
+def test_inconclusive_with_the_reason():
+    runs = heads_runs()
+    failed = (runs["seed"] == 2) & (runs["model.n_heads"] == 4) & (
+        runs["model.variant"] == "fixed")
+    missing = runs[failed].assign(**{"status": "FAILED",
+                                     "tags.attnbench.failure": "Diverged: loss is nan"})
+    tested = [claim(rows=TH, baseline=MH, at_each="model.n_heads", expect="less"),
+              claim(id="trend", type="trend", rows=MH, along="model.n_heads", expect="greater")]
+    table = by_claim(claims.evaluate(tested, runs[~failed], missing))
+    assert table["c [n_heads=4]"]["verdict"] == "inconclusive"
+    assert "seed 2: failed (Diverged: loss is nan)" in table["c [n_heads=4]"]["reason"]
+    assert table["c [n_heads=2]"]["verdict"] == "reproduced"
+    assert table["c"]["verdict"] == "inconclusive"  # the claim is "at each h"
+    assert table["trend"]["verdict"] == "inconclusive" and np.isnan(table["trend"]["p"])
+    one_h = by_claim(claims.evaluate(tested[1:], runs[runs["model.n_heads"] == 4]))  # --set
+    assert "at least 2 values of model.n_heads" in one_h["trend"]["reason"]
+    # too few seeds: the numbers are shown, the verdict waits
+    two = by_claim(claims.evaluate(tested[:1], runs[runs["seed"] < 2]))
+    assert two["c [n_heads=2]"]["verdict"] == "inconclusive"
+    assert "2 paired seeds" in two["c [n_heads=2]"]["reason"]
+    assert np.isfinite(two["c [n_heads=2]"]["ci_low"])
+    # a metric the runs lack (head spans of a run without result.json data)
+    spread = claim(id="spread", rows=MH, at_each="model.n_heads", metric="head_span_spread",
+                   expect="greater", margin=4)
+    assert by_claim(claims.evaluate([spread], runs))["spread"]["verdict"] == "inconclusive"
+    counted = claim(id="counted", rows=TH, baseline=MH, at_each="model.n_heads",
+                    metric="flops_counted", expect="less")  # a metric no run logged
+    assert by_claim(claims.evaluate([counted], runs))["counted"]["verdict"] == "inconclusive"
+
+
+def test_head_span_and_span_fraction_metrics():
+    runs = pd.DataFrame([{"model.variant": "adaptive", "seed": s, "model.span": 256,
+                          "mean_span": 40.0 + s, "final_dev_bpc": 1.5, "floor_bpc": 1.4,
+                          "head_spans": [[10.0, 12.0 + s, 200.0], [11.0, 9.0, 13.0]]}
+                         for s in SEEDS])
+    d = claims.derive(runs)
+    assert d["head_span_spread"].tolist() == pytest.approx([200 / 11.5, 200 / 12, 200 / 12])
+    assert d["long_head_fraction"].tolist() == pytest.approx([1 / 6] * 3)
+    assert d["max_head_span"].tolist() == [200.0] * 3
+    assert d["span_fraction"].tolist() == pytest.approx([40 / 256, 41 / 256, 42 / 256])
+    assert d["gap_to_floor"].tolist() == pytest.approx([0.1] * 3)
+    tested = [claim(rows={"model.variant": "adaptive"}, metric="head_span_spread",
+                    expect="greater", margin=4),
+              claim(id="few", rows={"model.variant": "adaptive"}, metric="long_head_fraction",
+                    expect="less", margin=0.5)]
+    table = by_claim(claims.evaluate(tested, runs))
+    assert table["c"]["verdict"] == table["few"]["verdict"] == "reproduced"
+    assert table["few"]["p"] == 0.0  # identical in every seed: exact
+
+
+# --- grid files: bad claims exit 2 naming the claim; the dry run lists the claims ------------
+
+GRID = {"model.variant": ["fixed", "talking-heads", "gbma"], "model.n_heads": [2, 4]}
+GOOD = {"id": "th_beats_mh", "text": "talking-heads beats multi-head at each h",
+        "rows": TH, "baseline": MH, "at_each": "model.n_heads", "metric": "final_dev_bpc",
+        "expect": "less"}
+BAD = {
+    "unknown metric": {"metric": "dev_bcp"},
+    "key not in the grid": {"rows": {"model.span": 32}},
+    "value not in the grid": {"rows": {"model.variant": "logits-only"}},
+    "varied key left loose": {"at_each": []},
+    "at_each key also pinned": {"at_each": "model.variant"},
+    "equivalent without margin": {"expect": "equivalent"},
+    "unknown expectation": {"expect": "smaller"},
+    "trend without along": {"type": "trend"},
+    "along on a compare": {"along": "model.n_heads"},
+    "baseline equal to rows": {"baseline": TH},
+    "excluded trial": {"rows": {"model.variant": "gbma"}},
+}
+
+
+@pytest.mark.parametrize("case", BAD, ids=list(BAD))
+def test_bad_claim_exits_2_naming_it(case, tmp_path, capsys):
+    exclude = [{"model.variant": "gbma", "model.n_heads": [4]}] if case == "excluded trial" \
+        else []
+    path = write_grid(tmp_path, "claimed", grid=GRID, exclude=exclude,
+                      claims=[GOOD, {**GOOD, "id": "bad_one", **BAD[case]}])
+    assert run.main([str(path), "--dry-run", "--results-dir", str(tmp_path / "r")]) == 2
+    err = capsys.readouterr().err
+    assert "bad_one" in err and "th_beats_mh" not in err, err
+    assert not (tmp_path / "r").exists()
+
+
+def test_duplicate_claim_ids_are_refused(tmp_path, capsys):
+    path = write_grid(tmp_path, "dup", grid=GRID, claims=[GOOD, GOOD])
+    assert run.main([str(path), "--dry-run"]) == 2
+    assert "duplicate claim id" in capsys.readouterr().err
+
+
+def test_dry_run_prints_the_plan_and_the_claims(tmp_path, capsys):
+    trend = {"id": "mh_worse", "text": "multi-head gets worse as h grows", "type": "trend",
+             "rows": MH, "along": "model.n_heads", "metric": "final_dev_bpc",
+             "expect": "greater"}
+    path = write_grid(tmp_path, "claimed", grid=GRID, claims=[GOOD, trend])
+    assert run.main([str(path), "--dry-run", "--results-dir", str(tmp_path / "r")]) == 0
+    out = capsys.readouterr().out
+    assert "6 trials" in out and "2 claims" in out
+    lines = {line.split("|")[1].strip(): line for line in out.splitlines()
+             if line.startswith("| ") and ("th_beats" in line or "mh_worse" in line)}
+    assert "variant=talking-heads vs variant=fixed at each n_heads" in lines["th_beats_mh"]
+    assert "difference < 0" in lines["th_beats_mh"] and "slope > 0" in lines["mh_worse"]
+    assert "along n_heads (log2)" in lines["mh_worse"]
+
+
+@pytest.mark.parametrize("name", ["heads_grid", "span_limit", "adaptive_vs_dynamic",
+                                  "projections"])
+def test_shipped_paper_grids_declare_valid_claims_with_three_seeds(name):
+    from bench.grid import load_grid
+    from tests.test_grid import ROOT
+
+    grid = load_grid(ROOT / "ablations" / f"{name}.yaml")
+    assert grid.seeds == [0, 1, 2] and len(grid.claims) >= 2
+    raw = yaml.safe_load((ROOT / "ablations" / f"{name}.yaml").read_text())
+    assert all(c["text"] for c in raw["claims"])
+
+
+def test_pinning_an_axis_keeps_the_claims_valid(tmp_path, capsys):
+    """--set on a grid key a claim takes values of narrows the sweep; the claim stays (and
+    will be inconclusive), it does not make the grid invalid."""
+    path = write_grid(tmp_path, "claimed", grid=GRID, claims=[GOOD])
+    assert run.main([str(path), "--dry-run", "--set", "model.variant=fixed", "--seeds", "0,1",
+                     "--results-dir", str(tmp_path / "r")]) == 0
+    assert "th_beats_mh" in capsys.readouterr().out

@@ -251,3 +251,32 @@ def test_cuda_matches_cpu(name, cfg):
     assert torch.allclose(gpu(x.cuda(), c.cuda()).cpu(), cpu(x, c), atol=1e-4)
     for a, b in zip(cpu.parameters(), gpu.parameters(), strict=True):
         assert torch.allclose(a.grad, b.grad.cpu(), atol=1e-3, rtol=1e-3)
+
+
+def start_variances(name, d_model=128, n_heads=4, span=32, seeds=4):
+    """Mean over seeds of the variance of a fresh layer's logits (valid band entries, position
+    term included) and of its outputs, on N(0, 1) inputs (what LayerNorm feeds a layer)."""
+    from variants.band import valid_keys
+
+    logit_v, out_v = [], []
+    for seed in range(seeds):
+        torch.manual_seed(seed)
+        layer = variants.build(name, d_model=d_model, n_heads=n_heads, span=span)
+        x = torch.randn(8, span, d_model)
+        mix = layer.mixing
+        with torch.no_grad():
+            kv = mix.memory(torch.nn.functional.pad(x, (0, 0, span - 1, 0)))
+            logits = mix.logits(mix.query(x), kv, 0, span)
+            logit_v.append(logits[..., valid_keys(span, span, 0)].var().item())
+            out_v.append(layer(x).var().item())
+    return sum(logit_v) / seeds, sum(out_v) / seeds
+
+
+def test_gbma_starts_with_multihead_variance():
+    """GBMA is not a hotter start: its logits and outputs begin with the variances multi-head
+    and talking-heads begin with, at the tiny preset's sizes (D 128, 4 heads), within 10%."""
+    ref = start_variances("fixed")
+    for name in ("talking-heads", "gbma"):
+        got = start_variances(name)
+        for g, r in zip(got, ref, strict=True):
+            assert g == pytest.approx(r, rel=0.1), (name, got, ref)

@@ -8,6 +8,11 @@ from torch import Tensor, nn
 from ..band import band, unband
 
 
+def _uniform(*shape: int, var: float) -> Tensor:
+    """U(-b, b) with variance b^2 / 3 = var."""
+    return torch.empty(*shape).uniform_(-1, 1) * math.sqrt(3 * var)
+
+
 class GBMA(nn.Module):
     """Per head a full bilinear form for the logits and a full D x D map for the values.
 
@@ -21,10 +26,14 @@ class GBMA(nn.Module):
     def __init__(self, d_model: int, span: int, h: int, d_pos: int) -> None:
         super().__init__()
         D = d_model
-        # scales chosen so logits and outputs start with the variance multi-head starts with
-        self.P = nn.Parameter(torch.empty(D, D, h).uniform_(-1, 1) * math.sqrt(3 / (D * D)))
-        self.Q = nn.Parameter(torch.empty(D, D, h).uniform_(-1, 1) * math.sqrt(1 / (D * h)))
-        self.P_pos = nn.Parameter(torch.empty(D, d_pos, h).uniform_(-1, 1) / math.sqrt(D * d_pos))
+        # Each entry gets the variance of the product it replaces in a folded multi-head layer
+        # (P = Pq Pk / sqrt(d_k), Q = Pv Po, P_pos = Pq / sqrt(d_k), with the projections
+        # U(-1/sqrt(D), 1/sqrt(D)), variance 1/(3D)): Var P = 1/(9 D^2), Var Q = d_v/(9 D^2) with
+        # d_v = D/h, Var P_pos = 1/(3 D d_k). Logits and outputs then start with the variance
+        # multi-head and talking-heads start with (tests/test_variants.py).
+        self.P = nn.Parameter(_uniform(D, D, h, var=1 / (9 * D * D)))
+        self.Q = nn.Parameter(_uniform(D, D, h, var=1 / (9 * D * h)))
+        self.P_pos = nn.Parameter(_uniform(D, d_pos, h, var=1 / (3 * D * d_pos)))
         self.key_pe = nn.Parameter(torch.randn(span, d_pos))
 
     def query(self, x: Tensor) -> tuple[Tensor, Tensor]:

@@ -37,7 +37,7 @@ class Diverged(RuntimeError):
 def build_model(cfg: Config, vocab_size: int) -> TransformerLM:
     m = cfg.model
     return TransformerLM(vocab_size, m.d_model, m.n_layers, m.n_heads, m.d_ff, m.span,
-                         m.variant, m.dropout, m.norm, m.attn)
+                         m.variant, m.dropout, m.norm, m.attn, m.shared_pe)
 
 
 def load_corpus(cfg: Config) -> data.Corpus:

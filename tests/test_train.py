@@ -97,6 +97,8 @@ def test_tiny_learns_enwik8(tmp_path, variant):
     (["--variant", "sparse"], "sparse"),
     (["--set", "model.span=-3"], "model.span"),
     (["--set", "train.lr"], "key=value"),
+    (["--set", "model.shared_pe=sometimes"], "model.shared_pe"),
+    (["--set", "model.attn.key_pe=1"], "key_pe"),  # the body's table, not an option
 ])
 def test_cli_user_errors(tmp_path, capsys, args, needle):
     args = [a.replace("{tmp}", str(tmp_path)) for a in args]

@@ -280,3 +280,44 @@ def test_gbma_starts_with_multihead_variance():
         got = start_variances(name)
         for g, r in zip(got, ref, strict=True):
             assert g == pytest.approx(r, rel=0.1), (name, got, ref)
+
+
+@pytest.mark.parametrize("data_name,vocab,paper", [("text8", 27, 38e6), ("enwik8", 256, 39e6)])
+def test_small_preset_params_match_paper(data_name, vocab, paper):
+    """Adaptive-span Table 1: the small model has 38M parameters on text8 and 39M on enwik8,
+    with one relative-position table shared by the 12 layers (a table per layer: +5.8M)."""
+    from bench.config import resolve
+    from bench.train import build_model
+
+    cfg = resolve({"data": {"name": data_name}}, "small")
+    with torch.device("meta"):
+        model = build_model(cfg, vocab)
+        per_layer = TransformerLM(vocab, 512, 12, 8, 2048, span=8192, shared_pe=False)
+    params = n_params(model)
+    assert abs(params - paper) / paper < 0.03, params
+    assert n_params(per_layer) - params == 11 * 8192 * 64
+
+
+@pytest.mark.parametrize("name", ["fixed", "talking-heads", "gbma"])
+def test_shared_position_table(name):
+    """One table for every layer: the same Parameter, trained by every layer's gradient, and the
+    same function as per-layer tables that hold equal values."""
+    torch.manual_seed(0)
+    shared = TransformerLM(50, D, 3, H, 64, span=S, variant=name)
+    per_layer = TransformerLM(50, D, 3, H, 64, span=S, variant=name, shared_pe=False)
+    tables = {id(b.attn.key_pe) for b in shared.blocks}
+    assert tables == {id(shared.key_pe)} and len({id(b.attn.key_pe) for b in per_layer.blocks}) == 3
+    assert n_params(per_layer) - n_params(shared) == 2 * S * shared.key_pe.size(1)
+    state = {k: v for k, v in shared.state_dict().items() if k != "key_pe"}
+    per_layer.load_state_dict(state)  # every layer's table := the shared one
+    idx = torch.randint(0, 50, (2, 40))
+    assert torch.allclose(per_layer(idx)[0], shared(idx)[0], atol=1e-5)
+    shared(idx)[0].square().sum().backward()
+    per_layer(idx)[0].square().sum().backward()
+    summed = sum(b.attn.key_pe.grad for b in per_layer.blocks)
+    assert torch.allclose(shared.key_pe.grad, summed, atol=1e-4)
+
+
+def test_key_pe_shape_checked():
+    with pytest.raises(ValueError, match=r"key_pe.*\(24, 8\)"):
+        build("fixed", key_pe=torch.nn.Parameter(torch.zeros(S, 4)))

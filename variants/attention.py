@@ -48,6 +48,8 @@ class Attention(nn.Module):
     ever empty. forward(x (B, M, D), cache (B, C, D) | None) -> (B, M, D); the caller keeps the
     last `cache_size` inputs as the next block's cache (Transformer-XL, no gradient through it).
     Masks are applied after the pre-softmax mixing P_l, so mixing never sees -inf.
+    `key_pe` (S, d_k) is a relative-position table owned by the caller (the model body passes one
+    table to every layer, as the adaptive-span reference does); None: the layer has its own.
     """
 
     def __init__(self, d_model: int, n_heads: int, span: int, *, span_policy: str = "fixed",
@@ -55,10 +57,14 @@ class Attention(nn.Module):
                  h_v: int | None = None, d_k: int | None = None, d_v: int | None = None,
                  ramp: float = 32.0, span_loss: float = 2e-6, trim: bool = True,
                  trim_step: int = 64, gate_bias: float = -4.0, dropout: float = 0.0,
-                 mix_noise: float = 0.0, chunk: int | None = None) -> None:
+                 mix_noise: float = 0.0, chunk: int | None = None,
+                 key_pe: nn.Parameter | None = None) -> None:
         super().__init__()
         h_k, h, h_v, d_k, d_v = check_options(d_model, n_heads, span, span_policy, mixing, h_k, h,
                                               h_v, d_k, d_v, ramp, trim_step, dropout, chunk)
+        if key_pe is not None:
+            _check("key_pe", tuple(key_pe.shape), tuple(key_pe.shape) == (span, d_k),
+                   f"a relative-position table of shape (span, d_k) = ({span}, {d_k})")
         self.S, self.chunk = span, chunk
         if span_policy == "fixed":
             self.span_policy = sp.FixedSpan(h, span)
@@ -68,13 +74,18 @@ class Attention(nn.Module):
             self.span_policy = sp.DynamicSpan(d_model, h, span, ramp, span_loss, trim, trim_step,
                                               gate_bias)
         if mixing == "gbma":
-            self.mixing = mix.GBMA(d_model, span, h, d_k)
+            self.mixing = mix.GBMA(d_model, span, h, d_k, key_pe)
         else:
             self.mixing = mix.MultiHead(d_model, span, h_k, h, h_v, d_k, d_v,
                                         mix_logits=mixing in ("logits", "both"),
                                         mix_weights=mixing in ("weights", "both"),
-                                        mix_noise=mix_noise)
+                                        mix_noise=mix_noise, key_pe=key_pe)
         self.drop = nn.Dropout(dropout)
+
+    @property
+    def key_pe(self) -> nn.Parameter:
+        """(S, d_k) relative-position table p_x of distance x, shared by the heads (key side)."""
+        return self.mixing.key_pe
 
     @property
     def cache_size(self) -> int:

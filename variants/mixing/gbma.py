@@ -23,7 +23,8 @@ class GBMA(nn.Module):
     layer folds into GBMA exactly (P = Pq Pk [Pl], P_pos = Pq [Pl], Q = Pv Po [Pw]).
     """
 
-    def __init__(self, d_model: int, span: int, h: int, d_pos: int) -> None:
+    def __init__(self, d_model: int, span: int, h: int, d_pos: int,
+                 key_pe: nn.Parameter | None = None) -> None:
         super().__init__()
         D = d_model
         # Each entry gets the variance of the product it replaces in a folded multi-head layer
@@ -34,7 +35,7 @@ class GBMA(nn.Module):
         self.P = nn.Parameter(_uniform(D, D, h, var=1 / (9 * D * D)))
         self.Q = nn.Parameter(_uniform(D, D, h, var=1 / (9 * D * h)))
         self.P_pos = nn.Parameter(_uniform(D, d_pos, h, var=1 / (3 * D * d_pos)))
-        self.key_pe = nn.Parameter(torch.randn(span, d_pos))
+        self.key_pe = key_pe if key_pe is not None else nn.Parameter(torch.randn(span, d_pos))
 
     def query(self, x: Tensor) -> tuple[Tensor, Tensor]:
         """x (B, M, D) -> (X P) (B, h, M, D) and (X P_pos) (B, h, M, d)."""

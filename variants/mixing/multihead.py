@@ -17,12 +17,14 @@ class MultiHead(nn.Module):
     """Q, K (h_k heads of d_k), V (h_v heads of d_v), O; P_l: h_k -> h, P_w: h -> h_v.
 
     Relative positions (Shaw et al.): s_tr = q_t . (k_r + p_{t-r}) / sqrt(d_k), with one table
-    `key_pe` (S, d_k) shared by all heads of the layer, N(0, 1) as in the paper.
+    `key_pe` (S, d_k) shared by all heads, N(0, 1) as in the paper: the caller's table when given
+    (one for every layer of a model), else the layer's own.
     The attention layer calls query/memory once per block and logits/attend per query chunk.
     """
 
     def __init__(self, d_model: int, span: int, h_k: int, h: int, h_v: int, d_k: int, d_v: int,
-                 mix_logits: bool, mix_weights: bool, mix_noise: float = 0.0) -> None:
+                 mix_logits: bool, mix_weights: bool, mix_noise: float = 0.0,
+                 key_pe: nn.Parameter | None = None) -> None:
         super().__init__()
         self.h_k, self.h_v, self.d_k, self.d_v = h_k, h_v, d_k, d_v
         b = 1 / math.sqrt(d_model)
@@ -30,7 +32,7 @@ class MultiHead(nn.Module):
         self.W_k = _uniform(d_model, h_k * d_k, bound=b)
         self.W_v = _uniform(d_model, h_v * d_v, bound=b)
         self.W_o = _uniform(h_v * d_v, d_model, bound=b)
-        self.key_pe = nn.Parameter(torch.randn(span, d_k))
+        self.key_pe = key_pe if key_pe is not None else nn.Parameter(torch.randn(span, d_k))
         self.P_l = HeadMix(h_k, h, mix_noise) if mix_logits else None
         self.P_w = HeadMix(h, h_v, mix_noise) if mix_weights else None
 

@@ -321,3 +321,49 @@ def test_shared_position_table(name):
 def test_key_pe_shape_checked():
     with pytest.raises(ValueError, match=r"key_pe.*\(24, 8\)"):
         build("fixed", key_pe=torch.nn.Parameter(torch.zeros(S, 4)))
+
+
+def adaptive_model(n_layers, z, span=256):
+    """Adaptive LM with every head at span z (R 8): the window is z + 8 rounded up to 64."""
+    torch.manual_seed(0)
+    model = TransformerLM(50, D, n_layers, H, 64, span=span, variant="adaptive",
+                          attn={"ramp": 8.0})
+    set_spans_all(model, z / span)
+    return model.eval()
+
+
+def set_spans_all(model, z_prime):
+    for b in model.blocks:
+        set_z(b.attn, torch.full((H,), z_prime))
+
+
+def run_blocks(model, idx, size, cache=None):
+    outs = []
+    for blk in idx.split(size, dim=1):
+        y, cache = model(blk, cache)
+        outs.append(y)
+    return torch.cat(outs, 1), cache
+
+
+def test_adaptive_cache_blocks_equal_one_pass_when_trimmed():
+    """S 256 > trim_step 64: the layers compute a 128-key window, and blocks of 32 with the cache
+    give the one-pass outputs."""
+    model = adaptive_model(3, 100.0)
+    assert {b.attn.span_policy.window for b in model.blocks} == {128}
+    idx = torch.randint(0, 50, (2, 320))
+    assert torch.allclose(run_blocks(model, idx, 32)[0], model(idx)[0], atol=1e-4)
+
+
+def test_adaptive_cache_survives_window_growth():
+    """The cache keeps 64 states beyond the window (the reference's "a span might increase"), so
+    the first block after the window grows from 64 to 128 keys sees the real preceding text, as a
+    one pass at the new window does. One layer: its cache is the embeddings, exact at any span."""
+    model = adaptive_model(1, 40.0)
+    attn = model.blocks[0].attn
+    assert attn.span_policy.window == 64 and attn.cache_size == 127
+    idx = torch.randint(0, 50, (2, 192))
+    _, cache = run_blocks(model, idx[:, :160], 32)
+    set_spans_all(model, 100.0 / 256)  # a training step widens the spans
+    assert attn.span_policy.window == 128
+    after, _ = model(idx[:, 160:], cache)
+    assert torch.allclose(after, model(idx)[0][:, 160:], atol=1e-4)

@@ -5,6 +5,8 @@ from torch import Tensor, nn
 
 from .base import SpanPolicy, soft_mask, trimmed_window
 
+GROWTH = 64  # cached states kept beyond the window: "a span might increase" (the reference's 64)
+
 
 class AdaptiveSpan(SpanPolicy):
     """z_i = S * z'_i with z'_i in [0, 1], initialised 0; mask m_z(x) with ramp R.
@@ -12,7 +14,8 @@ class AdaptiveSpan(SpanPolicy):
     The layer only computes the distances its widest head can use (max z + R, rounded up to
     `trim_step`), so FLOPs and the cache shrink with the learned spans. The window is a
     Python int recomputed in `clamp_()`, once per optimiser step, never read with `.item()`
-    inside a forward.
+    inside a forward. The cache keeps GROWTH states more than the window needs, as the reference
+    does, so the first block after the window grows (by up to GROWTH) still sees real keys.
     """
 
     def __init__(self, n_heads: int, span: int, ramp: float, span_loss: float,
@@ -25,6 +28,11 @@ class AdaptiveSpan(SpanPolicy):
     @property
     def z(self) -> Tensor:
         return self.S * self.z_prime
+
+    @property
+    def cache_size(self) -> int:
+        """min(S, W + GROWTH) - 1: the reference's min(S, S - trim + 64) in this layer's terms."""
+        return min(self.S, self.window + GROWTH) - 1
 
     def mask(self, dist: Tensor, rows: slice) -> Tensor:
         return soft_mask(self.z, dist, self.ramp)  # (h, 1, W): the same for every query

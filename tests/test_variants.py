@@ -367,3 +367,69 @@ def test_adaptive_cache_survives_window_growth():
     assert attn.span_policy.window == 128
     after, _ = model(idx[:, 160:], cache)
     assert torch.allclose(after, model(idx)[0][:, 160:], atol=1e-4)
+
+
+def loop_reference(layer, x, z):
+    """The paper's soft-masked attention written out per query t, head i and key r (no cache):
+    s_tr = q_t . (k_r + p_{t-r}) / sqrt(d), m = clamp((R + z - (t - r)) / R, 0, 1) and
+    a_tr = m(t-r) e^s_tr / sum_r' m(t-r') e^s_tr', over the keys t - S < r <= t.
+    z is (h,) per head or (B, M, h) per query position. Returns (B, M, D)."""
+    m, R, S_ = layer.mixing, layer.span_policy.ramp, layer.S
+    B, M, _ = x.shape
+    h, d = m.h_k, m.d_k
+    q, k, v = ((x @ w).view(B, M, h, d) for w in (m.W_q, m.W_k, m.W_v))
+    rows = []
+    for b in range(B):
+        for t in range(M):
+            heads = []
+            for i in range(h):
+                zi = z[i] if z.dim() == 1 else z[b, t, i]
+                keys = range(max(0, t - S_ + 1), t + 1)
+                s = torch.stack([q[b, t, i] @ (k[b, r, i] + m.key_pe[t - r]) / math.sqrt(d)
+                                 for r in keys])
+                mask = torch.stack([((R + zi - (t - r)) / R).clamp(0, 1) for r in keys])
+                a = mask * s.exp() / (mask * s.exp()).sum()
+                heads.append(sum(a_r * v[b, r, i] for a_r, r in zip(a, keys, strict=True)))
+            rows.append(torch.cat(heads))
+    return (torch.stack(rows).view(B, M, h * d)) @ m.W_o
+
+
+def soft_layer(name, **cfg):
+    torch.manual_seed(0)
+    return variants.build(name, d_model=16, n_heads=2, span=16, ramp=6.0, **cfg)
+
+
+def test_adaptive_soft_mask_matches_paper():
+    """0 < m < 1 on distances 4..9 (z = 3.5, 4.5; R = 6): the outputs and the gradient to z' are
+    the paper's renormalised soft-masked softmax, not a hard window or an unnormalised mask."""
+    layer = soft_layer("adaptive")
+    set_z(layer, torch.tensor([3.5, 4.5]) / 16)
+    x, g = torch.randn(2, 20, 16), torch.randn(2, 20, 16)
+    (layer(x) * g).sum().backward()
+    got = layer.span_policy.z_prime.grad.clone()
+    layer.zero_grad()
+    ref = loop_reference(layer, x, layer.span_policy.z.flatten())
+    (ref * g).sum().backward()
+    assert torch.allclose(layer(x), ref, atol=1e-5)
+    assert got.abs().min() > 0 and torch.allclose(got, layer.span_policy.z_prime.grad, atol=1e-5)
+
+
+def test_dynamic_soft_mask_gate_gradient_and_penalty():
+    """Dynamic span: z_t = S sigmoid(v . x_t + b) per head and position puts 0 < m < 1 on some
+    keys; outputs, the gate's gradient, and the penalty lambda * mean_{b,i,t} z_t (the span loss
+    the trainer adds) match the loop-level reference."""
+    layer = soft_layer("dynamic", gate_bias=-1.0, span_loss=0.5)
+    gate = layer.span_policy.gate
+    x, g = torch.randn(2, 20, 16), torch.randn(2, 20, 16)
+    ((layer(x) * g).sum() + layer.span_loss()).backward()
+    got = [gate.weight.grad.clone(), gate.bias.grad.clone()]
+    layer.zero_grad()
+    z = 16 * torch.sigmoid(x @ gate.weight.T + gate.bias)  # (B, M, h)
+    assert ((z > 0.5) & (z < 15)).any()
+    ref = loop_reference(layer, x, z)
+    penalty = 0.5 * z.sum() / z.numel()
+    ((ref * g).sum() + penalty).backward()
+    assert torch.allclose(layer(x), ref, atol=1e-5)
+    assert torch.isclose(layer.span_loss(), penalty)
+    for a, b in zip(got, (gate.weight.grad, gate.bias.grad), strict=True):
+        assert torch.allclose(a, b, atol=1e-4)

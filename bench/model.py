@@ -93,6 +93,12 @@ class TransformerLM(nn.Module):
             new_cache.append(mem[:, mem.size(1) - min(keep, mem.size(1)):].detach())
         return self.head(self.ln_f(h)), new_cache
 
+    @property
+    def reach(self) -> int:
+        """Characters of preceding text an output can depend on: each layer looks back over the
+        `cache_size` states of the layer below, so L layers reach the sum of them."""
+        return sum(b.attn.cache_size for b in self.blocks)
+
     def span_loss(self) -> Tensor:
         return sum(b.attn.span_loss() for b in self.blocks)
 

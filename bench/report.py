@@ -314,8 +314,11 @@ def _latex(cells: pd.DataFrame, bold: pd.DataFrame, caption: str) -> str:
 NOTE = ("Mean ± std over n seeds; **bold**: best (lowest) in its column; †: difference from the "
         "baseline row (multi-head `fixed` at the same other settings, else the first row) not "
         "significant (Welch t-test p ≥ 0.05, or n < 2). #FLOPS: multiply-adds per predicted "
-        "token at the mean learned span (the paper's estimate); Multiplies/token and FLOPs/token: "
-        "fvcore-counted where logged, else analytic at the executed windows.")
+        "token in the adaptive-span paper's convention (4 D² + 2 D F + 2 D s per layer, "
+        "without the relative-position term q.p or the cache re-projection, which are logged "
+        "as flops_position and flops_cache_reprojection), at the mean span over the dev split "
+        "(the paper's estimate); Multiplies/token and FLOPs/token: fvcore-counted where logged "
+        "(q.p included), else analytic at the executed windows.")
 
 
 def write_tables(sweep: Sweep, out_dir: Path) -> list[Path]:
@@ -357,14 +360,15 @@ def _result(sweep: Sweep, run: pd.Series | None) -> dict:
 
 
 def fig_span_limit(sweep: Sweep, fig: Figure) -> bool:
-    """Adaptive-span Figure 3: dev bpc, average span and FLOPs (the paper's estimate, at the mean
-    span) against the span limit S, one line per variant, mean and std over seeds."""
+    """Adaptive-span Figure 3: dev bpc, average span and #FLOPS (the paper's convention and
+    estimate, at the mean span) against the span limit S, one line per variant, mean and std
+    over seeds."""
     r = sweep.runs
     if "model.span" not in sweep.keys or r["model.span"].nunique() < 2:
         return False
     S = sorted(r["model.span"].unique())
     panels = (("final_dev_bpc", "dev bpc (bits/char)"), ("mean_span", "avg. span (chars)"),
-              ("flops_mean", "FLOPs per token"))
+              ("flops_mean", "#FLOPS per token"))
     axes = fig.subplots(3, 1, sharex=True)
     for i, (ax, (y, ylabel)) in enumerate(zip(axes, panels, strict=True)):
         if y in r:
@@ -402,7 +406,8 @@ def _char(c: str) -> str:
 
 
 def fig_dynamic_span(sweep: Sweep, fig: Figure) -> bool:
-    """Adaptive-span Figure 5: the dynamic span (mean over layers and heads) along a text."""
+    """Adaptive-span Figure 5: the dynamic span z_t + R (mean over layers and heads) along a
+    text."""
     run = _pick(sweep.runs, sweep.runs["span_policy"] == "dynamic")
     trace = _result(sweep, run).get("dynamic_trace")
     if not trace:
@@ -413,7 +418,7 @@ def fig_dynamic_span(sweep: Sweep, fig: Figure) -> bool:
     ax.set_xticks(range(len(text)), labels=[_char(c) for c in text], family="monospace",
                   fontsize=6)
     ax.set(xlim=(-0.5, len(text) - 0.5), xlabel="input character",
-           ylabel=r"avg. span $z_t$ (chars)", title=run["label"])
+           ylabel=r"avg. span $z_t + R$ (chars)", title=run["label"])
     ax.grid(axis="x", visible=False)
     return True
 

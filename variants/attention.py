@@ -127,12 +127,24 @@ class Attention(nn.Module):
         w = logits.masked_fill(m == 0, float("-inf")).softmax(dim=-1) * m
         return w / w.sum(dim=-1, keepdim=True)
 
+    def flops(self, s: float, position: bool = False) -> float:
+        """Multiply-adds per query attending over s keys, in the adaptive-span paper's #FLOPS
+        convention (4 D^2 + 2 D s by default, + talking-heads maps and span gates); `position`
+        adds the relative-position term q.p, which the layer executes but #FLOPS leaves out."""
+        extra = self.mixing.position_flops(s) if position else 0.0
+        return self.span_policy.flops() + self.mixing.flops(s) + extra
+
     def span_loss(self) -> Tensor:
         return self.span_policy.loss()
 
     def spans(self) -> Tensor:
-        """(h,) effective span per softmax head."""
+        """(h,) effective span per softmax head (NaN where the span depends on the input)."""
         return self.span_policy.spans()
+
+    def span_trace(self) -> Tensor | None:
+        """(B, h, M) effective span of every query of the forward just run, where the span
+        depends on the input (dynamic); None otherwise."""
+        return self.span_policy.trace()
 
     def clamp_(self) -> None:
         self.span_policy.clamp_()

@@ -35,7 +35,17 @@ class GBMA(nn.Module):
         self.P = nn.Parameter(_uniform(D, D, h, var=1 / (9 * D * D)))
         self.Q = nn.Parameter(_uniform(D, D, h, var=1 / (9 * D * h)))
         self.P_pos = nn.Parameter(_uniform(D, d_pos, h, var=1 / (3 * D * d_pos)))
+        self.d_model, self.h, self.d_pos = D, h, d_pos
         self.key_pe = key_pe if key_pe is not None else nn.Parameter(torch.randn(span, d_pos))
+
+    def flops(self, s: float) -> float:
+        """Multiply-adds per query over s keys (#FLOPS convention): X P and Q (2 D^2 h), then
+        (X P) . Mem and W . Mem over the s keys (2 D h s)."""
+        return 2 * self.d_model**2 * self.h + 2 * self.d_model * self.h * s
+
+    def position_flops(self, s: float) -> float:
+        """The relative-position term: X P_pos (D d h) and its product with p (d h s)."""
+        return self.d_model * self.d_pos * self.h + self.d_pos * self.h * s
 
     def query(self, x: Tensor) -> tuple[Tensor, Tensor]:
         """x (B, M, D) -> (X P) (B, h, M, D) and (X P_pos) (B, h, M, d)."""

@@ -26,7 +26,8 @@ class MultiHead(nn.Module):
                  mix_logits: bool, mix_weights: bool, mix_noise: float = 0.0,
                  key_pe: nn.Parameter | None = None) -> None:
         super().__init__()
-        self.h_k, self.h_v, self.d_k, self.d_v = h_k, h_v, d_k, d_v
+        self.d_model, self.h_k, self.h, self.h_v = d_model, h_k, h, h_v
+        self.d_k, self.d_v = d_k, d_v
         b = 1 / math.sqrt(d_model)
         self.W_q = _uniform(d_model, h_k * d_k, bound=b)
         self.W_k = _uniform(d_model, h_k * d_k, bound=b)
@@ -35,6 +36,19 @@ class MultiHead(nn.Module):
         self.key_pe = key_pe if key_pe is not None else nn.Parameter(torch.randn(span, d_k))
         self.P_l = HeadMix(h_k, h, mix_noise) if mix_logits else None
         self.P_w = HeadMix(h, h_v, mix_noise) if mix_weights else None
+
+    def flops(self, s: float) -> float:
+        """Multiply-adds per query attending over s keys, in the adaptive-span paper's #FLOPS
+        convention: projections 2 D (h_k d_k + h_v d_v) (4 D^2 by default), q.k and w.v
+        s (h_k d_k + h_v d_v) (its 2 D s), talking-heads maps s (h_k h + h h_v)."""
+        qk, vo = self.h_k * self.d_k, self.h_v * self.d_v
+        mixing = (self.h_k * self.h if self.P_l is not None else 0) + (
+            self.h * self.h_v if self.P_w is not None else 0)
+        return 2 * self.d_model * (qk + vo) + s * (qk + vo + mixing)
+
+    def position_flops(self, s: float) -> float:
+        """The relative-position term q.p over s keys (h_k d_k s): executed, not in #FLOPS."""
+        return s * self.h_k * self.d_k
 
     def query(self, x: Tensor) -> Tensor:
         """x (B, M, D) -> q / sqrt(d_k) (B, h_k, M, d_k)."""

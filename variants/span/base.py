@@ -38,9 +38,18 @@ class SpanPolicy(nn.Module):
     def loss(self) -> Tensor:
         return torch.zeros(())
 
+    def flops(self) -> float:
+        """Multiply-adds per query the policy itself spends (a dynamic span's gate)."""
+        return 0.0
+
     def spans(self) -> Tensor:
         """(h,) effective span of each head, z + R capped at S."""
         return torch.full((self.n_heads,), float(self.S))
+
+    def trace(self) -> Tensor | None:
+        """(B, h, M) effective span of every query of the forward just run, for policies whose
+        spans depend on the input; None for the others (their spans are `spans()`)."""
+        return None
 
     def clamp_(self) -> None:
         """Project parameters back to their domain; the trainer calls it after every step."""

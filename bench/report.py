@@ -423,8 +423,17 @@ def fig_dynamic_span(sweep: Sweep, fig: Figure) -> bool:
     return True
 
 
+def identity_distance(m: np.ndarray) -> float:
+    """||P - I|| / ||I|| (Frobenius; I rectangular for h_in != h_out): 0 at the default start,
+    about 1 or more for a matrix with no diagonal structure."""
+    eye = np.eye(*m.shape)
+    return float(np.linalg.norm(m - eye) / np.linalg.norm(eye))
+
+
 def fig_mixing(sweep: Sweep, fig: Figure) -> bool:
-    """Talking-heads Figure 1: P_l, P_w and P_l.P_w of one layer, each scaled to [-1, 1]."""
+    """Talking-heads Figure 1: P_l, P_w and P_l.P_w of one layer, each scaled to [-1, 1], with
+    each matrix's distance from the identity under it and, in the caption, the start they were
+    trained from (identity + noise by default, `mix_init=random` otherwise)."""
     run = _pick(sweep.runs, sweep.runs["mixing"] == "both")
     layers = [m for m in _result(sweep, run).get("mixing", []) if {"P_l", "P_w"} <= set(m)]
     if not layers:
@@ -436,8 +445,13 @@ def fig_mixing(sweep: Sweep, fig: Figure) -> bool:
     for i, (ax, (title, m, ylabel, xlabel)) in enumerate(zip(axes, mats, strict=True)):
         sns.heatmap(m / np.abs(m).max(), ax=ax, cmap="RdBu_r", vmin=-1, vmax=1, square=True,
                     cbar=i == 2, xticklabels=False, yticklabels=False)
-        ax.set(title=title, xlabel=f"${xlabel}$ (heads)", ylabel=f"${ylabel}$ (heads)")
-    fig.suptitle(f"{run['label']}, last layer", fontsize=7)
+        ax.set(title=title, ylabel=f"${ylabel}$ (heads)",
+               xlabel=f"${xlabel}$ (heads)\n$\\|P-I\\|/\\|I\\|$ = {identity_distance(m):.2f}")
+    init = run.get("model.attn.mix_init")
+    init = "identity" if pd.isna(init) else init
+    start = ("identity + noise, the default: a fresh layer is multi-head" if init == "identity"
+             else f"{init} (mix_init={init})")
+    fig.suptitle(f"{run['label']}, last layer; trained from {start}", fontsize=6)
     return True
 
 
@@ -472,7 +486,7 @@ def fig_curves(sweep: Sweep, fig: Figure) -> bool:
 
 FIGURES = {  # stem: (height in inches at WIDTH, drawing function)
     "as_fig3_span_limit": (4.2, fig_span_limit), "as_fig4_head_spans": (1.8, fig_head_spans),
-    "as_fig5_dynamic_span": (1.6, fig_dynamic_span), "th_fig1_mixing": (1.5, fig_mixing),
+    "as_fig5_dynamic_span": (1.6, fig_dynamic_span), "th_fig1_mixing": (1.8, fig_mixing),
     "learning_curves": (2.4, fig_curves),
 }
 

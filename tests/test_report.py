@@ -292,3 +292,20 @@ def test_cli_exit_codes(store, tmp_path, capsys):
     no_store = f"sqlite:///{tmp_path / 'none.db'}"
     assert report.main(["x", "--tracking-uri", no_store]) == 2
     assert not (tmp_path / "none.db").exists()
+
+
+def test_identity_distance_under_the_mixing_heatmaps(store):
+    """Figure 1 states each matrix's distance from the identity (0 at the default start) and the
+    start it was trained from."""
+    from matplotlib.figure import Figure
+
+    assert report.identity_distance(np.eye(3)) == 0
+    assert report.identity_distance(np.eye(2, 4) * 3) == pytest.approx(2.0)
+    assert report.identity_distance(np.zeros((4, 4))) == 1
+    sweep = report.load_sweep("heads", store[0])
+    fig = Figure()
+    assert report.fig_mixing(sweep, fig)
+    P = np.array(report._result(sweep, report._pick(sweep.runs, sweep.runs["mixing"] == "both"))
+                 ["mixing"][-1]["P_l"])
+    assert f"= {report.identity_distance(P):.2f}" in fig.axes[0].get_xlabel()
+    assert "identity + noise, the default" in fig._suptitle.get_text()

@@ -99,6 +99,7 @@ def test_tiny_learns_enwik8(tmp_path, variant):
     (["--set", "train.lr"], "key=value"),
     (["--set", "model.shared_pe=sometimes"], "model.shared_pe"),
     (["--set", "model.attn.key_pe=1"], "key_pe"),  # the body's table, not an option
+    (["--variant", "talking-heads", "--set", "model.attn.mix_init=orthogonal"], "mix_init"),
 ])
 def test_cli_user_errors(tmp_path, capsys, args, needle):
     args = [a.replace("{tmp}", str(tmp_path)) for a in args]

@@ -57,9 +57,11 @@ def fold_into_gbma(layer):
     return g
 
 
-@pytest.mark.parametrize("name", ["fixed", "talking-heads"])
-def test_gbma_folded_equals_layer(name):
-    layer = build(name, mix_noise=0.3)  # noise: a non-identity P_l, P_w
+@pytest.mark.parametrize("name,cfg", [("fixed", {"mix_noise": 0.3}),
+                                      ("talking-heads", {"mix_noise": 0.3}),
+                                      ("talking-heads", {"mix_init": "random"})])
+def test_gbma_folded_equals_layer(name, cfg):
+    layer = build(name, **cfg)  # noise or a random start: a non-identity P_l, P_w
     g = fold_into_gbma(layer)
     x, c = torch.randn(2, 16, D), torch.randn(2, 30, D)
     assert torch.allclose(g(x, c), layer(x, c), atol=1e-5)
@@ -201,7 +203,7 @@ def test_parameter_counts():
     (dict(name="nope"), "variant"), (dict(mixing="talk"), "mixing"),
     (dict(span_policy="wide"), "span_policy"), (dict(n_heads=5), "n_heads"),
     (dict(span=0), "span"), (dict(ramp=0.0), "ramp"), (dict(dropout=1.0), "dropout"),
-    (dict(dropout=-0.1), "dropout"),
+    (dict(dropout=-0.1), "dropout"), (dict(mix_init="orthogonal"), "mix_init"),
 ])
 def test_bad_input(kwargs, key):
     name = kwargs.pop("name", "adaptive")
@@ -423,3 +425,15 @@ def test_dynamic_soft_mask_gate_gradient_and_penalty():
     assert torch.isclose(layer.span_loss(), penalty)
     for a, b in zip(got, (gate.weight.grad, gate.bias.grad), strict=True):
         assert torch.allclose(a, b, atol=1e-4)
+
+
+def test_mix_init_random():
+    """mix_init="random": P_l and P_w start with N(0, 1/h_in) entries (no head structure, the
+    logits' scale kept on average), not the identity; the default is the identity exactly."""
+    torch.manual_seed(0)
+    th = variants.build("talking-heads", d_model=64, n_heads=32, span=S, mix_init="random")
+    for P in (th.mixing.P_l.P, th.mixing.P_w.P):
+        assert abs(P.mean().item()) < 0.03 and P.var().item() == pytest.approx(1 / 32, rel=0.15)
+        assert P.diagonal().abs().mean() < 0.5
+    default = build("talking-heads").mixing
+    assert torch.equal(default.P_l.P, torch.eye(H)) and torch.equal(default.P_w.P, torch.eye(H))

@@ -57,9 +57,10 @@ class Attention(nn.Module):
                  h_v: int | None = None, d_k: int | None = None, d_v: int | None = None,
                  ramp: float = 32.0, span_loss: float = 2e-6, trim: bool = True,
                  trim_step: int = 64, gate_bias: float = -4.0, dropout: float = 0.0,
-                 mix_noise: float = 0.0, chunk: int | None = None,
+                 mix_noise: float = 0.0, mix_init: str = "identity", chunk: int | None = None,
                  key_pe: nn.Parameter | None = None) -> None:
         super().__init__()
+        _check("mix_init", mix_init, mix_init in mix.INITS, f"one of {mix.INITS}")
         h_k, h, h_v, d_k, d_v = check_options(d_model, n_heads, span, span_policy, mixing, h_k, h,
                                               h_v, d_k, d_v, ramp, trim_step, dropout, chunk)
         if key_pe is not None:
@@ -79,7 +80,8 @@ class Attention(nn.Module):
             self.mixing = mix.MultiHead(d_model, span, h_k, h, h_v, d_k, d_v,
                                         mix_logits=mixing in ("logits", "both"),
                                         mix_weights=mixing in ("weights", "both"),
-                                        mix_noise=mix_noise, key_pe=key_pe)
+                                        mix_noise=mix_noise, mix_init=mix_init,
+                                        key_pe=key_pe)
         self.drop = nn.Dropout(dropout)
 
     @property

@@ -2,8 +2,8 @@
 
 from .gbma import GBMA
 from .multihead import MultiHead
-from .talking import HeadMix
+from .talking import INITS, HeadMix
 
 POLICIES = ("none", "logits", "weights", "both", "gbma")
 
-__all__ = ["GBMA", "POLICIES", "HeadMix", "MultiHead"]
+__all__ = ["GBMA", "INITS", "POLICIES", "HeadMix", "MultiHead"]

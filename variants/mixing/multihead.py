@@ -24,7 +24,7 @@ class MultiHead(nn.Module):
 
     def __init__(self, d_model: int, span: int, h_k: int, h: int, h_v: int, d_k: int, d_v: int,
                  mix_logits: bool, mix_weights: bool, mix_noise: float = 0.0,
-                 key_pe: nn.Parameter | None = None) -> None:
+                 mix_init: str = "identity", key_pe: nn.Parameter | None = None) -> None:
         super().__init__()
         self.d_model, self.h_k, self.h, self.h_v = d_model, h_k, h, h_v
         self.d_k, self.d_v = d_k, d_v
@@ -34,8 +34,8 @@ class MultiHead(nn.Module):
         self.W_v = _uniform(d_model, h_v * d_v, bound=b)
         self.W_o = _uniform(h_v * d_v, d_model, bound=b)
         self.key_pe = key_pe if key_pe is not None else nn.Parameter(torch.randn(span, d_k))
-        self.P_l = HeadMix(h_k, h, mix_noise) if mix_logits else None
-        self.P_w = HeadMix(h, h_v, mix_noise) if mix_weights else None
+        self.P_l = HeadMix(h_k, h, mix_noise, mix_init) if mix_logits else None
+        self.P_w = HeadMix(h, h_v, mix_noise, mix_init) if mix_weights else None
 
     def flops(self, s: float) -> float:
         """Multiply-adds per query attending over s keys, in the adaptive-span paper's #FLOPS

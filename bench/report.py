@@ -28,8 +28,6 @@ from matplotlib.ticker import EngFormatter, StrMethodFormatter
 from mlflow import MlflowClient
 from scipy.stats import ttest_ind
 
-from variants.presets import PRESETS
-
 from .provenance import ROOT
 
 DEFAULT_URI = f"sqlite:///{ROOT / 'results' / 'mlflow.db'}"
@@ -101,28 +99,18 @@ def _label(row: pd.Series, keys: list[str]) -> str:
     return " ".join(parts)
 
 
-def _policy(df: pd.DataFrame, key: str) -> pd.Series:
-    """span_policy / mixing of every run: the config override, else the variant's preset."""
-    preset = df["model.variant"].map(lambda v: PRESETS.get(v, {}).get(key))
-    return df[f"model.attn.{key}"].fillna(preset) if f"model.attn.{key}" in df else preset
-
-
 def _derive(df: pd.DataFrame, keys: list[str]) -> pd.DataFrame:
-    """Columns the tables share: label, policies, heads and head widths, multiplies per token."""
+    """Columns the tables share: label, and what each run's layer said it is (`layer.*`, logged
+    by the trainer from `Attention.describe()`): policies, heads and head widths, P_l and P_w;
+    multiplies per token."""
     df = df.copy()
     if "model.variant" not in df:
         df["model.variant"] = "model"
     df["label"] = df.apply(_label, axis=1, keys=keys)
-    df["span_policy"], df["mixing"] = _policy(df, "span_policy"), _policy(df, "mixing")
-    attn = {k: df.get(f"model.attn.{k}", pd.Series(np.nan, df.index)) for k in
-            ("h_k", "h", "h_v", "d_k", "d_v")}
-    H, D = df.get("model.n_heads", np.nan), df.get("model.d_model", np.nan)
-    df["h_k"], df["h"], df["h_v"] = (attn[k].fillna(H) for k in ("h_k", "h", "h_v"))
-    gbma = df["mixing"] == "gbma"
-    df["d_k"] = attn["d_k"].fillna(D // df["h_k"]).where(~gbma, D)
-    df["d_v"] = attn["d_v"].fillna(D // df["h_v"]).where(~gbma, D)
-    df["P_l"] = df["mixing"].isin(["logits", "both"]).map({True: "yes", False: "-"})
-    df["P_w"] = df["mixing"].isin(["weights", "both"]).map({True: "yes", False: "-"})
+    for k in ("span_policy", "mixing", "h_k", "h", "h_v", "d_k", "d_v", "P_l", "P_w"):
+        df[k] = df.get(f"layer.{k}", pd.Series(np.nan, df.index))
+    for k in ("P_l", "P_w"):
+        df[k] = df[k].map({True: "yes", "true": "yes", False: "-", "false": "-"})
     flops = [df[c] for c in ("flops_counted", "flops_max") if c in df]
     df["flops"] = flops[0].fillna(flops[1]) if len(flops) == 2 else (flops or [np.nan])[0]
     return df

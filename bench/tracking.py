@@ -184,6 +184,7 @@ class TrialRun:
         if not self.provenance_logged:
             self.log_provenance(out_dir)
         self.log_metrics(final_metrics(result), result["steps"])
+        self.log_params(flatten({"layer": result["layer"]}))  # the layer's own description
         for name in ("config.json", "result.json"):
             self.client.log_artifact(self.run_id, str(out_dir / name))
         self.client.set_terminated(self.run_id, "FINISHED")

@@ -153,13 +153,10 @@ def peak_memory_mb(device: torch.device) -> float:
 
 
 def mixing_matrices(model: TransformerLM) -> list[dict]:
-    """Per layer, the talking-heads matrices P_l (h_k, h) and P_w (h, h_v) that exist."""
-    out = []
-    for b in model.blocks:
-        mix = b.attn.mixing
-        out.append({k: getattr(mix, k).P.detach().cpu().tolist() for k in ("P_l", "P_w")
-                    if getattr(mix, k, None) is not None})
-    return out
+    """Per layer, the head-mixing matrices its mixing policy learns (talking-heads P_l (h_k, h)
+    and P_w (h, h_v))."""
+    return [{k: P.detach().cpu().tolist() for k, P in b.attn.mixing.matrices().items()}
+            for b in model.blocks]
 
 
 @torch.no_grad()
@@ -331,6 +328,7 @@ def train(cfg: Config, out_dir: Path, *, report: Report | None = None, progress:
         "mean_span": dev.mean_span, "layer_max_span": dev.layer_max_span,
         "head_spans": dev.head_spans,
         "floor_bpc": corpus.meta.get("floor_bpc"), "prefix": corpus.meta.get("prefix", False),
+        "layer": model.blocks[0].attn.describe(),  # what the variant is, for tables and reports
         "mixing": mixing_matrices(model),
         "dynamic_trace": dynamic_trace(model, corpus.dev, corpus.meta.get("symbols"), device),
         "history": state["history"],

@@ -18,11 +18,12 @@ from bench.flops import (
 from bench.model import TransformerLM
 
 V = 64
-# (d_model, n_layers, n_heads, d_ff, span, attention options, learned spans z: (lo, hi) or None)
+# (d_model, n_layers, n_heads, d_ff, span, attention options, learned effective spans z + R:
+#  (lo, hi) or None)
 CONFIGS = {
     "base": (32, 2, 4, 64, 24, {}, None),
     "wide": (48, 3, 6, 80, 40, {"ramp": 8.0}, None),
-    "trimmed": (32, 2, 4, 64, 300, {}, (5.0, 130.0)),  # windows: adaptive 192, dynamic 128
+    "trimmed": (32, 2, 4, 64, 300, {}, (37.0, 162.0)),  # windows: adaptive 192, dynamic 128
 }
 COMPOSITIONS = [  # variants.build options beyond the registered presets
     ("talking-heads", dict(h=6, h_v=3, d_k=8, d_v=12)),  # h_k = 4 != h = 6 != h_v = 3
@@ -38,7 +39,8 @@ def build(variant, cfg="base", **extra):
     D, L, H, F, S, attn, z = CONFIGS[cfg]
     torch.manual_seed(0)
     model = TransformerLM(V, D, L, H, F, span=S, variant=variant, attn={**attn, **extra})
-    if z is not None:  # z spread over the heads, so the mean span differs from the window
+    learned = model.blocks[0].attn.describe()["learned_spans"]
+    if z is not None and learned:  # spans spread over the heads: mean span != the window
         set_spans(model, torch.linspace(*z, model.blocks[0].attn.span_policy.n_heads))
     return model
 
@@ -91,8 +93,7 @@ def test_trimming_lowers_counted_flops():
     set_spans(model, torch.tensor(float(S)))
     full = counted_flops(model)
     for b, z in zip(model.blocks, (20.0, 80.0), strict=True):
-        b.attn.span_policy.z_prime.data.fill_(z / S)
-        b.attn.clamp_()
+        b.attn.set_spans(z + 32)
     assert [b.attn.span_policy.window for b in model.blocks] == [64, 128]
     trimmed = counted_flops(model)
     dropped = (S - 64) + (S - 128)
@@ -128,7 +129,7 @@ def test_paper_small_model_flops():
     """Adaptive-span Table 1: the small text8 model at mean span 314 costs about 42M #FLOPS
     (4 D^2 + 2 D F + 2 D s per layer; q.p would add 1.9M), 3x less than at S = 8192."""
     model = paper_small("adaptive", vocab=27)
-    set_spans(model, torch.tensor(314.0 - 32))  # z + R = 314 in every head
+    set_spans(model, 314.0)  # z + R = 314 in every head
     flops = analytic_flops(model, "mean")
     assert abs(flops - 42e6) / 42e6 < 0.015, flops
     assert flops_parts(model, "mean")["position"] == 12 * 512 * 314

@@ -437,3 +437,54 @@ def test_mix_init_random():
         assert P.diagonal().abs().mean() < 0.5
     default = build("talking-heads").mixing
     assert torch.equal(default.P_l.P, torch.eye(H)) and torch.equal(default.P_w.P, torch.eye(H))
+
+
+def test_layer_describes_itself():
+    """Tools read what a layer is and costs from the layer: policies, heads, widths, learned
+    spans, and multiply-adds per query at s keys (4 D^2 + 2 D s for multi-head)."""
+    th = variants.build("talking-heads", d_model=D, n_heads=4, span=S, h=6, h_v=3, d_k=8,
+                        d_v=12)
+    assert th.describe() == {"span_policy": "fixed", "mixing": "both", "P_l": True, "P_w": True,
+                             "h_k": 4, "h": 6, "h_v": 3, "d_k": 8, "d_v": 12, "S": S,
+                             "learned_spans": False}
+    assert th.flops(10) == 2 * D * (32 + 36) + 10 * (32 + 36 + 4 * 6 + 6 * 3)
+    fixed, gbma, ad = build("fixed"), build("gbma"), build("adaptive")
+    assert fixed.flops(S) == 4 * D * D + 2 * D * S
+    assert fixed.flops(S, position=True) - fixed.flops(S) == D * S
+    assert gbma.describe()["d_k"] == gbma.describe()["d_v"] == D
+    assert ad.describe()["learned_spans"] and ad.describe()["mixing"] == "none"
+
+
+def test_set_spans():
+    """set_spans takes effective spans (z + R, what spans() reports), per head or one value;
+    a dynamic span becomes that span at every position; a fixed span refuses."""
+    ad = variants.build("adaptive", d_model=D, n_heads=H, span=256, ramp=8.0)
+    ad.set_spans(torch.tensor([20.0, 40.0, 60.0, 100.0]))
+    assert torch.allclose(ad.spans(), torch.tensor([20.0, 40.0, 60.0, 100.0]))
+    assert ad.span_policy.window == 128
+    dyn = variants.build("dynamic", d_model=D, n_heads=H, span=256, ramp=8.0)
+    dyn.set_spans(100.0)
+    dyn(torch.randn(1, 10, D))
+    assert torch.allclose(dyn.span_trace(), torch.full((1, H, 10), 100.0), atol=1e-3)
+    with pytest.raises(ValueError, match="span_policy='fixed'"):
+        build("fixed").set_spans(10.0)
+
+
+def test_policies_passed_as_classes():
+    """A span or mixing policy class builds with the layer's options its constructor names:
+    AdaptiveSpan + MultiHead is the `adaptive` preset; anything else is refused by name."""
+    from variants.attention import Attention
+    from variants.mixing import MultiHead
+    from variants.span import AdaptiveSpan
+
+    torch.manual_seed(0)
+    by_class = Attention(D, H, S, span_policy=AdaptiveSpan, mixing=MultiHead, ramp=4.0)
+    by_name = build("adaptive", ramp=4.0)
+    by_name.load_state_dict(by_class.state_dict())
+    set_z(by_class, torch.rand(H))
+    set_z(by_name, by_class.span_policy.z_prime.detach().flatten())
+    x = torch.randn(2, 16, D)
+    assert torch.allclose(by_class(x), by_name(x), atol=1e-6)
+    assert by_class.describe() == by_name.describe()
+    with pytest.raises(ValueError, match="mixing=.*subclass of MixingPolicy"):
+        Attention(D, H, S, mixing=torch.nn.Linear)

@@ -6,6 +6,7 @@ import torch
 from torch import Tensor, nn
 
 from ..band import band, unband
+from .base import MixingPolicy
 
 
 def _uniform(*shape: int, var: float) -> Tensor:
@@ -13,7 +14,7 @@ def _uniform(*shape: int, var: float) -> Tensor:
     return torch.empty(*shape).uniform_(-1, 1) * math.sqrt(3 * var)
 
 
-class GBMA(nn.Module):
+class GBMA(MixingPolicy):
     """Per head a full bilinear form for the logits and a full D x D map for the values.
 
     L[n,m,h] = sum_ab X[n,a] Mem[m,b] P[a,b,h] + (X P_pos)[n,:,h] . p_{n-m}
@@ -23,10 +24,15 @@ class GBMA(nn.Module):
     layer folds into GBMA exactly (P = Pq Pk [Pl], P_pos = Pq [Pl], Q = Pv Po [Pw]).
     """
 
-    def __init__(self, d_model: int, span: int, h: int, d_pos: int,
+    name = "gbma"
+
+    def __init__(self, d_model: int, span: int, h: int, d_k: int,
                  key_pe: nn.Parameter | None = None) -> None:
         super().__init__()
         D = d_model
+        self.h_k = self.h_v = h
+        self.d_k = self.d_v = D  # a full D x D bilinear form and value map per head
+        d_pos = d_k  # the position table's width: the d_k of the multi-head layer it generalises
         # Each entry gets the variance of the product it replaces in a folded multi-head layer
         # (P = Pq Pk / sqrt(d_k), Q = Pv Po, P_pos = Pq / sqrt(d_k), with the projections
         # U(-1/sqrt(D), 1/sqrt(D)), variance 1/(3D)): Var P = 1/(9 D^2), Var Q = d_v/(9 D^2) with

@@ -6,6 +6,7 @@ import torch
 from torch import Tensor, nn
 
 from ..band import band, unband
+from .base import MixingPolicy
 from .talking import HeadMix
 
 
@@ -13,7 +14,7 @@ def _uniform(*shape: int, bound: float) -> nn.Parameter:
     return nn.Parameter(torch.empty(*shape).uniform_(-bound, bound))
 
 
-class MultiHead(nn.Module):
+class MultiHead(MixingPolicy):
     """Q, K (h_k heads of d_k), V (h_v heads of d_v), O; P_l: h_k -> h, P_w: h -> h_v.
 
     Relative positions (Shaw et al.): s_tr = q_t . (k_r + p_{t-r}) / sqrt(d_k), with one table
@@ -23,7 +24,7 @@ class MultiHead(nn.Module):
     """
 
     def __init__(self, d_model: int, span: int, h_k: int, h: int, h_v: int, d_k: int, d_v: int,
-                 mix_logits: bool, mix_weights: bool, mix_noise: float = 0.0,
+                 mix_logits: bool = False, mix_weights: bool = False, mix_noise: float = 0.0,
                  mix_init: str = "identity", key_pe: nn.Parameter | None = None) -> None:
         super().__init__()
         self.d_model, self.h_k, self.h, self.h_v = d_model, h_k, h, h_v
@@ -36,6 +37,15 @@ class MultiHead(nn.Module):
         self.key_pe = key_pe if key_pe is not None else nn.Parameter(torch.randn(span, d_k))
         self.P_l = HeadMix(h_k, h, mix_noise, mix_init) if mix_logits else None
         self.P_w = HeadMix(h, h_v, mix_noise, mix_init) if mix_weights else None
+
+    @property
+    def name(self) -> str:
+        """none, logits (P_l), weights (P_w) or both (talking heads)."""
+        return {(False, False): "none", (True, False): "logits", (False, True): "weights",
+                (True, True): "both"}[self.P_l is not None, self.P_w is not None]
+
+    def matrices(self) -> dict[str, Tensor]:
+        return {k: m.P for k, m in (("P_l", self.P_l), ("P_w", self.P_w)) if m is not None}
 
     def flops(self, s: float) -> float:
         """Multiply-adds per query attending over s keys, in the adaptive-span paper's #FLOPS

@@ -18,7 +18,9 @@ class AdaptiveSpan(SpanPolicy):
     does, so the first block after the window grows (by up to GROWTH) still sees real keys.
     """
 
-    def __init__(self, n_heads: int, span: int, ramp: float, span_loss: float,
+    name, learned = "adaptive", True
+
+    def __init__(self, n_heads: int, span: int, ramp: float = 32.0, span_loss: float = 2e-6,
                  trim: bool = True, trim_step: int = 64, z_init: float = 0.0) -> None:
         super().__init__(n_heads, span)
         self.ramp, self.lam, self.trim, self.trim_step = ramp, span_loss, trim, trim_step
@@ -43,6 +45,13 @@ class AdaptiveSpan(SpanPolicy):
 
     def spans(self) -> Tensor:
         return (self.z.detach().flatten() + self.ramp).clamp(max=self.S)
+
+    @torch.no_grad()
+    def set_spans(self, spans: Tensor | float) -> None:
+        """z_i = spans - R (at least 0), per head or one value for all."""
+        z = (torch.as_tensor(spans, dtype=torch.float) - self.ramp).clamp(0, self.S)
+        self.z_prime.copy_((z / self.S).view(-1, 1, 1).expand_as(self.z_prime))
+        self.clamp_()
 
     @torch.no_grad()
     def clamp_(self) -> None:

@@ -53,7 +53,7 @@ def layer_span(attn: Attention, which: Span) -> float:
         return attn.S
     if which == "mean":
         return attn.spans().mean().item()
-    return attn.span_policy.window
+    return attn.window
 
 
 def flops_parts(model: nn.Module, which: Span = "max",
@@ -251,7 +251,7 @@ def compare(config: str, variant: str) -> dict:
     c = counted_flops(model)
     max_ = analytic_flops(model, "max")
     executed = analytic_flops(model, "max", position=True)
-    windows = sorted({b.attn.span_policy.window for b in model.blocks})
+    windows = sorted({b.attn.window for b in model.blocks})
     return {"config": config, "variant": variant, "S": S,
             "window": f"{windows[0]}-{windows[-1]}" if len(windows) > 1 else windows[0],
             "params": sum(p.numel() for p in model.parameters()),

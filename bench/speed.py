@@ -201,7 +201,7 @@ def run(configs: dict[Case, Config], repeats: int, compile_: bool) -> pd.DataFra
         compiled_s = statistics.median(times[i][2][1:]) if b.compiled is not None else None
         flops = analytic_flops(b.model, "max")
         rows.append({"variant": b.case.label, "S": b.case.span, "heads": b.case.n_heads,
-                     "window": max(bl.attn.span_policy.window for bl in b.model.blocks),
+                     "window": max(bl.attn.window for bl in b.model.blocks),
                      "train_ms": 1e3 * train_s, "train_tok_s": tokens / train_s,
                      "infer_tok_s": tokens / infer_s,
                      "act_mem_mb": saved_bytes(b.model, b.x, b.cache) / 2**20,

@@ -94,7 +94,7 @@ def evaluate(model: TransformerLM, split: np.ndarray, batch_size: int, block: in
                 span_sum[layer] += b.attn.spans().to(device) * scored.sum()
             else:
                 span_sum[layer] += (trace * scored[:, None]).sum(dim=(0, 2))
-            widest[layer] = max(widest[layer], b.attn.span_policy.window)
+            widest[layer] = max(widest[layer], b.attn.window)
     model.train(was_training)
     return Evaluation(total.item() / count / LN2,
                       [(s / count).tolist() for s in span_sum], widest)

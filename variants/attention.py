@@ -104,6 +104,12 @@ class Attention(nn.Module):
         return self.mixing.key_pe
 
     @property
+    def window(self) -> int:
+        """Distances the layer computes: S, or trimmed to what its learned spans use (for an
+        input-dependent span, that of the last forward)."""
+        return self.span_policy.window
+
+    @property
     def cache_size(self) -> int:
         return self.span_policy.cache_size
 

@@ -245,7 +245,8 @@ def compare(config: str, variant: str) -> dict:
     S = s_learned if learned else s_fixed
     torch.manual_seed(0)
     model = TransformerLM(256, D, L, H, F, span=S, variant=variant)
-    spans = torch.as_tensor(spans if spans is not None else torch.linspace(32, 32 + S / 2, H))
+    spans = torch.as_tensor(spans if spans is not None else torch.linspace(32, 32 + S / 2, H),
+                            dtype=torch.float)
     if learned:
         set_spans(model, spans)
     c = counted_flops(model)

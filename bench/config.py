@@ -34,13 +34,14 @@ class ModelConfig(Strict):
     span: int = Field(256, gt=0)
     dropout: float = Field(0.0, ge=0, lt=1)
     norm: Literal["post", "pre"] = "post"
+    shared_pe: bool = True  # one relative-position table for all layers (False: one per layer)
     attn: dict[str, Any] = {}
 
     @model_validator(mode="after")
     def _buildable(self) -> "ModelConfig":
         variants.check_name(self.variant)
         allowed = set(inspect.signature(Attention).parameters) - {"d_model", "n_heads", "span",
-                                                                  "dropout"}
+                                                                  "dropout", "key_pe"}
         unknown = sorted(set(self.attn) - allowed)
         if unknown:
             raise ValueError(f"attn: unknown option(s) {unknown}; allowed: {sorted(allowed)}")

@@ -311,28 +311,39 @@ def train_batches(
 
 
 def eval_batches(
-    data: np.ndarray, batch_size: int, block: int, device: str | torch.device = "cpu"
+    data: np.ndarray,
+    batch_size: int,
+    block: int,
+    context: int = 0,
+    device: str | torch.device = "cpu",
 ) -> Iterator[tuple[torch.Tensor, torch.Tensor]]:
     """(x, y) blocks, (B, block) int64, whose targets y != -100 are each of data[1:] once.
 
-    The targets are cut into `batch_size` contiguous streams of m = ceil((N-1)/B) (the last
-    shorter); stream b reads data[b*m : b*m + m + 1], so its first input is the previous
-    stream's last target. Streams are padded at their end to whole blocks, with y = -100 (the
-    ignore index) and x some valid token. Consecutive yields continue each stream, so the
-    caller carries its cache across them.
+    The targets are cut into `batch_size` contiguous streams of m = ceil((N - 1 - c) / B)
+    (c = min(context, N - 1)); stream b reads data[b*m : b*m + c + m + 1]: its first c inputs
+    are the text before its first target, read without scoring it (y = -100), so that with
+    `context` at least the model's reach every scored character sees the preceding text it
+    would see in one stream, and the bpc does not depend on the batch size (SPEC section 1).
+    Stream 0 starts at the text's start and scores from its first target (its c extra targets
+    are its own). Streams are padded at their end to whole blocks, with y = -100 and x some valid
+    token. Consecutive yields continue each stream, so the caller carries its cache across them.
     """
     n = len(data)
-    if batch_size < 1 or block < 1 or n < 2:
+    if batch_size < 1 or block < 1 or context < 0 or n < 2:
         raise DataError(
-            f"eval_batches: need batch_size, block >= 1 and 2 tokens, got "
-            f"batch_size={batch_size}, block={block}, {n} tokens"
+            f"eval_batches: need batch_size, block >= 1, context >= 0 and 2 tokens, got "
+            f"batch_size={batch_size}, block={block}, context={context}, {n} tokens"
         )
-    m = -(-(n - 1) // batch_size)
+    c = min(context, n - 1)
+    m = max(1, -(-(n - 1 - c) // batch_size))
+    length = c + m  # inputs each stream reads
     first = np.arange(batch_size)[:, None] * m
-    for pos in range(0, m, block):
+    for pos in range(0, length, block):
         offset = pos + np.arange(block + 1)
         index = first + offset
         tokens = data[np.minimum(index, n - 1)]
         y = tokens[:, 1:].astype(np.int64)
-        y[(offset[1:] > m) | (index[:, 1:] > n - 1)] = -100
+        target = offset[1:] - 1  # the target's offset in its stream, 0-based
+        scored = (target < length) & ((target >= c) | (first == 0)) & (index[:, 1:] <= n - 1)
+        y[~scored] = -100
         yield _tensor(tokens[:, :-1], device), torch.from_numpy(y).to(device)

@@ -29,10 +29,11 @@ class Block(nn.Module):
     """[attention, feed-forward], each with a residual and LayerNorm (post-norm by default)."""
 
     def __init__(self, variant: str, d_model: int, n_heads: int, span: int, d_ff: int,
-                 dropout: float, norm: str, attn: dict) -> None:
+                 dropout: float, norm: str, attn: dict, key_pe: nn.Parameter | None = None
+                 ) -> None:
         super().__init__()
         self.attn = variants.build(variant, d_model=d_model, n_heads=n_heads, span=span,
-                                   dropout=dropout, **attn)
+                                   dropout=dropout, key_pe=key_pe, **attn)
         self.ff = FeedForward(d_model, d_ff, dropout)
         self.ln1, self.ln2 = nn.LayerNorm(d_model), nn.LayerNorm(d_model)
         self.pre = norm == "pre"
@@ -52,11 +53,13 @@ class TransformerLM(nn.Module):
 
     forward(idx (B, M), cache) -> logits (B, M, V), new cache; the cache is a list of L tensors
     (B, C_l, D) holding each layer's last `cache_size` attention inputs, detached.
+    `shared_pe`: one relative-position table `key_pe` (S, d_k) for every layer, as in the
+    adaptive-span reference and the paper's parameter counts; False: a table per layer.
     """
 
     def __init__(self, vocab_size: int, d_model: int, n_layers: int, n_heads: int, d_ff: int,
                  span: int, variant: str = "fixed", dropout: float = 0.0, norm: str = "post",
-                 attn: dict | None = None) -> None:
+                 attn: dict | None = None, shared_pe: bool = True) -> None:
         super().__init__()
         variants.check_name(variant)
         if norm not in ("post", "pre"):
@@ -66,10 +69,15 @@ class TransformerLM(nn.Module):
                 raise ValueError(f"{key}={v!r} is invalid: expected a positive int")
         self.emb = nn.Embedding(vocab_size, d_model)
         nn.init.normal_(self.emb.weight)
-        self.blocks = nn.ModuleList(
-            Block(variant, d_model, n_heads, span, d_ff, dropout, norm, attn or {})
-            for _ in range(n_layers)
-        )
+        if not isinstance(shared_pe, bool):
+            raise ValueError(f"shared_pe={shared_pe!r} is invalid: expected true or false")
+        self.blocks = nn.ModuleList([Block(variant, d_model, n_heads, span, d_ff, dropout, norm,
+                                           attn or {})])
+        # the shared table is the body's (named `key_pe`); it takes the first layer's shape and
+        # initialisation, (S, d_k) whatever the variant's d_k, and is passed to every other layer
+        self.key_pe = self.blocks[0].attn.key_pe if shared_pe else None
+        self.blocks.extend(Block(variant, d_model, n_heads, span, d_ff, dropout, norm, attn or {},
+                                 self.key_pe) for _ in range(n_layers - 1))
         self.ln_f = nn.LayerNorm(d_model) if norm == "pre" else nn.Identity()
         self.head = nn.Linear(d_model, vocab_size)
 
@@ -84,6 +92,12 @@ class TransformerLM(nn.Module):
             mem = a if c is None else torch.cat([c, a], dim=1)
             new_cache.append(mem[:, mem.size(1) - min(keep, mem.size(1)):].detach())
         return self.head(self.ln_f(h)), new_cache
+
+    @property
+    def reach(self) -> int:
+        """Characters of preceding text an output can depend on: each layer looks back over the
+        `cache_size` states of the layer below, so L layers reach the sum of them."""
+        return sum(b.attn.cache_size for b in self.blocks)
 
     def span_loss(self) -> Tensor:
         return sum(b.attn.span_loss() for b in self.blocks)

@@ -27,8 +27,6 @@ from matplotlib.ticker import EngFormatter, StrMethodFormatter
 from mlflow import MlflowClient
 from pydantic import ValidationError
 
-from variants.presets import PRESETS
-
 from . import claims, stats
 from .provenance import ROOT
 
@@ -100,28 +98,18 @@ def _label(row: pd.Series, keys: list[str]) -> str:
     return " ".join(parts)
 
 
-def _policy(df: pd.DataFrame, key: str) -> pd.Series:
-    """span_policy / mixing of every run: the config override, else the variant's preset."""
-    preset = df["model.variant"].map(lambda v: PRESETS.get(v, {}).get(key))
-    return df[f"model.attn.{key}"].fillna(preset) if f"model.attn.{key}" in df else preset
-
-
 def _derive(df: pd.DataFrame, keys: list[str]) -> pd.DataFrame:
-    """Columns the tables share: label, policies, heads and head widths, multiplies per token."""
+    """Columns the tables share: label, and what each run's layer said it is (`layer.*`, logged
+    by the trainer from `Attention.describe()`): policies, heads and head widths, P_l and P_w;
+    multiplies per token."""
     df = df.copy()
     if "model.variant" not in df:
         df["model.variant"] = "model"
     df["label"] = df.apply(_label, axis=1, keys=keys)
-    df["span_policy"], df["mixing"] = _policy(df, "span_policy"), _policy(df, "mixing")
-    attn = {k: df.get(f"model.attn.{k}", pd.Series(np.nan, df.index)) for k in
-            ("h_k", "h", "h_v", "d_k", "d_v")}
-    H, D = df.get("model.n_heads", np.nan), df.get("model.d_model", np.nan)
-    df["h_k"], df["h"], df["h_v"] = (attn[k].fillna(H) for k in ("h_k", "h", "h_v"))
-    gbma = df["mixing"] == "gbma"
-    df["d_k"] = attn["d_k"].fillna(D // df["h_k"]).where(~gbma, D)
-    df["d_v"] = attn["d_v"].fillna(D // df["h_v"]).where(~gbma, D)
-    df["P_l"] = df["mixing"].isin(["logits", "both"]).map({True: "yes", False: "-"})
-    df["P_w"] = df["mixing"].isin(["weights", "both"]).map({True: "yes", False: "-"})
+    for k in ("span_policy", "mixing", "h_k", "h", "h_v", "d_k", "d_v", "P_l", "P_w"):
+        df[k] = df.get(f"layer.{k}", pd.Series(np.nan, df.index))
+    for k in ("P_l", "P_w"):
+        df[k] = df[k].map({True: "yes", "true": "yes", False: "-", "false": "-"})
     flops = [df[c] for c in ("flops_counted", "flops_max") if c in df]
     df["flops"] = flops[0].fillna(flops[1]) if len(flops) == 2 else (flops or [np.nan])[0]
     return df
@@ -323,8 +311,11 @@ NOTE = ("Mean ± std over n seeds; **bold**: best (lowest) in its column; †: d
         "paired t-test, Holm-corrected across the table's rows, p_adj ≥ 0.05 or fewer than 2 "
         "paired seeds (the CSV has each row's mean difference, 95% CI, p and p_adj). "
         "#FLOPS: multiply-adds per predicted "
-        "token at the mean learned span (the paper's estimate); Multiplies/token and FLOPs/token: "
-        "fvcore-counted where logged, else analytic at the executed windows.")
+        "token in the adaptive-span paper's convention (4 D² + 2 D F + 2 D s per layer, "
+        "without the relative-position term q.p or the cache re-projection, which are logged "
+        "as flops_position and flops_cache_reprojection), at the mean span over the dev split "
+        "(the paper's estimate); Multiplies/token and FLOPs/token: fvcore-counted where logged "
+        "(q.p included), else analytic at the executed windows.")
 
 
 def write_tables(sweep: Sweep, out_dir: Path) -> list[Path]:
@@ -366,14 +357,15 @@ def _result(sweep: Sweep, run: pd.Series | None) -> dict:
 
 
 def fig_span_limit(sweep: Sweep, fig: Figure) -> bool:
-    """Adaptive-span Figure 3: dev bpc, average span and FLOPs (the paper's estimate, at the mean
-    span) against the span limit S, one line per variant, mean and std over seeds."""
+    """Adaptive-span Figure 3: dev bpc, average span and #FLOPS (the paper's convention and
+    estimate, at the mean span) against the span limit S, one line per variant, mean and std
+    over seeds."""
     r = sweep.runs
     if "model.span" not in sweep.keys or r["model.span"].nunique() < 2:
         return False
     S = sorted(r["model.span"].unique())
     panels = (("final_dev_bpc", "dev bpc (bits/char)"), ("mean_span", "avg. span (chars)"),
-              ("flops_mean", "FLOPs per token"))
+              ("flops_mean", "#FLOPS per token"))
     axes = fig.subplots(3, 1, sharex=True)
     for i, (ax, (y, ylabel)) in enumerate(zip(axes, panels, strict=True)):
         if y in r:
@@ -411,7 +403,8 @@ def _char(c: str) -> str:
 
 
 def fig_dynamic_span(sweep: Sweep, fig: Figure) -> bool:
-    """Adaptive-span Figure 5: the dynamic span (mean over layers and heads) along a text."""
+    """Adaptive-span Figure 5: the dynamic span z_t + R (mean over layers and heads) along a
+    text."""
     run = _pick(sweep.runs, sweep.runs["span_policy"] == "dynamic")
     trace = _result(sweep, run).get("dynamic_trace")
     if not trace:
@@ -422,13 +415,22 @@ def fig_dynamic_span(sweep: Sweep, fig: Figure) -> bool:
     ax.set_xticks(range(len(text)), labels=[_char(c) for c in text], family="monospace",
                   fontsize=6)
     ax.set(xlim=(-0.5, len(text) - 0.5), xlabel="input character",
-           ylabel=r"avg. span $z_t$ (chars)", title=run["label"])
+           ylabel=r"avg. span $z_t + R$ (chars)", title=run["label"])
     ax.grid(axis="x", visible=False)
     return True
 
 
+def identity_distance(m: np.ndarray) -> float:
+    """||P - I|| / ||I|| (Frobenius; I rectangular for h_in != h_out): 0 at the default start,
+    about 1 or more for a matrix with no diagonal structure."""
+    eye = np.eye(*m.shape)
+    return float(np.linalg.norm(m - eye) / np.linalg.norm(eye))
+
+
 def fig_mixing(sweep: Sweep, fig: Figure) -> bool:
-    """Talking-heads Figure 1: P_l, P_w and P_l.P_w of one layer, each scaled to [-1, 1]."""
+    """Talking-heads Figure 1: P_l, P_w and P_l.P_w of one layer, each scaled to [-1, 1], with
+    each matrix's distance from the identity under it and, in the caption, the start they were
+    trained from (identity + noise by default, `mix_init=random` otherwise)."""
     run = _pick(sweep.runs, sweep.runs["mixing"] == "both")
     layers = [m for m in _result(sweep, run).get("mixing", []) if {"P_l", "P_w"} <= set(m)]
     if not layers:
@@ -440,8 +442,13 @@ def fig_mixing(sweep: Sweep, fig: Figure) -> bool:
     for i, (ax, (title, m, ylabel, xlabel)) in enumerate(zip(axes, mats, strict=True)):
         sns.heatmap(m / np.abs(m).max(), ax=ax, cmap="RdBu_r", vmin=-1, vmax=1, square=True,
                     cbar=i == 2, xticklabels=False, yticklabels=False)
-        ax.set(title=title, xlabel=f"${xlabel}$ (heads)", ylabel=f"${ylabel}$ (heads)")
-    fig.suptitle(f"{run['label']}, last layer", fontsize=7)
+        ax.set(title=title, ylabel=f"${ylabel}$ (heads)",
+               xlabel=f"${xlabel}$ (heads)\n$\\|P-I\\|/\\|I\\|$ = {identity_distance(m):.2f}")
+    init = run.get("model.attn.mix_init")
+    init = "identity" if pd.isna(init) else init
+    start = ("identity + noise, the default: a fresh layer is multi-head" if init == "identity"
+             else f"{init} (mix_init={init})")
+    fig.suptitle(f"{run['label']}, last layer; trained from {start}", fontsize=6)
     return True
 
 
@@ -476,7 +483,7 @@ def fig_curves(sweep: Sweep, fig: Figure) -> bool:
 
 FIGURES = {  # stem: (height in inches at WIDTH, drawing function)
     "as_fig3_span_limit": (4.2, fig_span_limit), "as_fig4_head_spans": (1.8, fig_head_spans),
-    "as_fig5_dynamic_span": (1.6, fig_dynamic_span), "th_fig1_mixing": (1.5, fig_mixing),
+    "as_fig5_dynamic_span": (1.6, fig_dynamic_span), "th_fig1_mixing": (1.8, fig_mixing),
     "learning_curves": (2.4, fig_curves),
 }
 

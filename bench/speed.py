@@ -16,7 +16,7 @@ import pandas as pd
 import torch
 import torch.nn.functional as F
 
-from variants.presets import PRESETS as PRESETS_ATTN
+from variants import build as build_layer
 
 from . import provenance
 from .config import PRESETS, Config, ConfigError, merge, parse_sets, resolve
@@ -135,8 +135,7 @@ class Bench:
     def set_span(self) -> None:
         """z + R = the case's learned span: spans as if learned, no training needed."""
         if self.case.learned is not None:
-            ramp = self.model.blocks[0].attn.span_policy.ramp
-            set_spans(self.model, max(0.0, self.case.learned - ramp))
+            set_spans(self.model, float(self.case.learned))
 
     def train_step(self, fn=None) -> float:
         """Seconds of one step of the trainer (after warm-up); the spans are reset untimed."""
@@ -171,9 +170,10 @@ def cases(spans: list[int], heads: list[int], variants: list[str], frac: float |
     for n in heads:
         for spec in ["fixed", *variants]:
             name, attn = parse_variant(spec)
-            policy = dict(attn).get("span_policy", PRESETS_ATTN.get(name, {}).get("span_policy"))
-            out.append(Case(name, spans[0], n, None if policy == "fixed" else learned(spans[0]),
-                            attn))
+            resolve({"model": {"variant": name, "attn": dict(attn)}}, None)  # ConfigError
+            layer = build_layer(name, d_model=n, n_heads=n, span=spans[0], **dict(attn))
+            learns = layer.describe()["learned_spans"]  # the layer says if its spans are learned
+            out.append(Case(name, spans[0], n, learned(spans[0]) if learns else None, attn))
     return list(dict.fromkeys(out))
 
 
@@ -201,7 +201,7 @@ def run(configs: dict[Case, Config], repeats: int, compile_: bool) -> pd.DataFra
         compiled_s = statistics.median(times[i][2][1:]) if b.compiled is not None else None
         flops = analytic_flops(b.model, "max")
         rows.append({"variant": b.case.label, "S": b.case.span, "heads": b.case.n_heads,
-                     "window": max(bl.attn.span_policy.window for bl in b.model.blocks),
+                     "window": max(bl.attn.window for bl in b.model.blocks),
                      "train_ms": 1e3 * train_s, "train_tok_s": tokens / train_s,
                      "infer_tok_s": tokens / infer_s,
                      "act_mem_mb": saved_bytes(b.model, b.x, b.cache) / 2**20,

@@ -29,8 +29,8 @@ EVAL_METRICS = ("train_bpc", "dev_bpc", "lr", "mean_span", "tokens_per_s", "toke
                 "train_time_s", "peak_mem_mb")
 DATASET_KEYS = ("name", "n_bytes", "sha256", "prefix")
 FINAL_SAME = ("params", "params_non_embedding", "flops_full", "flops_mean", "flops_max",
-              "flops_counted", "mean_span", "tokens_per_s", "peak_mem_mb", "floor_bpc", "steps",
-              "tokens")
+              "flops_position", "flops_counted", "flops_executed", "flops_cache_reprojection",
+              "mean_span", "tokens_per_s", "peak_mem_mb", "floor_bpc", "steps", "tokens")
 
 
 def tracking_uri(explicit: str | None, results_dir: Path) -> str:
@@ -184,6 +184,7 @@ class TrialRun:
         if not self.provenance_logged:
             self.log_provenance(out_dir)
         self.log_metrics(final_metrics(result), result["steps"])
+        self.log_params(flatten({"layer": result["layer"]}))  # the layer's own description
         for name in ("config.json", "result.json"):
             self.client.log_artifact(self.run_id, str(out_dir / name))
         self.client.set_terminated(self.run_id, "FINISHED")

@@ -11,6 +11,7 @@ import resource
 import sys
 import time
 from collections.abc import Callable
+from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
@@ -18,11 +19,9 @@ import torch
 import torch.nn.functional as F
 from tqdm import tqdm
 
-from variants.span import DynamicSpan
-
 from . import data, provenance, synthetic
 from .config import PRESETS, Config, ConfigError, TrainConfig, parse_sets, resolve, set_dotted
-from .flops import analytic_flops, counted_flops
+from .flops import analytic_flops, counted_flops, flops_parts
 from .malloc import keep_heap
 from .model import TransformerLM
 from .pairing import build_paired
@@ -38,7 +37,7 @@ class Diverged(RuntimeError):
 def build_model(cfg: Config, vocab_size: int) -> TransformerLM:
     m = cfg.model
     return TransformerLM(vocab_size, m.d_model, m.n_layers, m.n_heads, m.d_ff, m.span,
-                         m.variant, m.dropout, m.norm, m.attn)
+                         m.variant, m.dropout, m.norm, m.attn, m.shared_pe)
 
 
 def load_corpus(cfg: Config) -> data.Corpus:
@@ -57,21 +56,49 @@ def load_corpus(cfg: Config) -> data.Corpus:
     return corpus
 
 
+@dataclass
+class Evaluation:
+    """bpc over a split, and the spans measured over its scored characters."""
+
+    bpc: float
+    head_spans: list[list[float]]  # per layer, per head: mean effective span (z + R, <= S)
+    layer_max_span: list[int]  # per layer: the widest window a forward computed
+
+    @property
+    def mean_span(self) -> float:
+        return float(np.mean([v for layer in self.head_spans for v in layer]))
+
+
 @torch.no_grad()
 def evaluate(model: TransformerLM, split: np.ndarray, batch_size: int, block: int,
-             device: torch.device, max_tokens: int | None = None) -> float:
-    """bpc over a split (or its first max_tokens), every character once, with the cache."""
+             device: torch.device, max_tokens: int | None = None) -> Evaluation:
+    """bpc over a split (or its first max_tokens), every character once, with the cache; each
+    stream first reads the model's reach of preceding text unscored, so the bpc does not depend
+    on `batch_size`. Spans are averaged over the scored characters: a dynamic span's z_t + R is
+    read from each forward as it runs (adaptive-span Table 3: the mean over the dev set)."""
     was_training = model.training
     model.eval()
     split = split if max_tokens is None else split[: max_tokens + 1]
     total, count, cache = torch.zeros((), device=device, dtype=torch.float64), 0, None
-    for x, y in data.eval_batches(split, batch_size, block, device=device):
+    span_sum = [torch.zeros(b.attn.spans().numel(), device=device, dtype=torch.float64)
+                for b in model.blocks]
+    widest = [0] * len(model.blocks)
+    for x, y in data.eval_batches(split, batch_size, block, model.reach, device=device):
         logits, cache = model(x, cache)
+        scored = y != -100
         total += F.cross_entropy(logits.flatten(0, 1).float(), y.flatten(), ignore_index=-100,
                                  reduction="sum")
-        count += int((y != -100).sum())
+        count += int(scored.sum())
+        for layer, b in enumerate(model.blocks):
+            trace = b.attn.span_trace()  # (B, h, M), or None: the same spans at every position
+            if trace is None:
+                span_sum[layer] += b.attn.spans().to(device) * scored.sum()
+            else:
+                span_sum[layer] += (trace * scored[:, None]).sum(dim=(0, 2))
+            widest[layer] = max(widest[layer], b.attn.window)
     model.train(was_training)
-    return total.item() / count / LN2
+    return Evaluation(total.item() / count / LN2,
+                      [(s / count).tolist() for s in span_sum], widest)
 
 
 def make_optimizer(model: torch.nn.Module, t: TrainConfig) -> torch.optim.Optimizer:
@@ -126,37 +153,27 @@ def peak_memory_mb(device: torch.device) -> float:
     return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024  # process peak RSS
 
 
-def span_stats(model: TransformerLM) -> dict:
-    heads = [s.tolist() for s in model.spans()]
-    return {"mean_span": float(np.mean([v for layer in heads for v in layer])),
-            "layer_max_span": [b.attn.span_policy.window for b in model.blocks],
-            "head_spans": heads}
-
-
 def mixing_matrices(model: TransformerLM) -> list[dict]:
-    """Per layer, the talking-heads matrices P_l (h_k, h) and P_w (h, h_v) that exist."""
-    out = []
-    for b in model.blocks:
-        mix = b.attn.mixing
-        out.append({k: getattr(mix, k).P.detach().cpu().tolist() for k in ("P_l", "P_w")
-                    if getattr(mix, k, None) is not None})
-    return out
+    """Per layer, the head-mixing matrices its mixing policy learns (talking-heads P_l (h_k, h)
+    and P_w (h, h_v))."""
+    return [{k: P.detach().cpu().tolist() for k, P in b.attn.mixing.matrices().items()}
+            for b in model.blocks]
 
 
 @torch.no_grad()
 def dynamic_trace(model: TransformerLM, split: np.ndarray, symbols: str | None,
                   device: torch.device, n: int = 300) -> dict | None:
-    """Dynamic span z_t along the first n characters of a split, averaged over layers and heads
-    (adaptive-span Figure 5); None for models without a dynamic span."""
-    policies = [b.attn.span_policy for b in model.blocks]
-    if not all(isinstance(p, DynamicSpan) for p in policies):
-        return None
+    """Effective span z_t + R along the first n characters of a split, averaged over layers and
+    heads (adaptive-span Figure 5); None for models whose spans do not depend on the input."""
     was_training = model.training
     model.eval()
     ids = np.asarray(split[:n], dtype=np.int64)
     model(torch.from_numpy(ids)[None].to(device))
-    z = torch.stack([p.z_t[0].mean(dim=(0, 2)) for p in policies]).mean(0)  # (n,)
+    traces = [b.attn.span_trace() for b in model.blocks]
     model.train(was_training)
+    if any(t is None for t in traces):
+        return None
+    z = torch.stack([t[0].mean(dim=0) for t in traces]).mean(0)  # (n,)
     text = "".join(symbols[i] for i in ids) if symbols else bytes(ids.tolist()).decode("latin-1")
     return {"text": text, "z": z.cpu().tolist()}
 
@@ -262,7 +279,8 @@ def train(cfg: Config, out_dir: Path, *, report: Report | None = None, progress:
 
         last = state["step"] == t.steps
         if state["step"] % t.eval_every == 0 or last:
-            dev_bpc = evaluate(model, corpus.dev, eval_bs, t.block, device, t.eval_tokens)
+            dev = evaluate(model, corpus.dev, eval_bs, t.block, device, t.eval_tokens)
+            dev_bpc = dev.bpc
             improved = dev_bpc < state["best_dev"]
             if improved:
                 state["best_dev"], state["bad_evals"] = dev_bpc, 0
@@ -274,7 +292,7 @@ def train(cfg: Config, out_dir: Path, *, report: Report | None = None, progress:
                        "train_bpc": float(np.mean(state["losses"][-t.eval_every:])) / LN2,
                        "dev_bpc": dev_bpc, "lr": lr, "tokens_per_s": tok_s,
                        "train_time_s": state["train_time"], "peak_mem_mb": peak_memory_mb(device),
-                       "mean_span": span_stats(model)["mean_span"]}
+                       "mean_span": dev.mean_span}
             state["history"].append(metrics)
             if progress:
                 bar.write(f"step {state['step']}: dev bpc {dev_bpc:.4f}")
@@ -287,23 +305,35 @@ def train(cfg: Config, out_dir: Path, *, report: Report | None = None, progress:
 
     best = torch.load(out_dir / "best.pt", map_location=device, weights_only=True)
     model.load_state_dict(best["model"])
+    dev, test = (evaluate(model, split, eval_bs, t.block, device)
+                 for split in (corpus.dev, corpus.test))
+    counted = counted_flops(model)
+    # spans and #FLOPS as measured over the dev split: for a dynamic span, the mean z_t + R and
+    # the widest window its forwards computed (for the others, their spans and windows)
+    mean_spans = [float(np.mean(h)) for h in dev.head_spans]
     result = {
-        "dev_bpc": evaluate(model, corpus.dev, eval_bs, t.block, device),
-        "test_bpc": evaluate(model, corpus.test, eval_bs, t.block, device),
+        "dev_bpc": dev.bpc, "test_bpc": test.bpc,
         "steps": state["step"], "tokens": state["tokens"], "stopped_early": stopped_early,
         "tokens_per_s": state["tokens"] / max(state["train_time"], 1e-9),
         "peak_mem_mb": peak_memory_mb(device),
         "params": sum(p.numel() for p in model.parameters()),
         "params_non_embedding": sum(p.numel() for n, p in model.named_parameters()
                                     if not n.startswith(("emb.", "head."))),
-        **{f"flops_{w}": analytic_flops(model, w) for w in ("full", "mean", "max")},
-        **span_stats(model),
+        "flops_full": analytic_flops(model, "full"),
+        "flops_mean": analytic_flops(model, spans=mean_spans),
+        "flops_max": analytic_flops(model, spans=dev.layer_max_span),
+        "flops_position": flops_parts(model, spans=dev.layer_max_span)["position"],
+        "flops_counted": counted["flops_counted"],
+        "flops_executed": counted["flops_counted_executed"],
+        "flops_cache_reprojection": counted["cache_reprojection"],
+        "mean_span": dev.mean_span, "layer_max_span": dev.layer_max_span,
+        "head_spans": dev.head_spans,
         # the floor of what this model can see: L layers of span S reach L (S - 1) + 1 back
         "floor_bpc": synthetic.floor_at(corpus.meta, cfg.model.n_layers * (cfg.model.span - 1) + 1),
         "entropy_rate": corpus.meta.get("floor_bpc"), "prefix": corpus.meta.get("prefix", False),
+        "layer": model.blocks[0].attn.describe(),  # what the variant is, for tables and reports
         "mixing": mixing_matrices(model),
         "dynamic_trace": dynamic_trace(model, corpus.dev, corpus.meta.get("symbols"), device),
-        "flops_counted": counted_flops(model)["flops_counted"],  # after span_stats: it runs a step
         "history": state["history"],
     }
     (out_dir / "result.json").write_text(json.dumps(result, indent=2))

@@ -49,19 +49,29 @@ def test_uniform_predictor_scores_log2_vocab(name):
     assert bpc == pytest.approx(math.log2(corpus.vocab_size), rel=1e-6)
 
 
-@pytest.mark.parametrize("batch_size,block", [(1, 7), (3, 10), (4, 1000), (8, 5), (150, 3)])
-def test_eval_batches_cover_every_target_once(batch_size, block):
+@pytest.mark.parametrize("batch_size,block,context", [
+    (1, 7, 0), (3, 10, 0), (4, 1000, 0), (8, 5, 0), (150, 3, 0),
+    (1, 7, 20), (3, 10, 12), (8, 5, 9), (4, 16, 60), (150, 3, 4), (3, 10, 500)])
+def test_eval_batches_cover_every_target_once(batch_size, block, context):
+    """Every target once; each scored target follows its `context` preceding characters (or all
+    of the text before it) in its own stream; streams are consecutive text, padding last."""
     n = 101
     positions = np.arange(n)  # token value = its position
-    xs, ys = zip(*data.eval_batches(positions, batch_size, block), strict=True)
+    xs, ys = zip(*data.eval_batches(positions, batch_size, block, context), strict=True)
     assert all(x.shape == y.shape == (batch_size, block) for x, y in zip(xs, ys, strict=True))
     x, y = torch.cat(xs, 1).numpy(), torch.cat(ys, 1).numpy()
     valid = y != -100
     np.testing.assert_array_equal(np.sort(y[valid]), np.arange(1, n))
     np.testing.assert_array_equal(x[valid], y[valid] - 1)
-    for row, keep in zip(y, valid, strict=True):  # each stream: consecutive text, padding last
-        assert not keep[keep.argmin() :].any() or keep.all()
+    for row_x, row, keep in zip(x, y, valid, strict=True):
+        if not keep.any():
+            continue
+        first, last = keep.argmax(), len(keep) - keep[::-1].argmax()
+        assert keep[first:last].all()  # one scored run, then padding
         assert (np.diff(row[keep]) == 1).all()
+        seen = row[first] - 1 - row_x[0]  # characters read before the first scored one
+        assert row_x[0] == 0 or seen == context  # the text's start, or exactly the context
+        assert (np.diff(row_x[: last]) == 1).all()  # inputs: consecutive text
 
 
 def test_train_batches_rows_are_consecutive_and_wrap():

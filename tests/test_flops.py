@@ -9,8 +9,8 @@ from bench.flops import (
     MATMUL_LIKE,
     ZERO_OPS,
     analytic_flops,
-    attention_flops,
     counted_flops,
+    flops_parts,
     flops_report,
     layer_span,
     set_spans,
@@ -18,11 +18,12 @@ from bench.flops import (
 from bench.model import TransformerLM
 
 V = 64
-# (d_model, n_layers, n_heads, d_ff, span, attention options, learned spans z: (lo, hi) or None)
+# (d_model, n_layers, n_heads, d_ff, span, attention options, learned effective spans z + R:
+#  (lo, hi) or None)
 CONFIGS = {
     "base": (32, 2, 4, 64, 24, {}, None),
     "wide": (48, 3, 6, 80, 40, {"ramp": 8.0}, None),
-    "trimmed": (32, 2, 4, 64, 300, {}, (5.0, 130.0)),  # windows: adaptive 192, dynamic 128
+    "trimmed": (32, 2, 4, 64, 300, {}, (37.0, 162.0)),  # windows: adaptive 192, dynamic 128
 }
 COMPOSITIONS = [  # variants.build options beyond the registered presets
     ("talking-heads", dict(h=6, h_v=3, d_k=8, d_v=12)),  # h_k = 4 != h = 6 != h_v = 3
@@ -38,19 +39,21 @@ def build(variant, cfg="base", **extra):
     D, L, H, F, S, attn, z = CONFIGS[cfg]
     torch.manual_seed(0)
     model = TransformerLM(V, D, L, H, F, span=S, variant=variant, attn={**attn, **extra})
-    if z is not None:  # z spread over the heads, so the mean span differs from the window
+    learned = model.blocks[0].attn.describe()["learned_spans"]
+    if z is not None and learned:  # spans spread over the heads: mean span != the window
         set_spans(model, torch.linspace(*z, model.blocks[0].attn.span_policy.n_heads))
     return model
 
 
 def check(model):
-    """Counted equals analytic at the executed windows, split by what scales with the window."""
+    """Counted equals analytic (#FLOPS plus the q.p term) at the executed windows, split by what
+    scales with the window."""
     c = counted_flops(model)
-    D = model.emb.embedding_dim
     assert c["skipped"] == {}
-    assert c["flops_counted"] == pytest.approx(analytic_flops(model, "max"), rel=5e-3)
-    core = sum(attention_flops(b.attn, D, layer_span(b.attn, "max"))
-               - attention_flops(b.attn, D, 0) for b in model.blocks)
+    assert c["flops_counted"] == pytest.approx(analytic_flops(model, "max", position=True),
+                                               rel=5e-3)
+    core = sum(b.attn.flops(layer_span(b.attn, "max"), position=True)
+               - b.attn.flops(0, position=True) for b in model.blocks)
     assert c["attention"] == pytest.approx(core, rel=5e-3)
     assert c["flops_counted_executed"] == c["flops_counted"] + c["cache_reprojection"]
     return c
@@ -70,11 +73,14 @@ def test_counted_equals_analytic_compositions(variant, options):
 
 
 def test_hand_computed_step():
-    """Fixed, D 32, 4 heads, S 24, F 64, 2 layers, V 64: per layer 4 D^2 + 2 D F + 3 D S; the
-    executed graph also projects the 23 cached states through W_k and W_v (2 D^2 each)."""
-    c = counted_flops(build("fixed"))
-    per_layer = 4 * 32**2 + 2 * 32 * 64 + 3 * 32 * 24
-    assert c["flops_counted"] == 2 * per_layer + 32 * V
+    """Fixed, D 32, 4 heads, S 24, F 64, 2 layers, V 64: #FLOPS is the paper's 4 D^2 + 2 D F +
+    2 D S per layer; the executed graph adds q.p (D S) and projects the 23 cached states through
+    W_k and W_v again (2 D^2 each)."""
+    model = build("fixed")
+    c = counted_flops(model)
+    paper = 4 * 32**2 + 2 * 32 * 64 + 2 * 32 * 24
+    assert analytic_flops(model, "full") == 2 * paper + 32 * V
+    assert c["flops_counted"] == 2 * (paper + 32 * 24) + 32 * V
     assert c["cache_reprojection"] == 2 * 23 * 2 * 32**2
 
 
@@ -87,8 +93,7 @@ def test_trimming_lowers_counted_flops():
     set_spans(model, torch.tensor(float(S)))
     full = counted_flops(model)
     for b, z in zip(model.blocks, (20.0, 80.0), strict=True):
-        b.attn.span_policy.z_prime.data.fill_(z / S)
-        b.attn.clamp_()
+        b.attn.set_spans(z + 32)
     assert [b.attn.span_policy.window for b in model.blocks] == [64, 128]
     trimmed = counted_flops(model)
     dropped = (S - 64) + (S - 128)
@@ -109,5 +114,35 @@ def test_flops_report():
     r = flops_report(model)
     assert r["params"] == sum(p.numel() for p in model.parameters())
     assert r["params"] - r["params_non_embedding"] == 2 * V * 32 + V  # embedding, output layer
-    assert r["flops_counted"] == pytest.approx(r["flops_max"], rel=5e-3)
+    counted = r["flops_executed"] - r["flops_cache_reprojection"]
+    assert counted == pytest.approx(r["flops_max"] + r["flops_position"], rel=5e-3)
     assert r["flops_mean"] < r["flops_max"] < r["flops_full"]
+
+
+def paper_small(variant="fixed", span=8192, vocab=256):
+    """The adaptive-span paper's small model: 12 layers, D 512, F 2048, 8 heads."""
+    torch.manual_seed(0)
+    return TransformerLM(vocab, 512, 12, 8, 2048, span=span, variant=variant)
+
+
+def test_paper_small_model_flops():
+    """Adaptive-span Table 1: the small text8 model at mean span 314 costs about 42M #FLOPS
+    (4 D^2 + 2 D F + 2 D s per layer; q.p would add 1.9M), 3x less than at S = 8192."""
+    model = paper_small("adaptive", vocab=27)
+    set_spans(model, 314.0)  # z + R = 314 in every head
+    flops = analytic_flops(model, "mean")
+    assert abs(flops - 42e6) / 42e6 < 0.015, flops
+    assert flops_parts(model, "mean")["position"] == 12 * 512 * 314
+    assert analytic_flops(model, "full") > 3 * flops
+
+
+@pytest.mark.parametrize("span,part,share", [(256, "feed_forward", 0.62),
+                                             (8192, "attention", 0.82)])
+def test_paper_flops_shares(span, part, share):
+    """Adaptive-span section 4: in a fixed-span small model the feed-forward layers are 62% of
+    the FLOPs at S = 256, and attention is 82% at S = 8192 (within 1 point)."""
+    with torch.device("meta"):
+        model = paper_small(span=span)
+    parts = flops_parts(model, "full")
+    total = parts["attention"] + parts["feed_forward"] + parts["output"]
+    assert abs(parts[part] / total - share) < 0.01, parts[part] / total

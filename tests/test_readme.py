@@ -22,6 +22,8 @@ def test_add_a_variant_example(capsys):
         x = torch.randn(1, 20, 32, requires_grad=True)
         layer(x)[:, 5].sum().backward()
         assert (x.grad[:, 6:] == 0).all()  # still causal
-        assert "torch.Size([2, 32, 64])" in capsys.readouterr().out
+        out = capsys.readouterr().out
+        assert "torch.Size([2, 32, 64])" in out
+        assert "DecaySpan 36864.0" in out  # the layer's own description and #FLOPS per query
     finally:
         registry._FACTORIES.pop("decay", None)

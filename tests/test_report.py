@@ -13,7 +13,9 @@ from mlflow.entities import Metric, Param
 from PIL import Image
 from scipy.stats import ttest_rel
 
+import variants
 from bench import report
+from bench.tracking import flatten
 
 D = 64
 # dev bpc per (variant, S) and seed: adaptive is clearly better at S=64, not at S=128
@@ -34,7 +36,11 @@ def log_trial(client, exp, parent, params, final, *, seed=0, status="FINISHED", 
     params = {"model.d_model": D, "model.n_layers": 2, "train.steps": 20, "data.name": "synthetic",
               "dataset.prefix": False, "seed": seed, **params}
     metrics = []
-    if status == "FINISHED":
+    if status == "FINISHED":  # the trainer logs what the layer says it is
+        layer = variants.build(params["model.variant"], d_model=D,
+                               n_heads=params.get("model.n_heads", 4),
+                               span=params.get("model.span", 64)).describe()
+        params.update(flatten({"layer": layer}))
         for step, frac in ((10, 0.5), (20, 1.0)):  # per-eval history, ending at the final dev
             metrics += [Metric(k, v, 0, step) for k, v in (
                 ("dev_bpc", final["final_dev_bpc"] + 1 - frac), ("tokens", 1e4 * frac),
@@ -370,3 +376,31 @@ def test_findings_from_the_sweeps_grid_file(store, tmp_path):
 def test_no_claims_no_findings(span_report):
     paths, printed, _ = span_report
     assert not any(p.name.startswith("findings") for p in paths) and "findings" not in printed
+
+
+def test_identity_distance_under_the_mixing_heatmaps(store):
+    """Figure 1 states each matrix's distance from the identity (0 at the default start) and the
+    start it was trained from."""
+    from matplotlib.figure import Figure
+
+    assert report.identity_distance(np.eye(3)) == 0
+    assert report.identity_distance(np.eye(2, 4) * 3) == pytest.approx(2.0)
+    assert report.identity_distance(np.zeros((4, 4))) == 1
+    sweep = report.load_sweep("heads", store[0])
+    fig = Figure()
+    assert report.fig_mixing(sweep, fig)
+    P = np.array(report._result(sweep, report._pick(sweep.runs, sweep.runs["mixing"] == "both"))
+                 ["mixing"][-1]["P_l"])
+    assert f"= {report.identity_distance(P):.2f}" in fig.axes[0].get_xlabel()
+    assert "identity + noise, the default" in fig._suptitle.get_text()
+
+
+def test_policies_come_from_the_runs_layer_description():
+    """A variant the presets do not know (a plugin's) is labelled by what its layer logged."""
+    df = pd.DataFrame({"run_id": ["r1"], "model.variant": ["decay"], "layer.span_policy":
+                       ["DecaySpan"], "layer.mixing": ["both"], "layer.P_l": ["true"],
+                       "layer.P_w": ["true"], "layer.h_k": [4], "layer.h": [6],
+                       "layer.h_v": [4], "layer.d_k": [16], "layer.d_v": [16]})
+    row = report._derive(df, ["model.variant"]).iloc[0]
+    assert (row["span_policy"], row["mixing"], row["P_l"], row["P_w"], row["h"]) == (
+        "DecaySpan", "both", "yes", "yes", 6)

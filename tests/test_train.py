@@ -97,6 +97,9 @@ def test_tiny_learns_enwik8(tmp_path, variant):
     (["--variant", "sparse"], "sparse"),
     (["--set", "model.span=-3"], "model.span"),
     (["--set", "train.lr"], "key=value"),
+    (["--set", "model.shared_pe=sometimes"], "model.shared_pe"),
+    (["--set", "model.attn.key_pe=1"], "key_pe"),  # the body's table, not an option
+    (["--variant", "talking-heads", "--set", "model.attn.mix_init=orthogonal"], "mix_init"),
 ])
 def test_cli_user_errors(tmp_path, capsys, args, needle):
     args = [a.replace("{tmp}", str(tmp_path)) for a in args]
@@ -104,3 +107,55 @@ def test_cli_user_errors(tmp_path, capsys, args, needle):
     err = capsys.readouterr().err
     assert needle in err and "Traceback" not in err
     assert not (tmp_path / "run" / "checkpoint.pt").exists()
+
+
+def eval_model(variant):
+    import torch
+
+    from bench.model import TransformerLM
+
+    torch.manual_seed(0)
+    model = TransformerLM(64, 32, 3, 4, 64, span=32, variant=variant,
+                          attn={"ramp": 4.0, "gate_bias": 0.0})
+    if variant == "adaptive":
+        for b in model.blocks:
+            b.attn.span_policy.z_prime.data.uniform_(0.1, 0.6)
+            b.attn.clamp_()
+    return model
+
+
+@pytest.mark.parametrize("variant", ["fixed", "adaptive", "dynamic", "talking-heads"])
+def test_eval_bpc_independent_of_batch_size(variant):
+    """Each eval stream first reads the model's reach (3 layers x 31 cached states) unscored, so
+    every character is scored with the context one stream gives it: batch 1 = batch 8."""
+    import torch
+
+    from bench.train import evaluate
+
+    model = eval_model(variant)
+    split = np.random.default_rng(0).integers(0, 64, 1201).astype(np.uint8)
+    one, eight = (evaluate(model, split, bs, 60, torch.device("cpu")) for bs in (1, 8))
+    assert model.reach == 3 * 31
+    assert one.bpc == pytest.approx(eight.bpc, rel=1e-6, abs=0)
+    for a, b in zip(one.head_spans, eight.head_spans, strict=True):
+        assert a == pytest.approx(b, rel=1e-5)
+
+
+def test_dynamic_span_statistics_over_the_split():
+    """A dynamic span's head spans are the mean of z_t + R over every scored character of the
+    split (a one-pass forward over it gives the same), whatever the last forward was."""
+    import torch
+
+    from bench.train import evaluate
+
+    model = eval_model("dynamic").eval()
+    split = np.random.default_rng(1).integers(0, 64, 801).astype(np.uint8)
+    ev = evaluate(model, split, 4, 32, torch.device("cpu"))
+    with torch.no_grad():
+        model(torch.from_numpy(split[:-1].astype(np.int64))[None])  # inputs of the 800 targets
+        want = [b.attn.span_trace()[0].mean(dim=1).tolist() for b in model.blocks]
+        model(torch.from_numpy(split[:50].astype(np.int64))[None])  # a later, different forward
+    for got, ref in zip(ev.head_spans, want, strict=True):
+        assert got == pytest.approx(ref, rel=1e-5)
+    assert ev.mean_span == pytest.approx(np.mean(want), rel=1e-5)
+    assert all(math.isnan(s) for s in model.blocks[0].attn.spans())  # no state to read later

@@ -1,5 +1,7 @@
 """One attention layer = a span policy composed with a head-mixing policy."""
 
+import inspect
+
 import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
@@ -14,13 +16,29 @@ def _check(name: str, value, ok: bool, allowed: str) -> None:
         raise ValueError(f"{name}={value!r} is invalid: expected {allowed}")
 
 
-def check_options(d_model: int, n_heads: int, span: int, span_policy: str, mixing: str,
-                  h_k: int | None, h: int | None, h_v: int | None, d_k: int | None,
-                  d_v: int | None, ramp: float, trim_step: int, dropout: float,
+SpanArg = str | type[sp.SpanPolicy]
+MixingArg = str | type[mix.MixingPolicy]
+
+
+def _policy(kind: str, value, names: dict, base: type) -> None:
+    ok = value in names if isinstance(value, str) else (
+        isinstance(value, type) and issubclass(value, base))
+    _check(kind, value, ok, f"one of {tuple(names)}, or a subclass of {base.__name__}")
+
+
+def _construct(cls: type, options: dict, **fixed) -> nn.Module:
+    """cls(**the options its constructor names, **fixed): how a policy class is built."""
+    params = inspect.signature(cls).parameters
+    return cls(**{k: v for k, v in options.items() if k in params}, **fixed)
+
+
+def check_options(d_model: int, n_heads: int, span: int, span_policy: SpanArg,
+                  mixing: MixingArg, h_k: int | None, h: int | None, h_v: int | None,
+                  d_k: int | None, d_v: int | None, ramp: float, trim_step: int, dropout: float,
                   chunk: int | None) -> tuple[int, int, int, int, int]:
     """Validate a layer's options before anything is allocated; return h_k, h, h_v, d_k, d_v."""
-    _check("span_policy", span_policy, span_policy in sp.POLICIES, f"one of {sp.POLICIES}")
-    _check("mixing", mixing, mixing in mix.POLICIES, f"one of {mix.POLICIES}")
+    _policy("span_policy", span_policy, sp.POLICIES, sp.SpanPolicy)
+    _policy("mixing", mixing, mix.POLICIES, mix.MixingPolicy)
     for name, v in (("d_model", d_model), ("n_heads", n_heads), ("span", span),
                     ("trim_step", trim_step)):
         _check(name, v, isinstance(v, int) and v > 0, "a positive int")
@@ -48,33 +66,48 @@ class Attention(nn.Module):
     ever empty. forward(x (B, M, D), cache (B, C, D) | None) -> (B, M, D); the caller keeps the
     last `cache_size` inputs as the next block's cache (Transformer-XL, no gradient through it).
     Masks are applied after the pre-softmax mixing P_l, so mixing never sees -inf.
+    `span_policy` and `mixing` are registered names or policy classes (built with the options
+    their constructors name). `key_pe` (S, d_k) is a relative-position table owned by the caller
+    (the model body passes one table to every layer, as the adaptive-span reference does); None:
+    the layer has its own. The layer describes itself (`describe`, `flops`, `spans`,
+    `span_trace`) and sets learned spans (`set_spans`), so tools never probe its policies.
     """
 
-    def __init__(self, d_model: int, n_heads: int, span: int, *, span_policy: str = "fixed",
-                 mixing: str = "none", h_k: int | None = None, h: int | None = None,
+    def __init__(self, d_model: int, n_heads: int, span: int, *, span_policy: SpanArg = "fixed",
+                 mixing: MixingArg = "none", h_k: int | None = None, h: int | None = None,
                  h_v: int | None = None, d_k: int | None = None, d_v: int | None = None,
                  ramp: float = 32.0, span_loss: float = 2e-6, trim: bool = True,
                  trim_step: int = 64, gate_bias: float = -4.0, dropout: float = 0.0,
-                 mix_noise: float = 0.0, chunk: int | None = None) -> None:
+                 mix_noise: float = 0.0, mix_init: str = "identity", chunk: int | None = None,
+                 key_pe: nn.Parameter | None = None) -> None:
         super().__init__()
+        _check("mix_init", mix_init, mix_init in mix.INITS, f"one of {mix.INITS}")
         h_k, h, h_v, d_k, d_v = check_options(d_model, n_heads, span, span_policy, mixing, h_k, h,
                                               h_v, d_k, d_v, ramp, trim_step, dropout, chunk)
+        if key_pe is not None:
+            _check("key_pe", tuple(key_pe.shape), tuple(key_pe.shape) == (span, d_k),
+                   f"a relative-position table of shape (span, d_k) = ({span}, {d_k})")
         self.S, self.chunk = span, chunk
-        if span_policy == "fixed":
-            self.span_policy = sp.FixedSpan(h, span)
-        elif span_policy == "adaptive":
-            self.span_policy = sp.AdaptiveSpan(h, span, ramp, span_loss, trim, trim_step)
-        else:
-            self.span_policy = sp.DynamicSpan(d_model, h, span, ramp, span_loss, trim, trim_step,
-                                              gate_bias)
-        if mixing == "gbma":
-            self.mixing = mix.GBMA(d_model, span, h, d_k)
-        else:
-            self.mixing = mix.MultiHead(d_model, span, h_k, h, h_v, d_k, d_v,
-                                        mix_logits=mixing in ("logits", "both"),
-                                        mix_weights=mixing in ("weights", "both"),
-                                        mix_noise=mix_noise)
+        options = dict(d_model=d_model, n_heads=h, span=span, ramp=ramp, span_loss=span_loss,
+                       trim=trim, trim_step=trim_step, gate_bias=gate_bias)
+        cls = sp.POLICIES[span_policy] if isinstance(span_policy, str) else span_policy
+        self.span_policy = _construct(cls, options)
+        options = dict(d_model=d_model, span=span, h_k=h_k, h=h, h_v=h_v, d_k=d_k, d_v=d_v,
+                       mix_noise=mix_noise, mix_init=mix_init, key_pe=key_pe)
+        cls, fixed = mix.POLICIES[mixing] if isinstance(mixing, str) else (mixing, {})
+        self.mixing = _construct(cls, options, **fixed)
         self.drop = nn.Dropout(dropout)
+
+    @property
+    def key_pe(self) -> nn.Parameter:
+        """(S, d_k) relative-position table p_x of distance x, shared by the heads (key side)."""
+        return self.mixing.key_pe
+
+    @property
+    def window(self) -> int:
+        """Distances the layer computes: S, or trimmed to what its learned spans use (for an
+        input-dependent span, that of the last forward)."""
+        return self.span_policy.window
 
     @property
     def cache_size(self) -> int:
@@ -116,12 +149,39 @@ class Attention(nn.Module):
         w = logits.masked_fill(m == 0, float("-inf")).softmax(dim=-1) * m
         return w / w.sum(dim=-1, keepdim=True)
 
+    def flops(self, s: float, position: bool = False) -> float:
+        """Multiply-adds per query attending over s keys, in the adaptive-span paper's #FLOPS
+        convention (4 D^2 + 2 D s by default, + talking-heads maps and span gates); `position`
+        adds the relative-position term q.p, which the layer executes but #FLOPS leaves out."""
+        extra = self.mixing.position_flops(s) if position else 0.0
+        return self.span_policy.flops() + self.mixing.flops(s) + extra
+
+    def describe(self) -> dict:
+        """What the layer is, as tables and reports name it: span policy, mixing (and whether it
+        learns P_l, P_w), heads (h_k query/key, h softmax, h_v value), widths d_k, d_v, the span
+        limit S, and whether the spans are learned. Its cost per query at s keys is `flops(s)`."""
+        m = self.mixing
+        mats = m.matrices()
+        return {"span_policy": self.span_policy.name, "mixing": m.name, "P_l": "P_l" in mats,
+                "P_w": "P_w" in mats, "h_k": m.h_k, "h": m.h, "h_v": m.h_v, "d_k": m.d_k,
+                "d_v": m.d_v, "S": self.S, "learned_spans": self.span_policy.learned}
+
+    def set_spans(self, spans: Tensor | float) -> None:
+        """Set the effective spans (z + R, at most S; one value or one per softmax head) as if
+        learned, and trim the window to them. A ValueError where the spans are not learned."""
+        self.span_policy.set_spans(spans)
+
     def span_loss(self) -> Tensor:
         return self.span_policy.loss()
 
     def spans(self) -> Tensor:
-        """(h,) effective span per softmax head."""
+        """(h,) effective span per softmax head (NaN where the span depends on the input)."""
         return self.span_policy.spans()
+
+    def span_trace(self) -> Tensor | None:
+        """(B, h, M) effective span of every query of the forward just run, where the span
+        depends on the input (dynamic); None otherwise."""
+        return self.span_policy.trace()
 
     def clamp_(self) -> None:
         self.span_policy.clamp_()

@@ -1,9 +1,13 @@
 """Head-mixing policies: none, logits (P_l), weights (P_w), both (talking heads), gbma."""
 
+from .base import MixingPolicy
 from .gbma import GBMA
 from .multihead import MultiHead
-from .talking import HeadMix
+from .talking import INITS, HeadMix
 
-POLICIES = ("none", "logits", "weights", "both", "gbma")
+# name -> (class, the options the name fixes)
+POLICIES = {"none": (MultiHead, {}), "logits": (MultiHead, {"mix_logits": True}),
+            "weights": (MultiHead, {"mix_weights": True}),
+            "both": (MultiHead, {"mix_logits": True, "mix_weights": True}), "gbma": (GBMA, {})}
 
-__all__ = ["GBMA", "POLICIES", "HeadMix", "MultiHead"]
+__all__ = ["GBMA", "INITS", "POLICIES", "HeadMix", "MixingPolicy", "MultiHead"]

@@ -6,6 +6,7 @@ import torch
 from torch import Tensor, nn
 
 from ..band import band, unband
+from .base import MixingPolicy
 from .talking import HeadMix
 
 
@@ -13,26 +14,51 @@ def _uniform(*shape: int, bound: float) -> nn.Parameter:
     return nn.Parameter(torch.empty(*shape).uniform_(-bound, bound))
 
 
-class MultiHead(nn.Module):
+class MultiHead(MixingPolicy):
     """Q, K (h_k heads of d_k), V (h_v heads of d_v), O; P_l: h_k -> h, P_w: h -> h_v.
 
     Relative positions (Shaw et al.): s_tr = q_t . (k_r + p_{t-r}) / sqrt(d_k), with one table
-    `key_pe` (S, d_k) shared by all heads of the layer, N(0, 1) as in the paper.
+    `key_pe` (S, d_k) shared by all heads, N(0, 1) as in the paper: the caller's table when given
+    (one for every layer of a model), else the layer's own.
     The attention layer calls query/memory once per block and logits/attend per query chunk.
     """
 
     def __init__(self, d_model: int, span: int, h_k: int, h: int, h_v: int, d_k: int, d_v: int,
-                 mix_logits: bool, mix_weights: bool, mix_noise: float = 0.0) -> None:
+                 mix_logits: bool = False, mix_weights: bool = False, mix_noise: float = 0.0,
+                 mix_init: str = "identity", key_pe: nn.Parameter | None = None) -> None:
         super().__init__()
-        self.h_k, self.h_v, self.d_k, self.d_v = h_k, h_v, d_k, d_v
+        self.d_model, self.h_k, self.h, self.h_v = d_model, h_k, h, h_v
+        self.d_k, self.d_v = d_k, d_v
         b = 1 / math.sqrt(d_model)
         self.W_q = _uniform(d_model, h_k * d_k, bound=b)
         self.W_k = _uniform(d_model, h_k * d_k, bound=b)
         self.W_v = _uniform(d_model, h_v * d_v, bound=b)
         self.W_o = _uniform(h_v * d_v, d_model, bound=b)
-        self.key_pe = nn.Parameter(torch.randn(span, d_k))
-        self.P_l = HeadMix(h_k, h, mix_noise) if mix_logits else None
-        self.P_w = HeadMix(h, h_v, mix_noise) if mix_weights else None
+        self.key_pe = key_pe if key_pe is not None else nn.Parameter(torch.randn(span, d_k))
+        self.P_l = HeadMix(h_k, h, mix_noise, mix_init) if mix_logits else None
+        self.P_w = HeadMix(h, h_v, mix_noise, mix_init) if mix_weights else None
+
+    @property
+    def name(self) -> str:
+        """none, logits (P_l), weights (P_w) or both (talking heads)."""
+        return {(False, False): "none", (True, False): "logits", (False, True): "weights",
+                (True, True): "both"}[self.P_l is not None, self.P_w is not None]
+
+    def matrices(self) -> dict[str, Tensor]:
+        return {k: m.P for k, m in (("P_l", self.P_l), ("P_w", self.P_w)) if m is not None}
+
+    def flops(self, s: float) -> float:
+        """Multiply-adds per query attending over s keys, in the adaptive-span paper's #FLOPS
+        convention: projections 2 D (h_k d_k + h_v d_v) (4 D^2 by default), q.k and w.v
+        s (h_k d_k + h_v d_v) (its 2 D s), talking-heads maps s (h_k h + h h_v)."""
+        qk, vo = self.h_k * self.d_k, self.h_v * self.d_v
+        mixing = (self.h_k * self.h if self.P_l is not None else 0) + (
+            self.h * self.h_v if self.P_w is not None else 0)
+        return 2 * self.d_model * (qk + vo) + s * (qk + vo + mixing)
+
+    def position_flops(self, s: float) -> float:
+        """The relative-position term q.p over s keys (h_k d_k s): executed, not in #FLOPS."""
+        return s * self.h_k * self.d_k
 
     def query(self, x: Tensor) -> Tensor:
         """x (B, M, D) -> q / sqrt(d_k) (B, h_k, M, d_k)."""

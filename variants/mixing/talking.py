@@ -1,22 +1,32 @@
 """Talking-heads projection (Shazeer et al. 2020): a learned linear map across the heads dim."""
 
+import math
+
 import torch
 from torch import Tensor, nn
+
+INITS = ("identity", "random")
 
 
 class HeadMix(nn.Module):
     """P[h_in, h_out] applied to (B, h_in, M, W) logits (P_l) or weights (P_w) -> (B, h_out, M, W).
 
-    Initialised to the identity (rectangular when h_in != h_out), plus optional small noise:
-    a fresh talking-heads layer then computes exactly multi-head attention, so it starts from the
-    baseline it is compared with and keeps the logits' scale (a random mix would change the
-    softmax temperature). The map replaces the logits rather than adding to them: a residual
-    logits + mix(logits) would double the logits at this initialisation.
+    init "identity" (the default): the identity (rectangular when h_in != h_out), plus optional
+    small noise: a fresh talking-heads layer then computes exactly multi-head attention, so it
+    starts from the baseline it is compared with and keeps the logits' scale. init "random":
+    N(0, 1/h_in) entries, which keep the scale on average but start from no head structure, so
+    whether trained matrices end up "not diagonal or sparse" (the paper's Figure 1) can be told
+    apart from where the identity start leaves them. The map replaces the logits rather than
+    adding to them: a residual logits + mix(logits) would double the logits at the identity.
     """
 
-    def __init__(self, h_in: int, h_out: int, noise: float = 0.0) -> None:
+    def __init__(self, h_in: int, h_out: int, noise: float = 0.0, init: str = "identity") -> None:
         super().__init__()
-        self.P = nn.Parameter(torch.eye(h_in, h_out) + noise * torch.randn(h_in, h_out))
+        if init not in INITS:
+            raise ValueError(f"mix_init={init!r} is invalid: expected one of {INITS}")
+        start = torch.eye(h_in, h_out) if init == "identity" else (
+            torch.randn(h_in, h_out) / math.sqrt(h_in))
+        self.P = nn.Parameter(start + noise * torch.randn(h_in, h_out))
 
     def forward(self, a: Tensor) -> Tensor:
         B, h_in, M, W = a.shape

@@ -5,6 +5,6 @@ from .base import SpanPolicy
 from .dynamic import DynamicSpan
 from .fixed import FixedSpan
 
-POLICIES = ("fixed", "adaptive", "dynamic")
+POLICIES = {cls.name: cls for cls in (FixedSpan, AdaptiveSpan, DynamicSpan)}
 
 __all__ = ["POLICIES", "AdaptiveSpan", "DynamicSpan", "FixedSpan", "SpanPolicy"]

@@ -5,6 +5,8 @@ from torch import Tensor, nn
 
 from .base import SpanPolicy, soft_mask, trimmed_window
 
+GROWTH = 64  # cached states kept beyond the window: "a span might increase" (the reference's 64)
+
 
 class AdaptiveSpan(SpanPolicy):
     """z_i = S * z'_i with z'_i in [0, 1], initialised 0; mask m_z(x) with ramp R.
@@ -12,10 +14,13 @@ class AdaptiveSpan(SpanPolicy):
     The layer only computes the distances its widest head can use (max z + R, rounded up to
     `trim_step`), so FLOPs and the cache shrink with the learned spans. The window is a
     Python int recomputed in `clamp_()`, once per optimiser step, never read with `.item()`
-    inside a forward.
+    inside a forward. The cache keeps GROWTH states more than the window needs, as the reference
+    does, so the first block after the window grows (by up to GROWTH) still sees real keys.
     """
 
-    def __init__(self, n_heads: int, span: int, ramp: float, span_loss: float,
+    name, learned = "adaptive", True
+
+    def __init__(self, n_heads: int, span: int, ramp: float = 32.0, span_loss: float = 2e-6,
                  trim: bool = True, trim_step: int = 64, z_init: float = 0.0) -> None:
         super().__init__(n_heads, span)
         self.ramp, self.lam, self.trim, self.trim_step = ramp, span_loss, trim, trim_step
@@ -26,6 +31,11 @@ class AdaptiveSpan(SpanPolicy):
     def z(self) -> Tensor:
         return self.S * self.z_prime
 
+    @property
+    def cache_size(self) -> int:
+        """min(S, W + GROWTH) - 1: the reference's min(S, S - trim + 64) in this layer's terms."""
+        return min(self.S, self.window + GROWTH) - 1
+
     def mask(self, dist: Tensor, rows: slice) -> Tensor:
         return soft_mask(self.z, dist, self.ramp)  # (h, 1, W): the same for every query
 
@@ -35,6 +45,13 @@ class AdaptiveSpan(SpanPolicy):
 
     def spans(self) -> Tensor:
         return (self.z.detach().flatten() + self.ramp).clamp(max=self.S)
+
+    @torch.no_grad()
+    def set_spans(self, spans: Tensor | float) -> None:
+        """z_i = spans - R (at least 0), per head or one value for all."""
+        z = (torch.as_tensor(spans, dtype=torch.float) - self.ramp).clamp(0, self.S)
+        self.z_prime.copy_((z / self.S).view(-1, 1, 1).expand_as(self.z_prime))
+        self.clamp_()
 
     @torch.no_grad()
     def clamp_(self) -> None:

@@ -11,13 +11,24 @@ class SpanPolicy(nn.Module):
 
     `window` is how many distances the layer computes (trimmed to what the heads can use);
     `mask(dist, rows)` is the soft mask m(x) of the queries `rows` of the block, broadcastable to
-    (B, h, len(rows), W), or None for a hard window.
+    (B, h, len(rows), W), or None for a hard window. A policy whose spans are learned says so
+    (`learned`) and sets them on request (`set_spans`); one whose spans depend on the input
+    gives them per position (`trace`). The layer builds a policy class with the options its
+    constructor names (d_model, n_heads, span, ramp, span_loss, trim, trim_step, gate_bias).
     """
+
+    learned = False  # are the spans trained (adaptive, dynamic)?
 
     def __init__(self, n_heads: int, span: int) -> None:
         super().__init__()
         self.n_heads, self.S = n_heads, span
         self._window = span  # trimmed by policies whose spans are learned
+
+    @property
+    def name(self) -> str:
+        """How tables and reports name the policy (the built-in ones: fixed, adaptive,
+        dynamic)."""
+        return type(self).__name__
 
     @property
     def window(self) -> int:
@@ -38,9 +49,24 @@ class SpanPolicy(nn.Module):
     def loss(self) -> Tensor:
         return torch.zeros(())
 
+    def flops(self) -> float:
+        """Multiply-adds per query the policy itself spends (a dynamic span's gate)."""
+        return 0.0
+
     def spans(self) -> Tensor:
         """(h,) effective span of each head, z + R capped at S."""
         return torch.full((self.n_heads,), float(self.S))
+
+    def trace(self) -> Tensor | None:
+        """(B, h, M) effective span of every query of the forward just run, for policies whose
+        spans depend on the input; None for the others (their spans are `spans()`)."""
+        return None
+
+    def set_spans(self, spans: Tensor | float) -> None:
+        """Set the effective spans (what `spans()` reports: z + R, at most S) to `spans`, one
+        value or one per head, as if learned (benchmarks, FLOPs at a given span)."""
+        raise ValueError(f"span_policy={self.name!r}: its spans are not learned, so they cannot "
+                         "be set (learned: adaptive, dynamic)")
 
     def clamp_(self) -> None:
         """Project parameters back to their domain; the trainer calls it after every step."""

@@ -1,5 +1,7 @@
 """Dynamic span (Sukhbaatar et al. 2019, section 3.3): the span is a function of the input."""
 
+import math
+
 import torch
 from torch import Tensor, nn
 
@@ -11,10 +13,15 @@ class DynamicSpan(SpanPolicy):
 
     The next block's spans are unknown, so the cache keeps S - 1 states; each forward trims
     its own window (that of the last forward) to max_t z_t + R: one host read per forward.
+    z_t lives from a forward to the span loss of the same step; statistics over a split are
+    read per forward through `trace()` (bench.train.evaluate), never from a later forward.
     """
 
-    def __init__(self, d_model: int, n_heads: int, span: int, ramp: float, span_loss: float,
-                 trim: bool = True, trim_step: int = 64, gate_bias: float = -4.0) -> None:
+    name, learned = "dynamic", True
+
+    def __init__(self, d_model: int, n_heads: int, span: int, ramp: float = 32.0,
+                 span_loss: float = 2e-6, trim: bool = True, trim_step: int = 64,
+                 gate_bias: float = -4.0) -> None:
         super().__init__(n_heads, span)
         self.ramp, self.lam, self.trim, self.trim_step = ramp, span_loss, trim, trim_step
         self.gate = nn.Linear(d_model, n_heads)
@@ -34,12 +41,27 @@ class DynamicSpan(SpanPolicy):
     def mask(self, dist: Tensor, rows: slice) -> Tensor:
         return soft_mask(self.z_t[:, :, rows], dist, self.ramp)  # (B, h, len(rows), W)
 
+    @torch.no_grad()
+    def set_spans(self, spans: Tensor | float) -> None:
+        """A constant gate: z_t = mean(spans) - R at every position, in every head."""
+        z = torch.as_tensor(spans, dtype=torch.float).mean().item() - self.ramp
+        z = min(max(z, 1e-3), self.S - 1e-3)  # a finite gate bias at z = 0 or S
+        self.gate.weight.zero_()
+        self.gate.bias.fill_(math.log(z / (self.S - z)))
+
+    def flops(self) -> float:
+        """The gate v . x_t + b: D h per query."""
+        return float(self.gate.in_features * self.n_heads)
+
     def loss(self) -> Tensor:
         """lambda * mean over heads and positions of z_t."""
         return self.lam * self.z_t.mean() if self.z_t is not None else torch.zeros(())
 
     def spans(self) -> Tensor:
-        """(h,) mean effective span z_t + R over the last forward's positions."""
-        if self.z_t is None:
-            return torch.full((self.n_heads,), float("nan"))
-        return (self.z_t.detach() + self.ramp).clamp(max=self.S).mean(dim=(0, 2, 3))
+        """No span independent of the input: NaN per head. The spans are per position, in
+        `trace()` after each forward; their mean over a split is measured by the caller."""
+        return torch.full((self.n_heads,), float("nan"))
+
+    def trace(self) -> Tensor:
+        """(B, h, M) effective span z_t + R (capped at S) of each query of the last forward."""
+        return (self.z_t.detach() + self.ramp).clamp(max=self.S).squeeze(-1)

@@ -5,3 +5,5 @@ from .base import SpanPolicy
 
 class FixedSpan(SpanPolicy):
     """Every head attends over distances 0..S-1 with weight 1."""
+
+    name = "fixed"

@@ -1,0 +1,62 @@
+"""The mixing-policy interface: what happens across the heads dimension, as the layer calls it."""
+
+from torch import Tensor, nn
+
+
+class MixingPolicy(nn.Module):
+    """Projections and head mixing of one attention layer (SPEC section 5).
+
+    The layer calls `query(x)` and `memory(mem)` once per block, then, per chunk of queries
+    start..start+c-1 over a band of W keys, `logits(q, kv, start, W)` -> (B, h, c, W) (the span
+    mask and softmax are the layer's), `attend(w, kv, start)` on the weights (B, h, c, W), and
+    `output(...)` -> (B, M, D) on the concatenated chunks. The intermediate types are the
+    policy's own. A policy states its heads h_k, h, h_v and widths d_k, d_v, holds a relative-
+    position table `key_pe` (S, d) (its own, or the caller's shared one), and reports its cost:
+    `flops(s)` (the paper's #FLOPS convention) and `position_flops(s)` (the q.p term), per query
+    over s keys.
+    """
+
+    h_k: int
+    h: int
+    h_v: int
+    d_k: int
+    d_v: int
+    key_pe: nn.Parameter
+
+    @property
+    def name(self) -> str:
+        """How tables and reports name the policy (the built-in ones: none, logits, weights,
+        both, gbma)."""
+        return type(self).__name__
+
+    def query(self, x: Tensor):
+        """x (B, M, D) -> the queries, once per block."""
+        raise NotImplementedError
+
+    def memory(self, mem: Tensor):
+        """mem (B, K, D), [cache; block] padded to a full window -> keys and values."""
+        raise NotImplementedError
+
+    def logits(self, q, kv, start: int, window: int) -> Tensor:
+        """Queries start..start+c-1 -> unmasked logits (B, h, c, window)."""
+        raise NotImplementedError
+
+    def attend(self, w: Tensor, kv, start: int) -> Tensor:
+        """Attention weights (B, h, c, W) of queries start.. -> per-head outputs."""
+        raise NotImplementedError
+
+    def output(self, o: Tensor) -> Tensor:
+        """The chunks' per-head outputs, concatenated over queries -> (B, M, D)."""
+        raise NotImplementedError
+
+    def flops(self, s: float) -> float:
+        """Multiply-adds per query over s keys, the adaptive-span paper's #FLOPS convention."""
+        raise NotImplementedError
+
+    def position_flops(self, s: float) -> float:
+        """Multiply-adds per query of the relative-position term over s keys (not in #FLOPS)."""
+        raise NotImplementedError
+
+    def matrices(self) -> dict[str, Tensor]:
+        """The learned head-mixing matrices, by name (talking-heads P_l, P_w); {} for none."""
+        return {}

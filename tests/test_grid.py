@@ -85,4 +85,4 @@ def test_cli_preset_wins_over_base_sizes_but_not_grid_axes():
     base, preset = grids.apply_cli(grid, cli)
     cfg = resolve(base, preset)
     assert (cfg.model.d_model, cfg.model.n_layers, cfg.data.name) == (512, 12, "enwik8")
-    assert cfg.data.synthetic == {} and grid.grid["model.n_heads"] == [32, 16, 8, 4, 2]
+    assert cfg.data.synthetic == {} and grid.grid["model.n_heads"] == [32, 8, 2]

@@ -2,6 +2,6 @@
 
 from . import presets as _presets  # noqa: F401  (registers the seven named variants)
 from .attention import Attention
-from .registry import build, check_name, names, register
+from .registry import build, check_name, names, options, register
 
-__all__ = ["Attention", "build", "check_name", "names", "register"]
+__all__ = ["Attention", "build", "check_name", "names", "options", "register"]

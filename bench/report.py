@@ -29,7 +29,7 @@ from pydantic import ValidationError
 
 from variants.presets import PRESETS
 
-from . import claims, stats
+from . import claims, plugins, stats
 from .provenance import ROOT
 
 DEFAULT_URI = f"sqlite:///{ROOT / 'results' / 'mlflow.db'}"
@@ -635,6 +635,7 @@ def main(argv: list[str] | None = None) -> int:
     args = p.parse_args(argv)
     os.environ.setdefault("MLFLOW_ENABLE_ARTIFACTS_PROGRESS_BAR", "false")
     try:
+        plugins.load(plugins.from_grid(args.target))
         name = grid_name(args.target)
         grid_file = Path(args.target) if Path(args.target).suffix in (".yaml", ".yml") else None
         paths = render_sweep(name, args.tracking_uri, args.out or ROOT / "results" / name,
@@ -642,6 +643,9 @@ def main(argv: list[str] | None = None) -> int:
     except ReportError as err:
         print(f"bench.report: {err}", file=sys.stderr)
         return err.code
+    except plugins.PluginError as err:
+        print(f"bench.report: {err}", file=sys.stderr)
+        return 2
     print("wrote", *map(str, paths), sep="\n  ")
     return 0
 

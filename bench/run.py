@@ -20,7 +20,7 @@ from typing import Any
 import pandas as pd
 import torch
 
-from . import data, provenance, tracking
+from . import data, plugins, provenance, tracking
 from .config import PRESETS, Config, ConfigError
 from .grid import Grid, Trial, apply_cli, check_data, expand, load_grid, print_plan
 from .train import Diverged, train
@@ -32,6 +32,7 @@ def trainable(config: dict) -> None:
     from ray import tune
 
     spec, where = config["trial"], config["tracking"]
+    plugins.load(spec["plugins"], env=False)  # before anything names a variant
     torch.set_num_threads(spec["threads"])
     out = Path(spec["out_dir"])
     out.mkdir(parents=True, exist_ok=True)
@@ -43,7 +44,7 @@ def trainable(config: dict) -> None:
     ctx = ray.get_runtime_context()
     run = tracking.TrialRun.open(where["uri"], where["experiment"], where["parent"], spec, {
         "attnbench.ray_node_id": ctx.get_node_id(), "attnbench.ray_gcs": ctx.gcs_address,
-        "attnbench.trial_dir": str(out)})
+        "attnbench.trial_dir": str(out), "attnbench.plugins": ",".join(spec["plugins"])})
 
     def report(metrics: dict, _: Path | None) -> None:
         run.log_eval(metrics, out)
@@ -64,7 +65,7 @@ def trainable(config: dict) -> None:
 def trial_spec(t: Trial, grid: Grid, root: Path) -> dict:
     return {"hash": t.hash, "name": t.name, "grid": grid.name, "grid_keys": list(grid.grid),
             "cfg": t.cfg.model_dump(mode="json"), "out_dir": str(root / "trials" / t.hash),
-            "threads": max(1, int(grid.resources.cpu))}
+            "threads": max(1, int(grid.resources.cpu)), "plugins": grid.plugins}
 
 
 def start_ray(address: str | None) -> str:
@@ -267,6 +268,7 @@ def main(argv: list[str] | None = None) -> int:
     args = p.parse_args(argv)
     try:
         grid = load_grid(args.grid)
+        grid.plugins = plugins.load(grid.plugins)  # $ATTNBENCH_PLUGINS too; files absolute
         base, preset = apply_cli(grid, args)
         trials = expand(grid, base, preset)
         check_data(trials, args.dry_run)

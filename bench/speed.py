@@ -18,7 +18,7 @@ import torch.nn.functional as F
 
 from variants.presets import PRESETS as PRESETS_ATTN
 
-from . import provenance
+from . import plugins, provenance
 from .config import PRESETS, Config, ConfigError, merge, parse_sets, resolve
 from .flops import analytic_flops, set_spans
 from .malloc import keep_heap
@@ -172,8 +172,9 @@ def cases(spans: list[int], heads: list[int], variants: list[str], frac: float |
         for spec in ["fixed", *variants]:
             name, attn = parse_variant(spec)
             policy = dict(attn).get("span_policy", PRESETS_ATTN.get(name, {}).get("span_policy"))
-            out.append(Case(name, spans[0], n, None if policy == "fixed" else learned(spans[0]),
-                            attn))
+            # spans set as if learned: only the policies `set_spans` knows (a plugin's keep theirs)
+            out.append(Case(name, spans[0], n, learned(spans[0]) if policy in (
+                "adaptive", "dynamic") else None, attn))
     return list(dict.fromkeys(out))
 
 
@@ -267,6 +268,7 @@ def main(argv: list[str] | None = None) -> int:
     if args.learned_span and (len(args.learned_span) > 1 or keys > min(args.spans)):
         p.error(f"--learned-span: expected one int <= every span limit {args.spans}")
     try:  # every case resolved and validated before anything is timed
+        plugins.load()
         tree = parse_sets(args.sets)
         configs = {c: c.config(tree, args.preset) for c in
                    cases(args.spans, args.heads, args.variants.split(","), args.span_frac, keys)}

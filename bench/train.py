@@ -20,7 +20,7 @@ from tqdm import tqdm
 
 from variants.span import DynamicSpan
 
-from . import data, provenance, synthetic
+from . import data, plugins, provenance, synthetic
 from .config import PRESETS, Config, ConfigError, TrainConfig, parse_sets, resolve, set_dotted
 from .flops import analytic_flops, counted_flops
 from .malloc import keep_heap
@@ -322,6 +322,7 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--no-progress", action="store_true")
     args = p.parse_args(argv)
     try:
+        plugins.load()
         tree = parse_sets(args.sets)
         if args.variant:
             set_dotted(tree, "model.variant", args.variant)

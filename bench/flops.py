@@ -34,7 +34,7 @@ import variants
 from bench import plugins
 from bench.model import TransformerLM
 from variants.attention import Attention
-from variants.mixing import GBMA
+from variants.mixing import GBMA, DynamicTalkingHeads
 
 Span = Literal["full", "mean", "max"]
 
@@ -57,6 +57,8 @@ def attention_flops(attn: Attention, d_model: int, s: float) -> float:
     qk, vo = mix.h_k * mix.d_k, mix.h_v * mix.d_v
     mixing = s * (mix.h_k * h if mix.P_l is not None else 0)
     mixing += s * (h * mix.h_v if mix.P_w is not None else 0)
+    if isinstance(mix, DynamicTalkingHeads):
+        mixing += mix.dynamic_macs(D, s)
     return gate + 2 * D * (qk + vo) + s * (2 * qk + vo) + mixing
 
 

@@ -55,7 +55,8 @@ class Attention(nn.Module):
                  h_v: int | None = None, d_k: int | None = None, d_v: int | None = None,
                  ramp: float = 32.0, span_loss: float = 2e-6, trim: bool = True,
                  trim_step: int = 64, gate_bias: float = -4.0, dropout: float = 0.0,
-                 mix_noise: float = 0.0, chunk: int | None = None) -> None:
+                 mix_noise: float = 0.0, dynamic_init: float = 0.01,
+                 chunk: int | None = None) -> None:
         super().__init__()
         h_k, h, h_v, d_k, d_v = check_options(d_model, n_heads, span, span_policy, mixing, h_k, h,
                                               h_v, d_k, d_v, ramp, trim_step, dropout, chunk)
@@ -69,6 +70,9 @@ class Attention(nn.Module):
                                               gate_bias)
         if mixing == "gbma":
             self.mixing = mix.GBMA(d_model, span, h, d_k)
+        elif mixing == "dynamic":
+            self.mixing = mix.DynamicTalkingHeads(d_model, span, h_k, h, h_v, d_k, d_v, mix_noise,
+                                                  dynamic_init)
         else:
             self.mixing = mix.MultiHead(d_model, span, h_k, h, h_v, d_k, d_v,
                                         mix_logits=mixing in ("logits", "both"),

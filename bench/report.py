@@ -9,7 +9,6 @@ figures its runs have data for (PNG and PDF, 3.3 in wide). Running or failed tri
 """
 
 import argparse
-import json
 import os
 import sys
 import tempfile
@@ -31,6 +30,7 @@ from variants.presets import PRESETS
 
 from . import claims, plugins, stats
 from .provenance import ROOT
+from .record import RunResult
 
 DEFAULT_URI = f"sqlite:///{ROOT / 'results' / 'mlflow.db'}"
 SEEDS = ("seed", "train.seed")
@@ -353,16 +353,16 @@ def _pick(runs: pd.DataFrame, mask: pd.Series) -> pd.Series | None:
     return None if sub.empty else sub.sort_values(by, ascending=False, kind="stable").iloc[0]
 
 
-def _result(sweep: Sweep, run: pd.Series | None) -> dict:
-    """The trial's result.json artifact ({} when absent)."""
+def _result(sweep: Sweep, run: pd.Series | None) -> RunResult | None:
+    """The trial's run record (its result.json artifact); None when absent or not a record."""
     if run is None:
-        return {}
+        return None
     with tempfile.TemporaryDirectory() as tmp:
         try:
-            path = sweep.client.download_artifacts(run["run_id"], "result.json", tmp)
-        except Exception:  # noqa: BLE001  (no artifact: the figure is skipped)
-            return {}
-        return json.loads(Path(path).read_text())
+            return RunResult.load(Path(sweep.client.download_artifacts(run["run_id"],
+                                                                       "result.json", tmp)))
+        except Exception:  # noqa: BLE001  (no artifact, or another kind: the figure is skipped)
+            return None
 
 
 def fig_span_limit(sweep: Sweep, fig: Figure) -> bool:
@@ -391,7 +391,7 @@ def fig_span_limit(sweep: Sweep, fig: Figure) -> bool:
 def fig_head_spans(sweep: Sweep, fig: Figure) -> bool:
     """Adaptive-span Figure 4: the final span of every head, by layer (log scale)."""
     run = _pick(sweep.runs, sweep.runs["span_policy"] == "adaptive")
-    spans = _result(sweep, run).get("head_spans")
+    spans = (result := _result(sweep, run)) and result.head_spans
     if not spans:
         return False
     df = pd.DataFrame([(layer + 1, h, s) for layer, heads in enumerate(spans)
@@ -413,7 +413,7 @@ def _char(c: str) -> str:
 def fig_dynamic_span(sweep: Sweep, fig: Figure) -> bool:
     """Adaptive-span Figure 5: the dynamic span (mean over layers and heads) along a text."""
     run = _pick(sweep.runs, sweep.runs["span_policy"] == "dynamic")
-    trace = _result(sweep, run).get("dynamic_trace")
+    trace = (result := _result(sweep, run)) and result.dynamic_trace
     if not trace:
         return False
     text, z = trace["text"][:TRACE_CHARS], trace["z"][:TRACE_CHARS]
@@ -430,7 +430,8 @@ def fig_dynamic_span(sweep: Sweep, fig: Figure) -> bool:
 def fig_mixing(sweep: Sweep, fig: Figure) -> bool:
     """Talking-heads Figure 1: P_l, P_w and P_l.P_w of one layer, each scaled to [-1, 1]."""
     run = _pick(sweep.runs, sweep.runs["mixing"] == "both")
-    layers = [m for m in _result(sweep, run).get("mixing", []) if {"P_l", "P_w"} <= set(m)]
+    result = _result(sweep, run)
+    layers = [m for m in (result.mixing if result else []) if {"P_l", "P_w"} <= set(m)]
     if not layers:
         return False
     P_l, P_w = np.array(layers[-1]["P_l"]), np.array(layers[-1]["P_w"])
@@ -537,7 +538,7 @@ def grid_claims(sweep: Sweep, grid_file: Path | None, parent_run_id: str | None
 
 def head_spans(sweep: Sweep) -> pd.Series:
     """Every finished run's per-head spans from its result.json (NaN where it has none)."""
-    spans = [_result(sweep, r).get("head_spans") for _, r in sweep.runs.iterrows()]
+    spans = [(res := _result(sweep, r)) and res.head_spans for _, r in sweep.runs.iterrows()]
     return pd.Series([s if s else np.nan for s in spans], index=sweep.runs.index, dtype=object)
 
 

@@ -9,7 +9,6 @@ included), so a rerun skips finished trials and resumes unfinished ones from the
 """
 
 import argparse
-import json
 import os
 import shutil
 import sys
@@ -23,6 +22,7 @@ import torch
 from . import data, plugins, provenance, tracking
 from .config import PRESETS, Config, ConfigError
 from .grid import Grid, Trial, apply_cli, check_data, expand, load_grid, print_plan
+from .record import Evaluation, RunResult
 from .train import Diverged, train
 
 
@@ -46,7 +46,7 @@ def trainable(config: dict) -> None:
         "attnbench.ray_node_id": ctx.get_node_id(), "attnbench.ray_gcs": ctx.gcs_address,
         "attnbench.trial_dir": str(out), "attnbench.plugins": ",".join(spec["plugins"])})
 
-    def report(metrics: dict, _: Path | None) -> None:
+    def report(metrics: Evaluation, _: Path | None) -> None:
         run.log_eval(metrics, out)
         print(f"{spec['name']} step {metrics['step']}: dev bpc {metrics['dev_bpc']:.4f}, "
               f"{metrics['tokens_per_s']:,.0f} tokens/s")
@@ -54,7 +54,7 @@ def trainable(config: dict) -> None:
 
     done = out / "result.json"
     try:  # a result.json means train() finished and only the logging was cut off
-        result = json.loads(done.read_text()) if done.exists() else train(
+        result = RunResult.load(done) if done.exists() else train(
             Config.model_validate(spec["cfg"]), out, report=report, progress=False)
     except (Diverged, data.DataError, ConfigError) as err:  # retrying cannot help
         run.fail(f"{type(err).__name__}: {err}", out)

@@ -26,9 +26,10 @@ from .flops import analytic_flops, counted_flops
 from .malloc import keep_heap
 from .model import TransformerLM
 from .pairing import build_paired
+from .record import Evaluation, RunResult, SpanTrace
 
 LN2 = math.log(2)
-Report = Callable[[dict, Path | None], None]
+Report = Callable[[Evaluation, Path | None], None]
 
 
 class Diverged(RuntimeError):
@@ -145,7 +146,7 @@ def mixing_matrices(model: TransformerLM) -> list[dict]:
 
 @torch.no_grad()
 def dynamic_trace(model: TransformerLM, split: np.ndarray, symbols: str | None,
-                  device: torch.device, n: int = 300) -> dict | None:
+                  device: torch.device, n: int = 300) -> SpanTrace | None:
     """Dynamic span z_t along the first n characters of a split, averaged over layers and heads
     (adaptive-span Figure 5); None for models without a dynamic span."""
     policies = [b.attn.span_policy for b in model.blocks]
@@ -158,7 +159,7 @@ def dynamic_trace(model: TransformerLM, split: np.ndarray, symbols: str | None,
     z = torch.stack([p.z_t[0].mean(dim=(0, 2)) for p in policies]).mean(0)  # (n,)
     model.train(was_training)
     text = "".join(symbols[i] for i in ids) if symbols else bytes(ids.tolist()).decode("latin-1")
-    return {"text": text, "z": z.cpu().tolist()}
+    return SpanTrace(text=text, z=z.cpu().tolist())
 
 
 def save_atomic(obj: dict, path: Path) -> None:
@@ -198,8 +199,9 @@ def maybe_compile(model: TransformerLM, enabled: bool, x: torch.Tensor) -> Calla
 
 
 def train(cfg: Config, out_dir: Path, *, report: Report | None = None, progress: bool = True,
-          resume: bool = True) -> dict:
-    """Train `cfg` in out_dir (config.json, checkpoint.pt, best.pt, result.json); return results.
+          resume: bool = True) -> RunResult:
+    """Train `cfg` in out_dir (config.json, checkpoint.pt, best.pt, result.json); return the run
+    record (result.json is its JSON).
 
     `report(metrics, checkpoint_path | None)` is called after every evaluation. An existing
     checkpoint.pt is resumed exactly: model, optimiser, schedule, RNG, data position, cache.
@@ -270,11 +272,11 @@ def train(cfg: Config, out_dir: Path, *, report: Report | None = None, progress:
             else:
                 state["bad_evals"] += 1
             stopped_early = t.patience is not None and state["bad_evals"] >= t.patience
-            metrics = {"step": state["step"], "tokens": state["tokens"],
-                       "train_bpc": float(np.mean(state["losses"][-t.eval_every:])) / LN2,
-                       "dev_bpc": dev_bpc, "lr": lr, "tokens_per_s": tok_s,
-                       "train_time_s": state["train_time"], "peak_mem_mb": peak_memory_mb(device),
-                       "mean_span": span_stats(model)["mean_span"]}
+            metrics = Evaluation(
+                step=state["step"], tokens=state["tokens"],
+                train_bpc=float(np.mean(state["losses"][-t.eval_every:])) / LN2,
+                dev_bpc=dev_bpc, lr=lr, tokens_per_s=tok_s, train_time_s=state["train_time"],
+                peak_mem_mb=peak_memory_mb(device), mean_span=span_stats(model)["mean_span"])
             state["history"].append(metrics)
             if progress:
                 bar.write(f"step {state['step']}: dev bpc {dev_bpc:.4f}")
@@ -287,26 +289,29 @@ def train(cfg: Config, out_dir: Path, *, report: Report | None = None, progress:
 
     best = torch.load(out_dir / "best.pt", map_location=device, weights_only=True)
     model.load_state_dict(best["model"])
-    result = {
-        "dev_bpc": evaluate(model, corpus.dev, eval_bs, t.block, device),
-        "test_bpc": evaluate(model, corpus.test, eval_bs, t.block, device),
-        "steps": state["step"], "tokens": state["tokens"], "stopped_early": stopped_early,
-        "tokens_per_s": state["tokens"] / max(state["train_time"], 1e-9),
-        "peak_mem_mb": peak_memory_mb(device),
-        "params": sum(p.numel() for p in model.parameters()),
-        "params_non_embedding": sum(p.numel() for n, p in model.named_parameters()
-                                    if not n.startswith(("emb.", "head."))),
-        **{f"flops_{w}": analytic_flops(model, w) for w in ("full", "mean", "max")},
-        **span_stats(model),
+    spans = span_stats(model)
+    result = RunResult(
+        dev_bpc=evaluate(model, corpus.dev, eval_bs, t.block, device),
+        test_bpc=evaluate(model, corpus.test, eval_bs, t.block, device),
+        steps=state["step"], tokens=state["tokens"], stopped_early=stopped_early,
+        tokens_per_s=state["tokens"] / max(state["train_time"], 1e-9),
+        peak_mem_mb=peak_memory_mb(device),
+        params=sum(p.numel() for p in model.parameters()),
+        params_non_embedding=sum(p.numel() for n, p in model.named_parameters()
+                                 if not n.startswith(("emb.", "head."))),
+        flops_full=analytic_flops(model, "full"), flops_mean=analytic_flops(model, "mean"),
+        flops_max=analytic_flops(model, "max"),
+        flops_counted=counted_flops(model)["flops_counted"],  # after span_stats: it runs a step
+        mean_span=spans["mean_span"], layer_max_span=spans["layer_max_span"],
+        head_spans=spans["head_spans"],
         # the floor of what this model can see: L layers of span S reach L (S - 1) + 1 back
-        "floor_bpc": synthetic.floor_at(corpus.meta, cfg.model.n_layers * (cfg.model.span - 1) + 1),
-        "entropy_rate": corpus.meta.get("floor_bpc"), "prefix": corpus.meta.get("prefix", False),
-        "mixing": mixing_matrices(model),
-        "dynamic_trace": dynamic_trace(model, corpus.dev, corpus.meta.get("symbols"), device),
-        "flops_counted": counted_flops(model)["flops_counted"],  # after span_stats: it runs a step
-        "history": state["history"],
-    }
-    (out_dir / "result.json").write_text(json.dumps(result, indent=2))
+        floor_bpc=synthetic.floor_at(corpus.meta, cfg.model.n_layers * (cfg.model.span - 1) + 1),
+        entropy_rate=corpus.meta.get("floor_bpc"), prefix=corpus.meta.get("prefix", False),
+        mixing=mixing_matrices(model),
+        dynamic_trace=dynamic_trace(model, corpus.dev, corpus.meta.get("symbols"), device),
+        history=state["history"],
+    )
+    (out_dir / "result.json").write_text(result.to_json())
     return result
 
 
@@ -338,12 +343,12 @@ def main(argv: list[str] | None = None) -> int:
     except Diverged as err:
         print(f"diverged: {err}", file=sys.stderr)
         return 1
-    label = " (on a prefix of the dataset: not comparable with full-dataset bpc)" if r[
-        "prefix"] else ""
-    floor = f"  floor {r['floor_bpc']:.4f}" if r["floor_bpc"] else ""
-    print(f"dev bpc {r['dev_bpc']:.4f}  test bpc {r['test_bpc']:.4f}{floor}{label}\n"
-          f"mean span {r['mean_span']:.1f}  params {r['params']:,}  "
-          f"tokens/s {r['tokens_per_s']:,.0f}  flops/token {r['flops_max']:,.0f}\nrun dir {out}")
+    label = " (on a prefix of the dataset: not comparable with full-dataset bpc)" if r.prefix \
+        else ""
+    floor = f"  floor {r.floor_bpc:.4f}" if r.floor_bpc else ""
+    print(f"dev bpc {r.dev_bpc:.4f}  test bpc {r.test_bpc:.4f}{floor}{label}\n"
+          f"mean span {r.mean_span:.1f}  params {r.params:,}  "
+          f"tokens/s {r.tokens_per_s:,.0f}  flops/token {r.flops_max:,.0f}\nrun dir {out}")
     return 0
 
 

@@ -54,8 +54,7 @@ def record(**fields) -> RunResult:
                  tokens_per_s=0.0, peak_mem_mb=0.0, params=0, params_non_embedding=0,
                  flops_full=0.0, flops_mean=0.0, flops_max=0.0, flops_counted=0.0, mean_span=0.0,
                  layer_max_span=[], head_spans=[], floor_bpc=None, entropy_rate=None,
-                 prefix=False, mixing=[],
-                 dynamic_trace=None, history=[])
+                 prefix=False, mixing=[], dynamic_trace=None, history=[])
     return RunResult(**blank | fields)
 
 

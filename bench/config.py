@@ -9,10 +9,21 @@ import inspect
 from typing import Any, Literal
 
 import yaml
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Field,
+    ValidationError,
+    ValidationInfo,
+    create_model,
+    field_validator,
+    model_validator,
+)
+from pydantic_core import PydanticCustomError
 
 import variants
-from variants.attention import Attention
+
+from . import synthetic
 
 DATASETS = ("synthetic", "enwik8", "text8", "file")
 
@@ -23,6 +34,40 @@ class ConfigError(ValueError):
 
 class Strict(BaseModel):
     model_config = ConfigDict(extra="forbid", validate_assignment=True)
+
+
+LAYER_ARGS = ("d_model", "n_heads", "span", "dropout", "key_pe")  # model.* (the body) sets these
+
+
+def typed_options(where: str, given: dict[str, Any], params: dict[str, inspect.Parameter]
+                  ) -> dict[str, Any]:
+    """`given` validated and converted by the types of `params`, a layer's or a generator's own
+    signature (pydantic, lax: YAML's "2e-6" becomes 2e-06, 64 a float where a float is wanted).
+
+    Returns the given keys only, converted. Raises a PydanticCustomError "typed_options" whose
+    message has one line per bad key: `where.key`, the value and the expected type.
+    """
+    fields = {name: (Any if p.annotation is p.empty else p.annotation,
+                     ... if p.default is p.empty else p.default) for name, p in params.items()}
+    options = create_model(f"options of {where}", __config__=ConfigDict(
+        extra="forbid", arbitrary_types_allowed=True), **fields)
+    try:
+        valid = options.model_validate(given)
+    except ValidationError as err:
+        lines = []
+        for e in err.errors():
+            key = str(e["loc"][0])
+            if e["type"] == "extra_forbidden":
+                lines.append(f"{where}.{key}={given[key]!r}: unknown option; allowed: "
+                             f"{', '.join(params)}")
+            elif e["type"] == "missing":
+                lines.append(f"{where}.{key}: required")
+            else:
+                ann = inspect.formatannotation(params[key].annotation)
+                lines.append(f"{where}.{key}={given[key]!r}: expected {ann} ({e['msg']})")
+        raise PydanticCustomError("typed_options", "{lines}",
+                                  {"lines": "\n  ".join(dict.fromkeys(lines))}) from None
+    return {k: getattr(valid, k) for k in given}
 
 
 class ModelConfig(Strict):
@@ -37,14 +82,24 @@ class ModelConfig(Strict):
     shared_pe: bool = True  # one relative-position table for all layers (False: one per layer)
     attn: dict[str, Any] = {}
 
+    @field_validator("variant")
+    @classmethod
+    def _registered(cls, v: str) -> str:
+        variants.check_name(v)
+        return v
+
+    @field_validator("attn")
+    @classmethod
+    def _typed(cls, attn: dict[str, Any], info: ValidationInfo) -> dict[str, Any]:
+        """Typed by the registered factory's signature (a plugin's own options included)."""
+        if "variant" not in info.data:  # the variant itself is invalid: reported on its own
+            return attn
+        params = {k: p for k, p in variants.options(info.data["variant"]).items()
+                  if k not in LAYER_ARGS}
+        return typed_options("model.attn", attn, params)
+
     @model_validator(mode="after")
     def _buildable(self) -> "ModelConfig":
-        variants.check_name(self.variant)
-        allowed = set(inspect.signature(Attention).parameters) - {"d_model", "n_heads", "span",
-                                                                  "dropout", "key_pe"}
-        unknown = sorted(set(self.attn) - allowed)
-        if unknown:
-            raise ValueError(f"attn: unknown option(s) {unknown}; allowed: {sorted(allowed)}")
         variants.build(self.variant, d_model=self.d_model, n_heads=self.n_heads, span=self.span,
                        dropout=self.dropout, **self.attn)  # one layer: every option's own checks
         return self
@@ -64,6 +119,12 @@ class DataConfig(Strict):
         if v not in DATASETS:
             raise ValueError(f"unknown dataset {v!r}; known: {', '.join(DATASETS)}")
         return v
+
+    @field_validator("synthetic")
+    @classmethod
+    def _typed(cls, options: dict[str, Any]) -> dict[str, Any]:
+        """Typed by the generator's signature (`bench.synthetic.options`)."""
+        return typed_options("data.synthetic", options, synthetic.options())
 
 
 class TrainConfig(Strict):
@@ -155,6 +216,9 @@ def format_error(err: ValidationError, schema: type[BaseModel] = Config,
     """One line per error: key path, message, the bad value and, for unknown keys, the known."""
     lines = []
     for e in err.errors():
+        if e["type"] == "typed_options":  # its lines name their keys in full
+            lines.append(e["msg"])
+            continue
         path = ".".join(str(p) for p in e["loc"]) or what
         got = e.get("input")
         line = f"{path}: {e['msg']}" + ("" if isinstance(got, dict) else f" (got {got!r})")

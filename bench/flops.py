@@ -32,6 +32,7 @@ from fvcore.nn.jit_handles import get_shape
 from torch import nn
 
 import variants
+from bench import plugins
 from bench.model import TransformerLM
 from variants.attention import Attention
 
@@ -270,6 +271,11 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--config", choices=sorted(CONFIGS), action="append",
                    help="repeatable; default: all")
     args = p.parse_args(argv)
+    try:
+        plugins.load()
+    except plugins.PluginError as err:
+        print(f"error: {err}", file=sys.stderr)
+        return 2
     rows = [compare(c, v) for c in args.config or CONFIGS for v in variants.names()]
     df = pd.DataFrame(rows)
     err = df.pop("counted/(max + q.p) - 1 (%)")

@@ -112,6 +112,7 @@ class Grid(Strict):
     max_failures: int = Field(2, ge=0)  # Ray restarts of a crashed trial from its checkpoint
     claims: list[Claim] = []  # the findings the grid tests (bench.claims)
     _claims_checked: bool = PrivateAttr(False)
+    plugins: list[str] = []  # modules or .py files imported first, as $ATTNBENCH_PLUGINS
 
     @field_validator("grid")
     @classmethod

@@ -9,7 +9,6 @@ figures its runs have data for (PNG and PDF, 3.3 in wide). Running or failed tri
 """
 
 import argparse
-import json
 import os
 import sys
 import tempfile
@@ -27,8 +26,9 @@ from matplotlib.ticker import EngFormatter, StrMethodFormatter
 from mlflow import MlflowClient
 from pydantic import ValidationError
 
-from . import claims, stats
+from . import claims, plugins, stats
 from .provenance import ROOT
+from .record import RunResult
 
 DEFAULT_URI = f"sqlite:///{ROOT / 'results' / 'mlflow.db'}"
 SEEDS = ("seed", "train.seed")
@@ -344,16 +344,16 @@ def _pick(runs: pd.DataFrame, mask: pd.Series) -> pd.Series | None:
     return None if sub.empty else sub.sort_values(by, ascending=False, kind="stable").iloc[0]
 
 
-def _result(sweep: Sweep, run: pd.Series | None) -> dict:
-    """The trial's result.json artifact ({} when absent)."""
+def _result(sweep: Sweep, run: pd.Series | None) -> RunResult | None:
+    """The trial's run record (its result.json artifact); None when absent or not a record."""
     if run is None:
-        return {}
+        return None
     with tempfile.TemporaryDirectory() as tmp:
         try:
-            path = sweep.client.download_artifacts(run["run_id"], "result.json", tmp)
-        except Exception:  # noqa: BLE001  (no artifact: the figure is skipped)
-            return {}
-        return json.loads(Path(path).read_text())
+            return RunResult.load(Path(sweep.client.download_artifacts(run["run_id"],
+                                                                       "result.json", tmp)))
+        except Exception:  # noqa: BLE001  (no artifact, or another kind: the figure is skipped)
+            return None
 
 
 def fig_span_limit(sweep: Sweep, fig: Figure) -> bool:
@@ -383,7 +383,7 @@ def fig_span_limit(sweep: Sweep, fig: Figure) -> bool:
 def fig_head_spans(sweep: Sweep, fig: Figure) -> bool:
     """Adaptive-span Figure 4: the final span of every head, by layer (log scale)."""
     run = _pick(sweep.runs, sweep.runs["span_policy"] == "adaptive")
-    spans = _result(sweep, run).get("head_spans")
+    spans = (result := _result(sweep, run)) and result.head_spans
     if not spans:
         return False
     df = pd.DataFrame([(layer + 1, h, s) for layer, heads in enumerate(spans)
@@ -406,7 +406,7 @@ def fig_dynamic_span(sweep: Sweep, fig: Figure) -> bool:
     """Adaptive-span Figure 5: the dynamic span z_t + R (mean over layers and heads) along a
     text."""
     run = _pick(sweep.runs, sweep.runs["span_policy"] == "dynamic")
-    trace = _result(sweep, run).get("dynamic_trace")
+    trace = (result := _result(sweep, run)) and result.dynamic_trace
     if not trace:
         return False
     text, z = trace["text"][:TRACE_CHARS], trace["z"][:TRACE_CHARS]
@@ -432,7 +432,8 @@ def fig_mixing(sweep: Sweep, fig: Figure) -> bool:
     each matrix's distance from the identity under it and, in the caption, the start they were
     trained from (identity + noise by default, `mix_init=random` otherwise)."""
     run = _pick(sweep.runs, sweep.runs["mixing"] == "both")
-    layers = [m for m in _result(sweep, run).get("mixing", []) if {"P_l", "P_w"} <= set(m)]
+    result = _result(sweep, run)
+    layers = [m for m in (result.mixing if result else []) if {"P_l", "P_w"} <= set(m)]
     if not layers:
         return False
     P_l, P_w = np.array(layers[-1]["P_l"]), np.array(layers[-1]["P_w"])
@@ -544,7 +545,7 @@ def grid_claims(sweep: Sweep, grid_file: Path | None, parent_run_id: str | None
 
 def head_spans(sweep: Sweep) -> pd.Series:
     """Every finished run's per-head spans from its result.json (NaN where it has none)."""
-    spans = [_result(sweep, r).get("head_spans") for _, r in sweep.runs.iterrows()]
+    spans = [(res := _result(sweep, r)) and res.head_spans for _, r in sweep.runs.iterrows()]
     return pd.Series([s if s else np.nan for s in spans], index=sweep.runs.index, dtype=object)
 
 
@@ -642,6 +643,7 @@ def main(argv: list[str] | None = None) -> int:
     args = p.parse_args(argv)
     os.environ.setdefault("MLFLOW_ENABLE_ARTIFACTS_PROGRESS_BAR", "false")
     try:
+        plugins.load(plugins.from_grid(args.target))
         name = grid_name(args.target)
         grid_file = Path(args.target) if Path(args.target).suffix in (".yaml", ".yml") else None
         paths = render_sweep(name, args.tracking_uri, args.out or ROOT / "results" / name,
@@ -649,6 +651,9 @@ def main(argv: list[str] | None = None) -> int:
     except ReportError as err:
         print(f"bench.report: {err}", file=sys.stderr)
         return err.code
+    except plugins.PluginError as err:
+        print(f"bench.report: {err}", file=sys.stderr)
+        return 2
     print("wrote", *map(str, paths), sep="\n  ")
     return 0
 

@@ -9,7 +9,6 @@ included), so a rerun skips finished trials and resumes unfinished ones from the
 """
 
 import argparse
-import json
 import os
 import shutil
 import sys
@@ -20,9 +19,10 @@ from typing import Any
 import pandas as pd
 import torch
 
-from . import data, provenance, tracking
+from . import data, plugins, provenance, tracking
 from .config import PRESETS, Config, ConfigError
 from .grid import Grid, Trial, apply_cli, check_data, expand, load_grid, print_plan
+from .record import Evaluation, RunResult
 from .train import Diverged, train
 
 
@@ -32,6 +32,7 @@ def trainable(config: dict) -> None:
     from ray import tune
 
     spec, where = config["trial"], config["tracking"]
+    plugins.load(spec["plugins"], env=False)  # before anything names a variant
     torch.set_num_threads(spec["threads"])
     out = Path(spec["out_dir"])
     out.mkdir(parents=True, exist_ok=True)
@@ -43,9 +44,9 @@ def trainable(config: dict) -> None:
     ctx = ray.get_runtime_context()
     run = tracking.TrialRun.open(where["uri"], where["experiment"], where["parent"], spec, {
         "attnbench.ray_node_id": ctx.get_node_id(), "attnbench.ray_gcs": ctx.gcs_address,
-        "attnbench.trial_dir": str(out)})
+        "attnbench.trial_dir": str(out), "attnbench.plugins": ",".join(spec["plugins"])})
 
-    def report(metrics: dict, _: Path | None) -> None:
+    def report(metrics: Evaluation, _: Path | None) -> None:
         run.log_eval(metrics, out)
         print(f"{spec['name']} step {metrics['step']}: dev bpc {metrics['dev_bpc']:.4f}, "
               f"{metrics['tokens_per_s']:,.0f} tokens/s")
@@ -53,7 +54,7 @@ def trainable(config: dict) -> None:
 
     done = out / "result.json"
     try:  # a result.json means train() finished and only the logging was cut off
-        result = json.loads(done.read_text()) if done.exists() else train(
+        result = RunResult.load(done) if done.exists() else train(
             Config.model_validate(spec["cfg"]), out, report=report, progress=False)
     except (Diverged, data.DataError, ConfigError) as err:  # retrying cannot help
         run.fail(f"{type(err).__name__}: {err}", out)
@@ -64,7 +65,7 @@ def trainable(config: dict) -> None:
 def trial_spec(t: Trial, grid: Grid, root: Path) -> dict:
     return {"hash": t.hash, "name": t.name, "grid": grid.name, "grid_keys": list(grid.grid),
             "cfg": t.cfg.model_dump(mode="json"), "out_dir": str(root / "trials" / t.hash),
-            "threads": max(1, int(grid.resources.cpu))}
+            "threads": max(1, int(grid.resources.cpu)), "plugins": grid.plugins}
 
 
 def start_ray(address: str | None) -> str:
@@ -267,6 +268,7 @@ def main(argv: list[str] | None = None) -> int:
     args = p.parse_args(argv)
     try:
         grid = load_grid(args.grid)
+        grid.plugins = plugins.load(grid.plugins)  # $ATTNBENCH_PLUGINS too; files absolute
         base, preset = apply_cli(grid, args)
         trials = expand(grid, base, preset)
         check_data(trials, args.dry_run)

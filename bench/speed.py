@@ -18,7 +18,7 @@ import torch.nn.functional as F
 
 from variants import build as build_layer
 
-from . import provenance
+from . import plugins, provenance
 from .config import PRESETS, Config, ConfigError, merge, parse_sets, resolve
 from .flops import analytic_flops, set_spans
 from .malloc import keep_heap
@@ -267,6 +267,7 @@ def main(argv: list[str] | None = None) -> int:
     if args.learned_span and (len(args.learned_span) > 1 or keys > min(args.spans)):
         p.error(f"--learned-span: expected one int <= every span limit {args.spans}")
     try:  # every case resolved and validated before anything is timed
+        plugins.load()
         tree = parse_sets(args.sets)
         configs = {c: c.config(tree, args.preset) for c in
                    cases(args.spans, args.heads, args.variants.split(","), args.span_frac, keys)}

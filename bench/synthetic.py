@@ -8,6 +8,7 @@ function of S with one step per planted distance.
 """
 
 import hashlib
+import inspect
 import math
 from dataclasses import asdict, dataclass, fields
 from typing import NamedTuple
@@ -208,3 +209,12 @@ def floor_at(meta: dict, reach: int) -> float | None:
     if not steps:
         return None
     return next((f for S, f in reversed(steps) if S <= reach), steps[0][1])
+
+
+def options() -> dict[str, inspect.Parameter]:
+    """data.synthetic's options, typed: `synthetic_corpus`'s own (n_chars) and, as it forwards
+    the rest, the fields of `Synthetic` (`fractions` is data.fractions)."""
+    own = inspect.signature(synthetic_corpus, eval_str=True).parameters.values()
+    fields_ = inspect.signature(Synthetic, eval_str=True).parameters
+    return {p.name: p for p in own if p.kind is p.POSITIONAL_OR_KEYWORD
+            and p.name != "fractions"} | dict(fields_)

@@ -17,6 +17,7 @@ from mlflow import MlflowClient
 from mlflow.entities import Metric, Param, Run, RunTag
 
 from . import provenance
+from .record import Evaluation, RunResult
 
 ROLE = "attnbench.role"  # "sweep" (parent run) or "trial" (child run)
 GRID = "attnbench.grid"
@@ -119,11 +120,11 @@ def flatten(tree: dict, prefix: str = "") -> dict[str, str]:
     return out
 
 
-def final_metrics(result: dict) -> dict[str, float]:
-    """train()'s result dict -> the final metrics of a trial run."""
-    out = {"final_dev_bpc": result["dev_bpc"], "final_test_bpc": result["test_bpc"]}
-    out.update({k: result[k] for k in FINAL_SAME if result.get(k) is not None})
-    out.update({f"layer_max_span.{i}": s for i, s in enumerate(result["layer_max_span"])})
+def final_metrics(result: RunResult) -> dict[str, float]:
+    """train()'s run record -> the final metrics of a trial run."""
+    out = {"final_dev_bpc": result.dev_bpc, "final_test_bpc": result.test_bpc}
+    out.update({k: v for k in FINAL_SAME if (v := getattr(result, k)) is not None})
+    out.update({f"layer_max_span.{i}": s for i, s in enumerate(result.layer_max_span)})
     return out
 
 
@@ -173,18 +174,18 @@ class TrialRun:
         self.client.log_batch(self.run_id, metrics=[Metric(k, float(v), now, step)
                                                     for k, v in metrics.items()])
 
-    def log_eval(self, metrics: dict, out_dir: Path) -> None:
+    def log_eval(self, metrics: Evaluation, out_dir: Path) -> None:
         """One evaluation of train(): EVAL_METRICS at its step."""
         if not self.provenance_logged:
             self.log_provenance(out_dir)
         self.log_metrics({k: metrics[k] for k in EVAL_METRICS}, metrics["step"])
 
-    def finish(self, result: dict, out_dir: Path) -> None:
+    def finish(self, result: RunResult, out_dir: Path) -> None:
         """Final metrics, config.json and result.json as artifacts, status FINISHED."""
         if not self.provenance_logged:
             self.log_provenance(out_dir)
-        self.log_metrics(final_metrics(result), result["steps"])
-        self.log_params(flatten({"layer": result["layer"]}))  # the layer's own description
+        self.log_metrics(final_metrics(result), result.steps)
+        self.log_params(flatten({"layer": result.layer}))  # the layer's own description
         for name in ("config.json", "result.json"):
             self.client.log_artifact(self.run_id, str(out_dir / name))
         self.client.set_terminated(self.run_id, "FINISHED")

@@ -19,15 +19,16 @@ import torch
 import torch.nn.functional as F
 from tqdm import tqdm
 
-from . import data, provenance, synthetic
+from . import data, plugins, provenance, synthetic
 from .config import PRESETS, Config, ConfigError, TrainConfig, parse_sets, resolve, set_dotted
 from .flops import analytic_flops, counted_flops, flops_parts
 from .malloc import keep_heap
 from .model import TransformerLM
 from .pairing import build_paired
+from .record import Evaluation, RunResult, SpanTrace
 
 LN2 = math.log(2)
-Report = Callable[[dict, Path | None], None]
+Report = Callable[[Evaluation, Path | None], None]
 
 
 class Diverged(RuntimeError):
@@ -57,7 +58,7 @@ def load_corpus(cfg: Config) -> data.Corpus:
 
 
 @dataclass
-class Evaluation:
+class SplitScore:
     """bpc over a split, and the spans measured over its scored characters."""
 
     bpc: float
@@ -71,7 +72,7 @@ class Evaluation:
 
 @torch.no_grad()
 def evaluate(model: TransformerLM, split: np.ndarray, batch_size: int, block: int,
-             device: torch.device, max_tokens: int | None = None) -> Evaluation:
+             device: torch.device, max_tokens: int | None = None) -> SplitScore:
     """bpc over a split (or its first max_tokens), every character once, with the cache; each
     stream first reads the model's reach of preceding text unscored, so the bpc does not depend
     on `batch_size`. Spans are averaged over the scored characters: a dynamic span's z_t + R is
@@ -97,7 +98,7 @@ def evaluate(model: TransformerLM, split: np.ndarray, batch_size: int, block: in
                 span_sum[layer] += (trace * scored[:, None]).sum(dim=(0, 2))
             widest[layer] = max(widest[layer], b.attn.window)
     model.train(was_training)
-    return Evaluation(total.item() / count / LN2,
+    return SplitScore(total.item() / count / LN2,
                       [(s / count).tolist() for s in span_sum], widest)
 
 
@@ -162,7 +163,7 @@ def mixing_matrices(model: TransformerLM) -> list[dict]:
 
 @torch.no_grad()
 def dynamic_trace(model: TransformerLM, split: np.ndarray, symbols: str | None,
-                  device: torch.device, n: int = 300) -> dict | None:
+                  device: torch.device, n: int = 300) -> SpanTrace | None:
     """Effective span z_t + R along the first n characters of a split, averaged over layers and
     heads (adaptive-span Figure 5); None for models whose spans do not depend on the input."""
     was_training = model.training
@@ -175,7 +176,7 @@ def dynamic_trace(model: TransformerLM, split: np.ndarray, symbols: str | None,
         return None
     z = torch.stack([t[0].mean(dim=0) for t in traces]).mean(0)  # (n,)
     text = "".join(symbols[i] for i in ids) if symbols else bytes(ids.tolist()).decode("latin-1")
-    return {"text": text, "z": z.cpu().tolist()}
+    return SpanTrace(text=text, z=z.cpu().tolist())
 
 
 def save_atomic(obj: dict, path: Path) -> None:
@@ -215,8 +216,9 @@ def maybe_compile(model: TransformerLM, enabled: bool, x: torch.Tensor) -> Calla
 
 
 def train(cfg: Config, out_dir: Path, *, report: Report | None = None, progress: bool = True,
-          resume: bool = True) -> dict:
-    """Train `cfg` in out_dir (config.json, checkpoint.pt, best.pt, result.json); return results.
+          resume: bool = True) -> RunResult:
+    """Train `cfg` in out_dir (config.json, checkpoint.pt, best.pt, result.json); return the run
+    record (result.json is its JSON).
 
     `report(metrics, checkpoint_path | None)` is called after every evaluation. An existing
     checkpoint.pt is resumed exactly: model, optimiser, schedule, RNG, data position, cache.
@@ -288,11 +290,11 @@ def train(cfg: Config, out_dir: Path, *, report: Report | None = None, progress:
             else:
                 state["bad_evals"] += 1
             stopped_early = t.patience is not None and state["bad_evals"] >= t.patience
-            metrics = {"step": state["step"], "tokens": state["tokens"],
-                       "train_bpc": float(np.mean(state["losses"][-t.eval_every:])) / LN2,
-                       "dev_bpc": dev_bpc, "lr": lr, "tokens_per_s": tok_s,
-                       "train_time_s": state["train_time"], "peak_mem_mb": peak_memory_mb(device),
-                       "mean_span": dev.mean_span}
+            metrics = Evaluation(
+                step=state["step"], tokens=state["tokens"],
+                train_bpc=float(np.mean(state["losses"][-t.eval_every:])) / LN2,
+                dev_bpc=dev_bpc, lr=lr, tokens_per_s=tok_s, train_time_s=state["train_time"],
+                peak_mem_mb=peak_memory_mb(device), mean_span=dev.mean_span)
             state["history"].append(metrics)
             if progress:
                 bar.write(f"step {state['step']}: dev bpc {dev_bpc:.4f}")
@@ -311,32 +313,31 @@ def train(cfg: Config, out_dir: Path, *, report: Report | None = None, progress:
     # spans and #FLOPS as measured over the dev split: for a dynamic span, the mean z_t + R and
     # the widest window its forwards computed (for the others, their spans and windows)
     mean_spans = [float(np.mean(h)) for h in dev.head_spans]
-    result = {
-        "dev_bpc": dev.bpc, "test_bpc": test.bpc,
-        "steps": state["step"], "tokens": state["tokens"], "stopped_early": stopped_early,
-        "tokens_per_s": state["tokens"] / max(state["train_time"], 1e-9),
-        "peak_mem_mb": peak_memory_mb(device),
-        "params": sum(p.numel() for p in model.parameters()),
-        "params_non_embedding": sum(p.numel() for n, p in model.named_parameters()
-                                    if not n.startswith(("emb.", "head."))),
-        "flops_full": analytic_flops(model, "full"),
-        "flops_mean": analytic_flops(model, spans=mean_spans),
-        "flops_max": analytic_flops(model, spans=dev.layer_max_span),
-        "flops_position": flops_parts(model, spans=dev.layer_max_span)["position"],
-        "flops_counted": counted["flops_counted"],
-        "flops_executed": counted["flops_counted_executed"],
-        "flops_cache_reprojection": counted["cache_reprojection"],
-        "mean_span": dev.mean_span, "layer_max_span": dev.layer_max_span,
-        "head_spans": dev.head_spans,
+    result = RunResult(
+        dev_bpc=dev.bpc, test_bpc=test.bpc,
+        steps=state["step"], tokens=state["tokens"], stopped_early=stopped_early,
+        tokens_per_s=state["tokens"] / max(state["train_time"], 1e-9),
+        peak_mem_mb=peak_memory_mb(device),
+        params=sum(p.numel() for p in model.parameters()),
+        params_non_embedding=sum(p.numel() for n, p in model.named_parameters()
+                                 if not n.startswith(("emb.", "head."))),
+        flops_full=analytic_flops(model, "full"),
+        flops_mean=analytic_flops(model, spans=mean_spans),
+        flops_max=analytic_flops(model, spans=dev.layer_max_span),
+        flops_position=flops_parts(model, spans=dev.layer_max_span)["position"],
+        flops_counted=counted["flops_counted"],
+        flops_executed=counted["flops_counted_executed"],
+        flops_cache_reprojection=counted["cache_reprojection"],
+        mean_span=dev.mean_span, layer_max_span=dev.layer_max_span, head_spans=dev.head_spans,
         # the floor of what this model can see: L layers of span S reach L (S - 1) + 1 back
-        "floor_bpc": synthetic.floor_at(corpus.meta, cfg.model.n_layers * (cfg.model.span - 1) + 1),
-        "entropy_rate": corpus.meta.get("floor_bpc"), "prefix": corpus.meta.get("prefix", False),
-        "layer": model.blocks[0].attn.describe(),  # what the variant is, for tables and reports
-        "mixing": mixing_matrices(model),
-        "dynamic_trace": dynamic_trace(model, corpus.dev, corpus.meta.get("symbols"), device),
-        "history": state["history"],
-    }
-    (out_dir / "result.json").write_text(json.dumps(result, indent=2))
+        floor_bpc=synthetic.floor_at(corpus.meta, cfg.model.n_layers * (cfg.model.span - 1) + 1),
+        entropy_rate=corpus.meta.get("floor_bpc"), prefix=corpus.meta.get("prefix", False),
+        layer=model.blocks[0].attn.describe(),  # what the variant is, for tables and reports
+        mixing=mixing_matrices(model),
+        dynamic_trace=dynamic_trace(model, corpus.dev, corpus.meta.get("symbols"), device),
+        history=state["history"],
+    )
+    (out_dir / "result.json").write_text(result.to_json())
     return result
 
 
@@ -352,6 +353,7 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--no-progress", action="store_true")
     args = p.parse_args(argv)
     try:
+        plugins.load()
         tree = parse_sets(args.sets)
         if args.variant:
             set_dotted(tree, "model.variant", args.variant)
@@ -367,12 +369,12 @@ def main(argv: list[str] | None = None) -> int:
     except Diverged as err:
         print(f"diverged: {err}", file=sys.stderr)
         return 1
-    label = " (on a prefix of the dataset: not comparable with full-dataset bpc)" if r[
-        "prefix"] else ""
-    floor = f"  floor {r['floor_bpc']:.4f}" if r["floor_bpc"] else ""
-    print(f"dev bpc {r['dev_bpc']:.4f}  test bpc {r['test_bpc']:.4f}{floor}{label}\n"
-          f"mean span {r['mean_span']:.1f}  params {r['params']:,}  "
-          f"tokens/s {r['tokens_per_s']:,.0f}  flops/token {r['flops_max']:,.0f}\nrun dir {out}")
+    label = " (on a prefix of the dataset: not comparable with full-dataset bpc)" if r.prefix \
+        else ""
+    floor = f"  floor {r.floor_bpc:.4f}" if r.floor_bpc else ""
+    print(f"dev bpc {r.dev_bpc:.4f}  test bpc {r.test_bpc:.4f}{floor}{label}\n"
+          f"mean span {r.mean_span:.1f}  params {r.params:,}  "
+          f"tokens/s {r.tokens_per_s:,.0f}  flops/token {r.flops_max:,.0f}\nrun dir {out}")
     return 0
 
 

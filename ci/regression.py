@@ -49,7 +49,7 @@ def measure(variant: str, data: str, seed: int) -> float:
                               f"train.seed={seed}"]))
     with tempfile.TemporaryDirectory() as out:
         r = train(cfg, Path(out), progress=False)
-    return r["history"][-1]["dev_bpc"]
+    return r.history[-1]["dev_bpc"]
 
 
 def check(baselines: dict, cases: list[tuple[str, str]]) -> pd.DataFrame:

@@ -2,7 +2,6 @@
 
 import contextlib
 import io
-import json
 import math
 
 import numpy as np
@@ -15,6 +14,7 @@ from scipy.stats import ttest_rel
 
 import variants
 from bench import report
+from bench.record import RunResult
 from bench.tracking import flatten
 
 D = 64
@@ -48,10 +48,20 @@ def log_trial(client, exp, parent, params, final, *, seed=0, status="FINISHED", 
         metrics += [Metric(k, v, 0, 20) for k, v in final.items()]
     client.log_batch(run, metrics=metrics, params=[Param(k, str(v)) for k, v in params.items()])
     if result:
-        client.log_text(run, json.dumps(result), "result.json")
+        client.log_text(run, record(**result).to_json(), "result.json")
     if status != "RUNNING":
         client.set_terminated(run, status)
     return run
+
+
+def record(**fields) -> RunResult:
+    """A run record as train() writes it; `fields` are the ones a figure reads."""
+    blank = dict(dev_bpc=1.0, test_bpc=1.0, steps=20, tokens=0, stopped_early=False,
+                 tokens_per_s=0.0, peak_mem_mb=0.0, params=0, params_non_embedding=0,
+                 flops_full=0.0, flops_mean=0.0, flops_max=0.0, flops_counted=0.0, mean_span=0.0,
+                 layer_max_span=[], head_spans=[], floor_bpc=None, entropy_rate=None,
+                 prefix=False, mixing=[], dynamic_trace=None, history=[])
+    return RunResult(**blank | fields)
 
 
 def new_sweep(client, root, name):

@@ -67,7 +67,7 @@ def test_json_table_ratios(capsys):
 
 @pytest.mark.parametrize("argv, message", [
     (["--variants", "talking-heds"], "unknown name 'talking-heds'"),
-    (["--variants", "adaptive:mixng=both"], "unknown option(s) ['mixng']"),
+    (["--variants", "adaptive:mixng=both"], "model.attn.mixng='both': unknown option"),
     (["--set", "model.nheads=3"], "model.nheads"),
 ])
 def test_bad_config_exits_2_before_timing(argv, message, capsys, monkeypatch):

@@ -6,9 +6,11 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from pydantic import ValidationError
 
 from bench import data
 from bench.config import parse_sets, resolve
+from bench.record import Evaluation, RunResult
 from bench.train import main, train
 
 SHARED = Path(__file__).resolve().parents[2] / "shared" / "data"
@@ -44,20 +46,25 @@ def test_resume_reproduces_losses(tmp_path):
         return json.loads((tmp_path / run / "result.json").read_text())["history"]
 
     assert [h["train_bpc"] for h in losses("cut")] == [h["train_bpc"] for h in losses("full")]
-    assert resumed["dev_bpc"] == full["dev_bpc"] and resumed["test_bpc"] == full["test_bpc"]
+    assert resumed.dev_bpc == full.dev_bpc and resumed.test_bpc == full.test_bpc
 
 
 def test_deterministic_and_seed_sensitive(tmp_path):
     a = train(small_cfg(), tmp_path / "a", progress=False)
     b = train(small_cfg(), tmp_path / "b", progress=False)
     c = train(small_cfg("train.seed=1"), tmp_path / "c", progress=False)
-    assert a["history"] == [{**h, **{k: a["history"][i][k] for k in h if "time" in k or "per_s"
-                                     in k or "mem" in k}} for i, h in enumerate(b["history"])]
-    assert a["dev_bpc"] == b["dev_bpc"] and c["dev_bpc"] != a["dev_bpc"]
+    assert a.history == [{**h, **{k: a.history[i][k] for k in h if "time" in k or "per_s"
+                                  in k or "mem" in k}} for i, h in enumerate(b.history)]
+    assert a.dev_bpc == b.dev_bpc and c.dev_bpc != a.dev_bpc
 
 
 def test_run_records_provenance(tmp_path):
-    train(small_cfg(), tmp_path, progress=False)
+    r = train(small_cfg(), tmp_path, progress=False)
+    assert RunResult.load(tmp_path / "result.json") == r  # result.json is the typed record
+    assert set(r.history[-1]) == set(Evaluation.__annotations__)
+    bad = json.loads((tmp_path / "result.json").read_text()) | {"dev_bpc": "low"}
+    with pytest.raises(ValidationError, match="dev_bpc"):
+        RunResult.from_json(json.dumps(bad))
     info = json.loads((tmp_path / "config.json").read_text())
     assert info["config"]["model"]["d_model"] == 32 and info["seed"] == 0
     assert info["git_commit"] and info["versions"]["torch"].startswith("2.13")
@@ -82,9 +89,9 @@ def test_tiny_learns_enwik8(tmp_path, variant):
     corpus = data.load("enwik8", path=str(SHARED / "enwik8.head"))
     uni = unigram_bpc(np.asarray(corpus.dev), np.asarray(corpus.train[:1_000_000]))
     r = train(cfg, tmp_path, progress=False)
-    assert r["prefix"] is True
-    assert r["history"][-1]["dev_bpc"] < uni - 0.9, (r["history"][-1]["dev_bpc"], uni)
-    assert math.isfinite(r["test_bpc"])
+    assert r.prefix is True
+    assert r.history[-1]["dev_bpc"] < uni - 0.9, (r.history[-1]["dev_bpc"], uni)
+    assert math.isfinite(r.test_bpc)
 
 
 @pytest.mark.parametrize("args,needle", [

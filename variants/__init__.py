@@ -1,7 +1,7 @@
 """Attention variants on one transformer body: span policies x head-mixing policies."""
 
-from . import presets as _presets  # noqa: F401  (registers the seven named variants)
+from . import presets as _presets  # noqa: F401  (registers the eight named variants)
 from .attention import Attention
-from .registry import build, check_name, names, register
+from .registry import build, check_name, names, options, register
 
-__all__ = ["Attention", "build", "check_name", "names", "register"]
+__all__ = ["Attention", "build", "check_name", "names", "options", "register"]

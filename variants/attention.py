@@ -78,8 +78,8 @@ class Attention(nn.Module):
                  h_v: int | None = None, d_k: int | None = None, d_v: int | None = None,
                  ramp: float = 32.0, span_loss: float = 2e-6, trim: bool = True,
                  trim_step: int = 64, gate_bias: float = -4.0, dropout: float = 0.0,
-                 mix_noise: float = 0.0, mix_init: str = "identity", chunk: int | None = None,
-                 key_pe: nn.Parameter | None = None) -> None:
+                 mix_noise: float = 0.0, mix_init: str = "identity", dynamic_init: float = 0.01,
+                 chunk: int | None = None, key_pe: nn.Parameter | None = None) -> None:
         super().__init__()
         _check("mix_init", mix_init, mix_init in mix.INITS, f"one of {mix.INITS}")
         h_k, h, h_v, d_k, d_v = check_options(d_model, n_heads, span, span_policy, mixing, h_k, h,
@@ -93,7 +93,8 @@ class Attention(nn.Module):
         cls = sp.POLICIES[span_policy] if isinstance(span_policy, str) else span_policy
         self.span_policy = _construct(cls, options)
         options = dict(d_model=d_model, span=span, h_k=h_k, h=h, h_v=h_v, d_k=d_k, d_v=d_v,
-                       mix_noise=mix_noise, mix_init=mix_init, key_pe=key_pe)
+                       mix_noise=mix_noise, mix_init=mix_init, dynamic_init=dynamic_init,
+                       key_pe=key_pe)
         cls, fixed = mix.POLICIES[mixing] if isinstance(mixing, str) else (mixing, {})
         self.mixing = _construct(cls, options, **fixed)
         self.drop = nn.Dropout(dropout)

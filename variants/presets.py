@@ -1,4 +1,4 @@
-"""The seven named variants: presets of (span policy, head mixing). Any key can be overridden,
+"""The eight named variants: presets of (span policy, head mixing). Any key can be overridden,
 e.g. build("adaptive", ..., mixing="both") is adaptive span with talking heads."""
 
 from .attention import Attention
@@ -9,6 +9,7 @@ PRESETS = {
     "adaptive": dict(span_policy="adaptive", mixing="none"),
     "dynamic": dict(span_policy="dynamic", mixing="none"),
     "talking-heads": dict(span_policy="fixed", mixing="both"),
+    "talking-heads-dynamic": dict(span_policy="fixed", mixing="dynamic"),
     "logits-only": dict(span_policy="fixed", mixing="logits"),
     "weights-only": dict(span_policy="fixed", mixing="weights"),
     "gbma": dict(span_policy="fixed", mixing="gbma"),

@@ -1,8 +1,12 @@
-"""timm-style registry: `@register` a factory, `build(name, **cfg)` it, list `names()`."""
+"""timm-style registry: `@register` a factory, `build(name, **cfg)` it, list `names()`; the
+factory's signature is the check of its options (`options(name)`)."""
 
+import inspect
 from collections.abc import Callable
 
 from torch import nn
+
+from .attention import Attention
 
 _FACTORIES: dict[str, Callable[..., nn.Module]] = {}
 
@@ -38,3 +42,20 @@ def build(name: str, **cfg) -> nn.Module:
     """
     check_name(name)
     return _FACTORIES[name](**cfg)
+
+
+def options(name: str) -> dict[str, inspect.Parameter]:
+    """The keyword options `build(name, ...)` accepts, with their annotations and defaults.
+
+    They are the factory's own parameters; a factory that takes `**cfg` forwards it to
+    `Attention`, whose parameters it then accepts too (as the presets and the README's plugin do).
+    """
+    check_name(name)
+    out: dict[str, inspect.Parameter] = {}
+    for p in inspect.signature(_FACTORIES[name], eval_str=True).parameters.values():
+        if p.kind is p.VAR_KEYWORD:
+            forwarded = inspect.signature(Attention, eval_str=True).parameters
+            out.update({k: v for k, v in forwarded.items() if k not in out})
+        elif p.kind is not p.VAR_POSITIONAL:
+            out[p.name] = p
+    return out

@@ -1,0 +1,232 @@
+"""Plugins and typed options: a user's variant in their own file works in all five commands;
+a bad plugin or a badly typed option is a user error (exit 2, named, no traceback) caught before
+anything runs: no Ray, no MLflow store, no run folder.
+
+The end-to-end test is slow (a real Ray sweep); the error tests run the commands in-process.
+"""
+
+import os
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+
+import pytest
+import yaml
+
+import variants
+from bench import flops, plugins, report, run, speed, train
+from bench.config import ConfigError, parse_sets, resolve
+from variants import registry
+
+ROOT = Path(__file__).resolve().parents[1]
+SMOKE = ROOT / "ablations" / "smoke.yaml"
+PLUGIN = ROOT / "examples" / "decay_plugin.py"
+TINY = ["model.d_model=32", "model.n_layers=1", "model.n_heads=2", "model.d_ff=64",
+        "model.span=32", "train.block=32", "train.batch_size=4", "train.steps=4",
+        "train.eval_every=4", "train.eval_tokens=500", "train.warmup=2",
+        "data.synthetic.n_chars=20000"]
+
+
+@pytest.fixture
+def clean(monkeypatch):
+    """Restore the registry and drop imported file plugins afterwards; no plugin env."""
+    monkeypatch.delenv(plugins.ENV, raising=False)
+    monkeypatch.delenv("MLFLOW_TRACKING_URI", raising=False)
+    saved = dict(registry._FACTORIES)
+    yield
+    registry._FACTORIES.clear()
+    registry._FACTORIES.update(saved)
+    for name in [m for m in sys.modules if m.startswith("attnbench_plugin_")]:
+        del sys.modules[name]
+
+
+def grid_file(tmp: Path, **changes) -> Path:
+    grid = {**yaml.safe_load(SMOKE.read_text()), "name": "plug", **changes}
+    path = tmp / "plug.yaml"
+    path.write_text(yaml.safe_dump(grid))
+    return path
+
+
+# --- bad plugins: exit 2 from every command, the plugin and its error's last line named -------
+
+BAD_PLUGINS = {
+    "module not found": ("no_such_attnbench_plugin", "No module named 'no_such_attnbench_plugin'"),
+    "file not found": ("{tmp}/absent.py", "FileNotFoundError: no such file"),
+    "raises on import": ("{tmp}/broken.py", "RuntimeError: tau table missing"),
+    "syntax error": ("{tmp}/syntax.py", "SyntaxError: "),
+}
+
+
+def commands(tmp: Path) -> dict:
+    """Each command with arguments that would do real work if the plugins loaded."""
+    grid = grid_file(tmp)
+    return {
+        "bench.train": lambda: train.main(["--no-progress", "--out", str(tmp / "run"),
+                                           *[a for s in TINY for a in ("--set", s)]]),
+        "bench.run": lambda: run.main([str(grid), "--results-dir", str(tmp / "results")]),
+        "bench.speed": lambda: speed.main(["--spans", "32", "--heads", "2", "--repeats", "1"]),
+        "bench.flops": lambda: flops.main(["--config", "tiny"]),
+        "bench.report": lambda: report.main([str(grid), "--tracking-uri",
+                                             f"sqlite:///{tmp / 'results' / 'mlflow.db'}"]),
+    }
+
+
+@pytest.mark.parametrize("case", BAD_PLUGINS, ids=list(BAD_PLUGINS))
+@pytest.mark.parametrize("command", ["bench.train", "bench.run", "bench.speed", "bench.flops",
+                                     "bench.report"])
+def test_bad_plugin_exits_2_in_every_command(case, command, clean, tmp_path, monkeypatch,
+                                             capsys):
+    (tmp_path / "broken.py").write_text("import math\nraise RuntimeError('tau table missing')\n")
+    (tmp_path / "syntax.py").write_text("def decay(:\n")
+    plugin, last_line = BAD_PLUGINS[case]
+    plugin = plugin.format(tmp=tmp_path)
+    monkeypatch.setenv(plugins.ENV, f"{plugin}")
+    monkeypatch.setattr(tempfile, "tempdir", str(tmp_path / "tmp"))
+    monkeypatch.setattr(speed, "run", lambda *a: pytest.fail("timed with a broken plugin"))
+    assert commands(tmp_path)[command]() == 2
+    err = capsys.readouterr().err
+    assert f"plugin '{plugin}' failed to import" in err and last_line in err, err
+    assert "Traceback" not in err and len(err.strip().splitlines()) == 1, err
+    assert not any((tmp_path / p).exists() for p in ("results", "run", "tmp"))
+    assert "ray" not in sys.modules or not sys.modules["ray"].is_initialized()
+
+
+def test_bad_plugin_in_a_grid_file_exits_2(clean, tmp_path, capsys):
+    grid = grid_file(tmp_path, plugins=[str(PLUGIN), "no_such_attnbench_plugin"])
+    store = f"sqlite:///{tmp_path / 'results' / 'mlflow.db'}"
+    assert run.main([str(grid), "--results-dir", str(tmp_path / "results")]) == 2
+    assert report.main([str(grid), "--tracking-uri", store]) == 2
+    err = capsys.readouterr().err
+    assert err.count("plugin 'no_such_attnbench_plugin' failed to import: ModuleNotFoundError") == 2
+    assert "Traceback" not in err and not (tmp_path / "results").exists()
+
+
+def test_plugin_loads_once_from_env_and_grid(clean, monkeypatch, tmp_path):
+    """The same file named twice (relative in the env, absolute in a grid) is imported once:
+    registering `decay` twice would raise."""
+    monkeypatch.chdir(ROOT)
+    monkeypatch.setenv(plugins.ENV, " examples/decay_plugin.py , ")
+    assert plugins.load([str(PLUGIN)]) == [str(PLUGIN)]
+    assert plugins.load() == [str(PLUGIN)] and "decay" in variants.names()
+    assert plugins.from_grid(str(grid_file(tmp_path, plugins=["a", "b.py"]))) == ["a", "b.py"]
+    assert plugins.from_grid("smoke") == []
+
+
+# --- typed options ----------------------------------------------------------------------------
+
+def test_options_are_converted_by_the_signature(clean):
+    plugins.load([str(PLUGIN)])
+    cfg = resolve(parse_sets(["model.variant=adaptive", "model.attn.span_loss=2e-6",
+                              "model.attn.ramp=16", "data.synthetic.distances=[8,24]",
+                              "data.synthetic.distance_probs=[0.5,0.5]"]))
+    assert cfg.model.attn == {"span_loss": 2e-6, "ramp": 16.0}
+    assert type(cfg.model.attn["ramp"]) is float and cfg.data.synthetic["distances"] == (8, 24)
+    cfg = resolve(parse_sets(["model.variant=decay", "model.attn.tau_init=8",
+                              "model.attn.mixing=logits"]))
+    assert cfg.model.attn == {"tau_init": 8.0, "mixing": "logits"}
+
+
+BAD_OPTIONS = {  # grid base changes -> what the error line must say
+    "lambda not a number": ({"model": {"attn": {"span_loss": "2e-6x"}}},
+                            "model.attn.span_loss='2e-6x': expected float"),
+    "ramp a word": ({"model": {"attn": {"ramp": "wide"}}},
+                    "model.attn.ramp='wide': expected float"),
+    "chunk a float": ({"model": {"attn": {"chunk": 2.5}}},
+                      "model.attn.chunk=2.5: expected int | None"),
+    "trim not a bool": ({"model": {"attn": {"trim": "maybe"}}},
+                        "model.attn.trim='maybe': expected bool"),
+    "unknown option": ({"model": {"attn": {"tau": 3}}}, "model.attn.tau=3: unknown option"),
+    "plugin option": ({"model": {"attn": {"tau_init": "long"}}},
+                      "model.attn.tau_init='long': expected float"),
+    "plugin option on another variant": ({"model": {"attn": {"tau_init": 8}}},
+                                         "model.attn.tau_init=8: unknown option"),
+    "synthetic n_chars": ({"data": {"synthetic": {"n_chars": "lots"}}},
+                          "data.synthetic.n_chars='lots': expected int"),
+    "synthetic distances": ({"data": {"synthetic": {"distances": [4, "far"]}}},
+                            "data.synthetic.distances=[4, 'far']: expected tuple[int, ...]"),
+}
+
+
+@pytest.mark.parametrize("case", BAD_OPTIONS, ids=list(BAD_OPTIONS))
+def test_bad_option_exits_2_before_ray_and_mlflow(case, clean, tmp_path, monkeypatch, capsys):
+    changes, line = BAD_OPTIONS[case]
+    variant = "decay" if case == "plugin option" else "talking-heads"
+    base = yaml.safe_load(SMOKE.read_text())["base"]
+    for section, values in changes.items():
+        base[section] = {**base.get(section, {}), **values}
+    base["model"]["variant"] = variant  # the base is validated on its own first
+    grid = grid_file(tmp_path, base=base, grid={"model.variant": [variant]},
+                     plugins=[str(PLUGIN)])
+    monkeypatch.setattr(tempfile, "tempdir", str(tmp_path / "tmp"))
+    assert run.main([str(grid), "--results-dir", str(tmp_path / "results")]) == 2
+    err = capsys.readouterr().err
+    assert line in err and "Traceback" not in err, err
+    assert not (tmp_path / "results").exists() and not (tmp_path / "tmp").exists()
+    assert "ray" not in sys.modules or not sys.modules["ray"].is_initialized()
+    sets = [f"{'.'.join(k)}={v}" for k, v in _leaves(changes)]  # the same through bench.train
+    assert train.main(["--variant", variant, "--out", str(tmp_path / "run"),
+                       *[a for s in sets for a in ("--set", s)]]) == 2
+    assert line in capsys.readouterr().err and not (tmp_path / "run").exists()
+
+
+def _leaves(tree: dict, path: tuple = ()) -> list[tuple[tuple, object]]:
+    out = []
+    for k, v in tree.items():
+        out += _leaves(v, (*path, k)) if isinstance(v, dict) else [((*path, k), v)]
+    return out
+
+
+def test_bad_option_via_resolve_names_every_bad_key(clean):
+    with pytest.raises(ConfigError) as err:
+        resolve(parse_sets(["model.attn.ramp=wide", "model.attn.h=two"]))
+    assert "model.attn.ramp='wide'" in str(err.value) and "model.attn.h='two'" in str(err.value)
+
+
+# --- the plugin through all five commands (slow: a real Ray sweep) ---------------------------
+
+def cli(module: str, *args: str, env: dict, cwd: Path) -> subprocess.CompletedProcess:
+    done = subprocess.run([sys.executable, "-m", module, *args], cwd=cwd, env=env,
+                          capture_output=True, text=True, timeout=400)
+    assert done.returncode == 0, done.stderr[-3000:]
+    return done
+
+
+@pytest.mark.slow
+def test_plugin_through_all_five_commands():
+    """examples/decay_plugin.py, never imported by the package: bench.train and bench.speed
+    and bench.flops get it from ATTNBENCH_PLUGINS; bench.run from the grid's `plugins:` list
+    only (so its Ray trial imports it from the trial spec), then bench.report on that grid."""
+    with tempfile.TemporaryDirectory(prefix="ab", dir="/tmp") as d:
+        tmp = Path(d)
+        base = {k: v for k, v in os.environ.items()
+                if k not in ("MLFLOW_TRACKING_URI", "RAY_ADDRESS", plugins.ENV)}
+        base |= {"TMPDIR": str(tmp), "PYTHONPATH": str(ROOT)}
+        env = base | {plugins.ENV: str(PLUGIN.relative_to(ROOT))}
+
+        out = cli("bench.train", "--variant", "decay", "--set", "model.attn.tau_init=8",
+                  "--out", str(tmp / "run"), "--no-progress",
+                  *[a for s in TINY for a in ("--set", s)], env=env, cwd=ROOT).stdout
+        assert "dev bpc" in out and (tmp / "run" / "result.json").exists()
+
+        grid = grid_file(tmp, grid={"model.variant": ["decay"], "model.attn.tau_init": [8]},
+                         plugins=[str(PLUGIN)])
+        store = f"sqlite:///{tmp / 'results' / 'mlflow.db'}"
+        out = cli("bench.run", str(grid), "--results-dir", str(tmp / "results"),
+                  "--no-report", env=base, cwd=tmp).stdout
+        assert "decay-tau_init=8-s0" in out and "FINISHED" in out, out
+
+        out = cli("bench.report", str(grid), "--tracking-uri", store, "--out",
+                  str(tmp / "report"), env=base, cwd=tmp).stdout
+        table = next((tmp / "report").glob("*.md")).read_text()
+        assert "wrote" in out and "decay" in table
+
+        out = cli("bench.speed", "--variants", "decay:tau_init=8", "--spans", "32", "--heads",
+                  "2", "--repeats", "1", "--set", "model.d_model=32", "--set",
+                  "model.n_layers=1", "--set", "train.block=32", "--set", "train.batch_size=2",
+                  env=env, cwd=ROOT).stdout
+        assert "| decay:tau_init=8 " in out, out
+
+        out = cli("bench.flops", "--config", "tiny", env=env, cwd=ROOT).stdout
+        row = next(line for line in out.splitlines() if "| decay " in line)
+        assert row.split("|")[-3].strip() == "+0.0000", row  # counted = analytic

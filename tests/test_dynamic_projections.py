@@ -8,7 +8,7 @@ import pytest
 import torch
 
 import variants
-from bench.flops import analytic_flops, attention_flops, counted_flops, layer_span, set_spans
+from bench.flops import analytic_flops, counted_flops, layer_span, set_spans
 from bench.model import TransformerLM
 
 D, H, S = 32, 4, 24
@@ -137,9 +137,10 @@ def test_counted_equals_analytic(name, cfg):
         set_spans(model, torch.linspace(5.0, 130.0, H))
     c = counted_flops(model)
     assert c["skipped"] == {}
-    assert c["flops_counted"] == pytest.approx(analytic_flops(model, "max"), rel=5e-3)
-    core = sum(attention_flops(b.attn, D, layer_span(b.attn, "max"))
-               - attention_flops(b.attn, D, 0) for b in model.blocks)
+    executed = analytic_flops(model, "max", position=True)  # the graph computes q.p too
+    assert c["flops_counted"] == pytest.approx(executed, rel=5e-3)
+    core = sum(b.attn.flops(layer_span(b.attn, "max"), position=True)
+               - b.attn.flops(0, position=True) for b in model.blocks)
     assert c["attention"] == pytest.approx(core, rel=5e-3)
 
 
@@ -150,5 +151,5 @@ def test_analytic_cost_over_talking_heads():
     hk, h, hv = 4, 6, 3
     th, dyn = (build(n, h=h, h_v=hv, d_v=8) for n in ("talking-heads", "talking-heads-dynamic"))
     for s in (1, 24):
-        extra = attention_flops(dyn, D, s) - attention_flops(th, D, s)
+        extra = dyn.flops(s) - th.flops(s)
         assert extra == 2 * (D + s) * (hk * h + h * hv)

@@ -58,9 +58,11 @@ def record(**fields) -> RunResult:
     """A run record as train() writes it; `fields` are the ones a figure reads."""
     blank = dict(dev_bpc=1.0, test_bpc=1.0, steps=20, tokens=0, stopped_early=False,
                  tokens_per_s=0.0, peak_mem_mb=0.0, params=0, params_non_embedding=0,
-                 flops_full=0.0, flops_mean=0.0, flops_max=0.0, flops_counted=0.0, mean_span=0.0,
-                 layer_max_span=[], head_spans=[], floor_bpc=None, entropy_rate=None,
-                 prefix=False, mixing=[], dynamic_trace=None, history=[])
+                 flops_full=0.0, flops_mean=0.0, flops_max=0.0, flops_position=0.0,
+                 flops_counted=0.0, flops_executed=0.0, flops_cache_reprojection=0.0,
+                 mean_span=0.0, layer_max_span=[], head_spans=[], floor_bpc=None,
+                 entropy_rate=None, prefix=False, layer={}, mixing=[], dynamic_trace=None,
+                 history=[])
     return RunResult(**blank | fields)
 
 
@@ -400,7 +402,7 @@ def test_identity_distance_under_the_mixing_heatmaps(store):
     fig = Figure()
     assert report.fig_mixing(sweep, fig)
     P = np.array(report._result(sweep, report._pick(sweep.runs, sweep.runs["mixing"] == "both"))
-                 ["mixing"][-1]["P_l"])
+                 .mixing[-1]["P_l"])
     assert f"= {report.identity_distance(P):.2f}" in fig.axes[0].get_xlabel()
     assert "identity + noise, the default" in fig._suptitle.get_text()
 

@@ -7,6 +7,7 @@ import argparse
 import json
 import math
 import os
+import pickle
 import resource
 import sys
 import time
@@ -119,10 +120,50 @@ def train_step(model: TransformerLM, step_fn: Callable, opt: torch.optim.Optimiz
     return loss, lr, cache
 
 
-def peak_memory_mb(device: torch.device) -> float:
+def peak_memory_mb(device: torch.device) -> dict[str, float]:
+    """peak_rss_mb: the process's peak resident memory so far (imports and data included);
+    peak_cuda_mb (CUDA only): the peak allocated by tensors since the last call, which resets it,
+    so that each evaluation window reports its own peak."""
+    out = {"peak_rss_mb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024}
     if device.type == "cuda":
-        return torch.cuda.max_memory_allocated(device) / 2**20
-    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024  # process peak RSS
+        out["peak_cuda_mb"] = torch.cuda.max_memory_allocated(device) / 2**20
+        torch.cuda.reset_peak_memory_stats(device)
+    return out
+
+
+def run_peaks(history: list[dict], device: torch.device) -> dict[str, float]:
+    """The whole run's peaks: the largest of every evaluation window's (resumed processes
+    included) and of the window since the last evaluation."""
+    now = peak_memory_mb(device)
+    return {k: max([v, *(h[k] for h in history if k in h)]) for k, v in now.items()}
+
+
+def load_checkpoint(path: Path, device: torch.device) -> dict | None:
+    """checkpoint.pt, or None with a warning when it cannot be read (a truncated or corrupted
+    file is moved aside to checkpoint.pt.corrupt and the run starts fresh, rather than failing
+    at every retry)."""
+    try:
+        saved = torch.load(path, map_location=device, weights_only=True)
+        if not isinstance(saved, dict) or not {"model", "opt", "state", "rng"} <= saved.keys():
+            raise ValueError("not a bench.train checkpoint")
+        return saved
+    except (RuntimeError, ValueError, EOFError, OSError, pickle.UnpicklingError) as err:
+        aside = path.with_name(path.name + ".corrupt")
+        os.replace(path, aside)
+        print(f"warning: {path} is unreadable ({type(err).__name__}: "
+              f"{str(err).splitlines()[0] if str(err) else ''}); moved to {aside.name}, "
+              "training starts fresh", file=sys.stderr, flush=True)
+        return None
+
+
+def count_flops(model: TransformerLM) -> dict:
+    """counted_flops()'s flops_counted, or flops_error with the reason: a counting failure (an
+    op fvcore's tracer or our handles reject) is recorded, never allowed to lose a trained run."""
+    try:
+        return {"flops_counted": counted_flops(model)["flops_counted"]}
+    except Exception as err:  # noqa: BLE001  (any tracer failure: the results are kept)
+        print(f"warning: counting FLOPs failed ({type(err).__name__}: {err})", file=sys.stderr)
+        return {"flops_counted": None, "flops_error": f"{type(err).__name__}: {err}"}
 
 
 def span_stats(model: TransformerLM) -> dict:
@@ -223,8 +264,7 @@ def train(cfg: Config, out_dir: Path, *, report: Report | None = None, progress:
              "bad_evals": 0, "losses": [], "history": []}
     cache = None
     ckpt = out_dir / "checkpoint.pt"
-    if resume and ckpt.exists():
-        saved = torch.load(ckpt, map_location=device, weights_only=True)
+    if resume and ckpt.exists() and (saved := load_checkpoint(ckpt, device)) is not None:
         model.load_state_dict(saved["model"])
         opt.load_state_dict(saved["opt"])
         state, cache = saved["state"], saved["cache"]
@@ -272,7 +312,7 @@ def train(cfg: Config, out_dir: Path, *, report: Report | None = None, progress:
             metrics = {"step": state["step"], "tokens": state["tokens"],
                        "train_bpc": float(np.mean(state["losses"][-t.eval_every:])) / LN2,
                        "dev_bpc": dev_bpc, "lr": lr, "tokens_per_s": tok_s,
-                       "train_time_s": state["train_time"], "peak_mem_mb": peak_memory_mb(device),
+                       "train_time_s": state["train_time"], **peak_memory_mb(device),
                        "mean_span": span_stats(model)["mean_span"]}
             state["history"].append(metrics)
             if progress:
@@ -291,7 +331,7 @@ def train(cfg: Config, out_dir: Path, *, report: Report | None = None, progress:
         "test_bpc": evaluate(model, corpus.test, eval_bs, t.block, device),
         "steps": state["step"], "tokens": state["tokens"], "stopped_early": stopped_early,
         "tokens_per_s": state["tokens"] / max(state["train_time"], 1e-9),
-        "peak_mem_mb": peak_memory_mb(device),
+        **run_peaks(state["history"], device),
         "params": sum(p.numel() for p in model.parameters()),
         "params_non_embedding": sum(p.numel() for n, p in model.named_parameters()
                                     if not n.startswith(("emb.", "head."))),
@@ -300,7 +340,7 @@ def train(cfg: Config, out_dir: Path, *, report: Report | None = None, progress:
         "floor_bpc": corpus.meta.get("floor_bpc"), "prefix": corpus.meta.get("prefix", False),
         "mixing": mixing_matrices(model),
         "dynamic_trace": dynamic_trace(model, corpus.dev, corpus.meta.get("symbols"), device),
-        "flops_counted": counted_flops(model)["flops_counted"],  # after span_stats: it runs a step
+        **count_flops(model),  # after span_stats: it runs a step
         "history": state["history"],
     }
     (out_dir / "result.json").write_text(json.dumps(result, indent=2))

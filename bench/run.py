@@ -217,11 +217,9 @@ def say_stale(stale: dict[str, str], commit: str, rerun: bool) -> None:
 
 def sweep(grid: Grid, trials: list[Trial], args: argparse.Namespace, command: str) -> int:
     """Run what is not finished yet; returns 0, 1 (a trial failed) or 130 (interrupted)."""
-    from mlflow import MlflowClient
-
     root = args.results_dir.resolve() / grid.name
     uri = tracking.tracking_uri(args.tracking_uri, args.results_dir)
-    client = MlflowClient(uri)
+    client = tracking.open_store(uri)
     exp = tracking.experiment_id(client, grid.name, uri)
     runs = tracking.trial_runs(client, exp)
     commit = provenance.git_commit()
@@ -299,7 +297,7 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--force", action="store_true", help="rerun finished trials too, from scratch")
     p.add_argument("--rerun-stale", action="store_true",
                    help="rerun, from scratch, finished trials whose result comes from another "
-                   "git commit or a dirty tree (default: reuse them, marked stale)")
+                   "commit or other uncommitted changes (default: reuse them, marked stale)")
     p.add_argument("--no-report", action="store_true", help="skip bench.report at the end")
     args = p.parse_args(argv)
     try:

@@ -10,6 +10,7 @@ runs carry MLflow's source tags (mlflow.source.name, mlflow.source.git.commit), 
 experiment's mlflow.experimentKind, so that MLflow's UI treats the runs as model training.
 """
 
+import fcntl
 import hashlib
 import json
 import os
@@ -59,6 +60,22 @@ def tracking_uri(explicit: str | None, results_dir: Path) -> str:
     """--tracking-uri, else $MLFLOW_TRACKING_URI, else an sqlite file in the results folder."""
     default = f"sqlite:///{(results_dir / 'mlflow.db').resolve()}"
     return explicit or os.environ.get("MLFLOW_TRACKING_URI") or default
+
+
+def open_store(uri: str) -> MlflowClient:
+    """A client of the store at `uri`. A new sqlite store is created (and an old one migrated)
+    on first use, which MLflow does without a lock: two sweeps starting together on a new file
+    both create the tables and one fails ("duplicate column name"). That first use is done here
+    under an exclusive lock on <db>.lock, so the second process finds the tables made."""
+    if not uri.startswith("sqlite:///"):
+        return MlflowClient(uri)
+    db = Path(uri.removeprefix("sqlite:///"))
+    db.parent.mkdir(parents=True, exist_ok=True)
+    with open(db.with_name(db.name + ".lock"), "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        client = MlflowClient(uri)
+        client.search_experiments(max_results=1)
+    return client
 
 
 def ui_command(uri: str) -> str:

@@ -307,6 +307,32 @@ def test_corrupted_checkpoint_starts_that_trial_fresh(short_tmp):
 
 
 @slow
+def test_stale_result_is_reported_reused_then_rerun_with_rerun_stale(short_tmp):
+    """A finished trial from another commit: the rerun names it and reuses it, marked stale;
+    --rerun-stale trains it again, in a new run, and leaves the current one alone."""
+    grid = write_grid(short_tmp, "stale")
+    old, other = sorted(expected_hashes(grid))
+    uri = f"sqlite:///{short_tmp / 'results' / 'mlflow.db'}"
+    c = tracking.open_store(uri)
+    exp = tracking.experiment_id(c, "stale", uri)
+    seeded = c.create_run(exp, tags={tracking.ROLE: "trial", tracking.HASH: old}).info.run_id
+    c.log_param(seeded, "git_commit", "0" * 40)
+    c.set_terminated(seeded, "FINISHED")
+    first = bench_run([grid], short_tmp)
+    assert first.returncode == 0, first.stdout[-3000:] + first.stderr[-3000:]
+    assert "1 already finished, 1 to run" in first.stdout
+    assert "1 finished trials ran on other code than this checkout" in first.stderr
+    assert f"{'0' * 40} (1); reusing them" in first.stderr and "stale: " + "0" * 40 in first.stdout
+    again = bench_run([grid, "--rerun-stale"], short_tmp)
+    assert again.returncode == 0, again.stdout[-3000:] + again.stderr[-3000:]
+    assert "1 already finished, 1 to run" in again.stdout and "rerunning them" in again.stderr
+    runs = tracking.trial_runs(c, exp)
+    assert [r.info.run_id for r in runs[old]][1:] == [seeded]  # a new run, the old one kept
+    assert runs[old][0].info.status == "FINISHED" and len(runs[other]) == 1
+    assert "stale: " not in again.stdout
+
+
+@slow
 def test_diverging_trial_fails_with_its_reason_and_the_sweep_goes_on(short_tmp):
     grid = write_grid(short_tmp, "diverge", grid={"train.lr": [0.07, 1.0e30]})
     done = bench_run([grid], short_tmp)

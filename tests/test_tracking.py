@@ -111,3 +111,29 @@ def test_unreadable_checkpoint_starts_fresh(tmp_path, capsys):
     assert [h["step"] for h in again["history"]] == [2, 4]  # from step 0, not resumed
     assert again["dev_bpc"] == pytest.approx(first["dev_bpc"])  # the same training, redone
     assert load_checkpoint(tmp_path / "b" / "checkpoint.pt", torch.device("cpu")) is not None
+
+
+def test_flops_counting_failure_keeps_the_trained_result(tmp_path, monkeypatch, capsys):
+    """fvcore failing on a model (say a new variant its tracer rejects) is recorded in the
+    result, which keeps its bpc, and on the run as attnbench.flops_error."""
+    def reject(model):
+        raise RuntimeError("fvcore skipped matmul-like ops ['aten::new_op']")
+
+    monkeypatch.setattr("bench.train.counted_flops", reject)
+    cfg = resolve({"model": {"d_model": 16, "n_layers": 1, "n_heads": 2, "d_ff": 32, "span": 16},
+                   "data": {"synthetic": {"n_chars": 20_000}},
+                   "train": {"block": 16, "batch_size": 2, "steps": 2, "eval_every": 2,
+                             "eval_tokens": 200, "warmup": 1}}, "tiny")
+    result = train(cfg, tmp_path, progress=False)
+    assert result["flops_counted"] is None and "aten::new_op" in result["flops_error"]
+    assert 0 < result["dev_bpc"] < 8 and (tmp_path / "result.json").exists()
+    assert "counting FLOPs failed" in capsys.readouterr().err
+    uri = f"sqlite:///{tmp_path / 'mlflow.db'}"
+    client = MlflowClient(uri)
+    exp = tracking.experiment_id(client, "g", uri)
+    trial = tracking.TrialRun(uri, client.create_run(exp).info.run_id)
+    trial.finish(result, tmp_path)
+    finished = client.get_run(trial.run_id)
+    assert finished.info.status == "FINISHED"
+    assert "aten::new_op" in finished.data.tags[tracking.FLOPS_ERROR]
+    assert "flops_counted" not in finished.data.metrics and "final_dev_bpc" in finished.data.metrics

@@ -158,10 +158,26 @@ class Trial:
         return "-".join([self.cfg.model.variant, *varied, f"s{self.seed}"])
 
 
+def _sha256_json(tree: dict) -> str:
+    text = json.dumps(tree, sort_keys=True, separators=(",", ":"))
+    return hashlib.sha256(text.encode()).hexdigest()
+
+
 def config_hash(cfg: Config) -> str:
     """sha256 of the canonical JSON of a resolved config (the seed is train.seed)."""
-    text = json.dumps(cfg.model_dump(mode="json"), sort_keys=True, separators=(",", ":"))
-    return hashlib.sha256(text.encode()).hexdigest()
+    return _sha256_json(cfg.model_dump(mode="json"))
+
+
+def trial_hash(cfg: Config, data_sha256: str | None) -> str:
+    """A trial's identity: the config's hash with where its data lives (data.path, data_dir,
+    download) replaced by what the data is, the corpus's sha256. The same trial has the same
+    identity in every checkout and on every machine; other bytes under the same path do not.
+    None (a dry run that downloads nothing) hashes the config without the location."""
+    tree = cfg.model_dump(mode="json")
+    for key in ("path", "data_dir", "download"):
+        tree["data"].pop(key)
+    tree["data"]["sha256"] = data_sha256
+    return _sha256_json(tree)
 
 
 def load_grid(path: Path) -> Grid:
@@ -254,7 +270,7 @@ def expand(grid: Grid, base: dict, preset: str | None) -> list[Trial]:
             continue
         for seed in grid.seeds:
             cfg = trial_config(values, seed, base, preset)
-            trials.setdefault(config_hash(cfg), Trial(values, cfg, config_hash(cfg)))
+            trials.setdefault(config_hash(cfg), Trial(values, cfg, trial_hash(cfg, None)))
     if not trials:
         raise ConfigError("exclude: every trial of the grid is excluded")
     return list(trials.values())
@@ -268,19 +284,22 @@ def needs_download(d: DataConfig) -> bool:
 
 def check_data(trials: list[Trial], dry_run: bool) -> None:
     """Load each distinct corpus once (so a bad data option is a user error here, and a download
-    happens once), recording the vocabulary size. A dry run downloads nothing."""
-    vocab: dict[str, int] = {}
+    happens once), recording the vocabulary size and setting each trial's identity from the
+    corpus's sha256. A dry run downloads nothing."""
+    seen: dict[str, tuple[int, str | None]] = {}  # data options -> (vocabulary, sha256)
     for t in trials:
         d, tr = t.cfg.data, t.cfg.train
         key = json.dumps([d.model_dump(mode="json"), tr.block, tr.batch_size], sort_keys=True)
-        if key not in vocab and dry_run and needs_download(d):
-            vocab[key] = len(data.TEXT8_SYMBOLS) if d.name == "text8" else 256
-        if key not in vocab:
+        if key not in seen and dry_run and needs_download(d):
+            seen[key] = (len(data.TEXT8_SYMBOLS) if d.name == "text8" else 256, None)
+        if key not in seen:
             try:
-                vocab[key] = load_corpus(t.cfg).vocab_size
+                corpus = load_corpus(t.cfg)
             except (data.DataError, TypeError) as err:
                 raise ConfigError(f"trial {t.name}: data: {err}") from None
-        t.vocab = vocab[key]
+            seen[key] = (corpus.vocab_size, corpus.meta["sha256"])
+        t.vocab, sha256 = seen[key]
+        t.hash = trial_hash(t.cfg, sha256)
 
 
 def plan_table(trials: list[Trial]) -> pd.DataFrame:

@@ -1,5 +1,6 @@
 """What a run records about where it came from: git commit, package versions, machine."""
 
+import hashlib
 import platform
 import subprocess
 from importlib import metadata
@@ -17,12 +18,22 @@ def _git(*args: str) -> str:
 
 
 def git_commit() -> str:
-    """HEAD commit, with '-dirty' when tracked files differ; 'unknown' outside a checkout."""
+    """HEAD commit; when tracked files differ from it, '-dirty.' and the first 8 hex digits of
+    the sha256 of `git diff HEAD`, so that results from the same uncommitted changes compare
+    equal and those from other changes do not; 'unknown' outside a checkout."""
     try:
-        dirty = _git("status", "--porcelain", "-uno")
-        return _git("rev-parse", "HEAD") + ("-dirty" if dirty else "")
+        head = _git("rev-parse", "HEAD")
+        diff = subprocess.run(["git", "diff", "--binary", "HEAD"], cwd=ROOT, capture_output=True,
+                              check=True).stdout
     except (OSError, subprocess.CalledProcessError):
         return "unknown"
+    return f"{head}-dirty.{hashlib.sha256(diff).hexdigest()[:8]}" if diff else head
+
+
+def short_commit(commit: str) -> str:
+    """'<40 hex>-dirty.<8 hex>' -> '<7 hex>-dirty.<8 hex>' (for labels)."""
+    head, dirty, diff = commit.partition("-dirty")
+    return head[:7] + dirty + diff
 
 
 def versions() -> dict[str, str]:

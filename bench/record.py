@@ -4,10 +4,13 @@
 import json
 from dataclasses import asdict, dataclass
 from pathlib import Path
-from typing import Any
+from typing import (
+    Any,
+    NotRequired,  # pydantic needs them on Python < 3.12
+)
 
 from pydantic import TypeAdapter
-from typing_extensions import TypedDict  # pydantic needs it on Python < 3.12
+from typing_extensions import TypedDict
 
 
 class Evaluation(TypedDict):
@@ -20,8 +23,9 @@ class Evaluation(TypedDict):
     lr: float
     tokens_per_s: float
     train_time_s: float
-    peak_mem_mb: float
     mean_span: float
+    peak_rss_mb: float  # the process's peak resident memory so far
+    peak_cuda_mb: NotRequired[float]  # CUDA only: peak allocated in this evaluation window
 
 
 class SpanTrace(TypedDict):
@@ -41,16 +45,18 @@ class RunResult:
     tokens: int
     stopped_early: bool
     tokens_per_s: float
-    peak_mem_mb: float
+    peak_rss_mb: float  # the whole run's peak resident memory (the process's, imports included)
+    peak_cuda_mb: float | None  # the largest evaluation window's CUDA peak; None off CUDA
     params: int
     params_non_embedding: int
     flops_full: float  # analytic multiply-adds per token at the span limit S
     flops_mean: float  # ... at the mean span over the dev split (the paper's #FLOPS)
     flops_max: float  # ... at each layer's widest window over the dev split
     flops_position: float  # the relative-position term q.p at each layer's window: not #FLOPS
-    flops_counted: float  # fvcore, one prediction step (cache re-projection excluded)
-    flops_executed: float  # fvcore, the whole executed step
-    flops_cache_reprojection: float  # K and V of the cached states, projected again
+    flops_counted: float | None  # fvcore, one prediction step (cache re-projection excluded)
+    flops_executed: float | None  # fvcore, the whole executed step
+    flops_cache_reprojection: float | None  # K and V of the cached states, projected again
+    flops_error: str | None  # why counting failed (the three above are then None)
     mean_span: float
     layer_max_span: list[int]  # per layer, the window it computes
     head_spans: list[list[float]]  # per layer, per head, z + R capped at S
@@ -69,6 +75,11 @@ class RunResult:
     def from_json(cls, text: str | bytes) -> "RunResult":
         """Parse and type-check a result.json (pydantic.ValidationError when it is not one)."""
         return _ADAPTER.validate_json(text)
+
+    @classmethod
+    def from_dict(cls, obj: dict) -> "RunResult":
+        """Type-check a parsed result.json (e.g. from mlflow.artifacts.load_dict)."""
+        return _ADAPTER.validate_python(obj)
 
     @classmethod
     def load(cls, path: Path) -> "RunResult":

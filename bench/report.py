@@ -11,11 +11,11 @@ figures its runs have data for (PNG and PDF, 3.3 in wide). Running or failed tri
 import argparse
 import os
 import sys
-import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 
 import matplotlib as mpl
+import mlflow
 import numpy as np
 import pandas as pd
 import seaborn as sns
@@ -27,8 +27,9 @@ from mlflow import MlflowClient
 from pydantic import ValidationError
 
 from . import claims, plugins, stats
-from .provenance import ROOT
+from .provenance import ROOT, git_commit, short_commit
 from .record import RunResult
+from .tracking import FINAL_RENAMED, is_stale
 
 DEFAULT_URI = f"sqlite:///{ROOT / 'results' / 'mlflow.db'}"
 SEEDS = ("seed", "train.seed")
@@ -62,16 +63,22 @@ class Sweep:
 
 # ---- reading MLflow
 
-def _frame(runs: list) -> pd.DataFrame:
-    rows = [{"run_id": r.info.run_id, "status": r.info.status, "start_time": r.info.start_time,
-             **r.data.params, **r.data.metrics,
-             **{f"tags.{k}": v for k, v in r.data.tags.items()}} for r in runs]
-    df = pd.DataFrame(rows).replace({"None": np.nan, "null": np.nan})
-    for col in (c for c in df.columns if not c.startswith("tags.")):  # params are strings
+def _frame(found: pd.DataFrame, commit: str) -> pd.DataFrame:
+    """mlflow.search_runs' frame -> one row per run: params and metrics under their own names
+    (params numeric where they parse), tags as tags.<name>, the final summaries under the names
+    the tables use, and `stale`, the commit of a run from other code than `commit`."""
+    df = found.rename(columns=lambda c: c.split(".", 1)[1] if c.startswith(
+        ("params.", "metrics.")) else c).replace({"None": np.nan, "null": np.nan})
+    for col in (c[len("params."):] for c in found if c.startswith("params.")):
         try:
             df[col] = pd.to_numeric(df[col])
         except (ValueError, TypeError):
             pass
+    for key in FINAL_RENAMED:  # runs from before the final_ names logged them under the key
+        if f"final_{key}" in df:
+            df[key] = df[f"final_{key}"].fillna(df[key]) if key in df else df[f"final_{key}"]
+    ran = df.get("git_commit", pd.Series(None, df.index, dtype=object))
+    df["stale"] = ran.where([is_stale(c if isinstance(c, str) else None, commit) for c in ran])
     return df
 
 
@@ -90,11 +97,15 @@ def _num(v: object) -> str:
 
 
 def _label(row: pd.Series, keys: list[str]) -> str:
+    """variant and grid values; `(@commit)` for a result from other code than this checkout's,
+    so that it is a row of its own in every table."""
     if pd.isna(row["model.variant"]):  # a trial that failed before logging its config
         return f"run {row['run_id'][:8]}"
     parts = [str(row["model.variant"])]
     parts += [f"{SHORT.get(k, k.rsplit('.', 1)[-1])}={_num(row[k])}" for k in keys
               if k != "model.variant"]
+    if isinstance(row.get("stale"), str):
+        parts.append(f"(@{short_commit(row['stale'])})")
     return " ".join(parts)
 
 
@@ -131,12 +142,14 @@ def _store_exists(uri: str) -> None:
 def load_sweep(name: str, tracking_uri: str) -> Sweep:
     """The sweep's trial runs: finished ones (with final metrics) and the rest."""
     _store_exists(tracking_uri)
+    mlflow.set_tracking_uri(tracking_uri)  # for search_runs and load_dict
     client = MlflowClient(tracking_uri)
     exp = client.get_experiment_by_name(name)
     if exp is None:
         known = ", ".join(e.name for e in client.search_experiments()) or "none"
         raise ReportError(f"no experiment {name!r} in {tracking_uri} (known: {known})", 2)
-    df = _frame(client.search_runs([exp.experiment_id], max_results=50_000))
+    df = _frame(mlflow.search_runs([exp.experiment_id], max_results=50_000,
+                                   output_format="pandas"), git_commit())
     if "tags.attnbench.role" in df:
         df = df[df["tags.attnbench.role"] != "sweep"]
     if df.empty:
@@ -348,12 +361,10 @@ def _result(sweep: Sweep, run: pd.Series | None) -> RunResult | None:
     """The trial's run record (its result.json artifact); None when absent or not a record."""
     if run is None:
         return None
-    with tempfile.TemporaryDirectory() as tmp:
-        try:
-            return RunResult.load(Path(sweep.client.download_artifacts(run["run_id"],
-                                                                       "result.json", tmp)))
-        except Exception:  # noqa: BLE001  (no artifact, or another kind: the figure is skipped)
-            return None
+    try:
+        return RunResult.from_dict(mlflow.artifacts.load_dict(f"runs:/{run['run_id']}/result.json"))
+    except Exception:  # noqa: BLE001  (no artifact, or another kind: the figure is skipped)
+        return None
 
 
 def fig_span_limit(sweep: Sweep, fig: Figure) -> bool:
@@ -535,9 +546,7 @@ def grid_claims(sweep: Sweep, grid_file: Path | None, parent_run_id: str | None
                   if a.path.endswith((".yaml", ".yml"))] if parent_run_id else []
         if not logged:
             return []
-        with tempfile.TemporaryDirectory() as tmp:
-            raw = yaml.safe_load(Path(sweep.client.download_artifacts(
-                parent_run_id, logged[0], tmp)).read_text())
+        raw = yaml.safe_load(mlflow.artifacts.load_text(f"runs:/{parent_run_id}/{logged[0]}"))
     else:
         raw = yaml.safe_load(grid_file.read_text())
     return claims.parse((raw or {}).get("claims") if isinstance(raw, dict) else None)

@@ -5,14 +5,18 @@ python -m bench.run ablations/heads_grid.yaml [--set train.steps=500] [--preset 
 
 Every trial config is resolved and validated (`bench.grid`) before Ray or MLflow start; a user
 error exits 2. A trial lives in results/<grid>/trials/<hash>/ (hash of its resolved config, seed
-included), so a rerun skips finished trials and resumes unfinished ones from their checkpoints.
+included, with the corpus's sha256 for its location), the only checkpoint store, so a rerun skips
+finished trials and resumes unfinished ones from their checkpoints; finished trials from other
+code are reported, marked stale, and rerun with --rerun-stale.
 """
 
 import argparse
 import os
+import shlex
 import shutil
 import sys
 import tempfile
+from collections import Counter
 from pathlib import Path
 from typing import Any
 
@@ -27,7 +31,9 @@ from .train import Diverged, train
 
 
 def trainable(config: dict) -> None:
-    """One trial in a Ray worker: train (from Ray's checkpoint after a crash), log to MLflow."""
+    """One trial in a Ray worker: train, log to MLflow. The trial folder is the only checkpoint
+    store: train() resumes from its checkpoint.pt after a crash, so nothing is handed to Ray's
+    checkpointing (which would copy the weights into results/<grid>/ray/ at every evaluation)."""
     import ray
     from ray import tune
 
@@ -36,21 +42,17 @@ def trainable(config: dict) -> None:
     torch.set_num_threads(spec["threads"])
     out = Path(spec["out_dir"])
     out.mkdir(parents=True, exist_ok=True)
-    if (ckpt := tune.get_checkpoint()) is not None:
-        with ckpt.as_directory() as d:
-            for name in ("checkpoint.pt", "best.pt"):
-                if (Path(d) / name).exists():
-                    shutil.copy2(Path(d) / name, out / name)
     ctx = ray.get_runtime_context()
     run = tracking.TrialRun.open(where["uri"], where["experiment"], where["parent"], spec, {
         "attnbench.ray_node_id": ctx.get_node_id(), "attnbench.ray_gcs": ctx.gcs_address,
-        "attnbench.trial_dir": str(out), "attnbench.plugins": ",".join(spec["plugins"])})
+        "attnbench.trial_dir": str(out), "attnbench.plugins": ",".join(spec["plugins"]),
+        **tracking.source_tags(where["source"], "unknown")})
 
     def report(metrics: Evaluation, _: Path | None) -> None:
         run.log_eval(metrics, out)
         print(f"{spec['name']} step {metrics['step']}: dev bpc {metrics['dev_bpc']:.4f}, "
               f"{metrics['tokens_per_s']:,.0f} tokens/s")
-        tune.report(metrics, checkpoint=tune.Checkpoint.from_directory(str(out)))
+        tune.report(metrics)
 
     done = out / "result.json"
     try:  # a result.json means train() finished and only the logging was cut off
@@ -152,22 +154,26 @@ def run_tune(grid: Grid, todo: list[Trial], root: Path, where: dict, callback: A
         run_config=tune.RunConfig(
             storage_path=str((root / "ray").resolve()), name=sweep_name, verbose=0,
             failure_config=tune.FailureConfig(max_failures=grid.max_failures),
-            checkpoint_config=tune.CheckpointConfig(num_to_keep=1), callbacks=[callback]))
+            callbacks=[callback]))
     tuner.fit()
 
 
-def summary(client: Any, exp: str, trials: list[Trial]) -> pd.DataFrame:
-    """Latest run of each trial: status, final bpc, params, FLOPs, speed, failure reason."""
+def summary(client: Any, exp: str, trials: list[Trial], commit: str) -> pd.DataFrame:
+    """Latest run of each trial: status, final bpc, params, FLOPs, speed, failure reason, and
+    the commit of a result from other code than `commit`."""
     runs = tracking.trial_runs(client, exp)
     rows = []
     for t in trials:
         run = runs.get(t.hash, [None])[0]
         m, tags = (run.data.metrics, run.data.tags) if run else ({}, {})
+        ran = run.data.params.get("git_commit") if run else None
+        stale = f"stale: {ran}" if tracking.is_stale(ran, commit) else ""
+        note = tags.get(tracking.FAILURE) or tags.get(tracking.STOPPED) or ""
         rows.append({"run": t.name, "status": run.info.status if run else "NOT RUN",
                      "dev_bpc": m.get("final_dev_bpc"), "test_bpc": m.get("final_test_bpc"),
                      "params": m.get("params"), "flops/token": m.get("flops_full"),
-                     "tokens/s": m.get("tokens_per_s"),
-                     "note": tags.get(tracking.FAILURE) or tags.get(tracking.STOPPED) or ""})
+                     "tokens/s": m.get("final_tokens_per_s"),
+                     "note": "; ".join(n for n in (stale, note) if n)})
     df = pd.DataFrame(rows)
     for col in ("params", "flops/token", "tokens/s"):
         df[col] = pd.to_numeric(df[col]).round().astype("Int64")
@@ -189,27 +195,53 @@ def render_report(grid: str, uri: str, out_dir: Path, parent: str) -> None:
               file=sys.stderr)
 
 
-def sweep(grid: Grid, trials: list[Trial], args: argparse.Namespace) -> int:
-    """Run what is not finished yet; returns 0, 1 (a trial failed) or 130 (interrupted)."""
-    from mlflow import MlflowClient
+def stale_results(trials: list[Trial], runs: dict[str, list], commit: str) -> dict[str, str]:
+    """Finished trials whose result comes from other code than `commit`: hash -> its commit."""
+    out = {}
+    for t in trials:
+        done = tracking.done_run(runs.get(t.hash, []))
+        ran = done.data.params.get("git_commit") if done else None
+        if tracking.is_stale(ran, commit):
+            out[t.hash] = ran
+    return out
 
+
+def say_stale(stale: dict[str, str], commit: str, rerun: bool) -> None:
+    """How many finished trials come from other code, from which commits, what happens."""
+    if not stale:
+        return
+    by = ", ".join(f"{c} ({n})" for c, n in Counter(stale.values()).most_common())
+    what = "rerunning them (--rerun-stale)" if rerun else \
+        "reusing them, marked stale in the tables; --rerun-stale reruns them"
+    print(f"warning: {len(stale)} finished trials ran on other code than this checkout "
+          f"({commit}): {by}; {what}", file=sys.stderr, flush=True)
+
+
+def sweep(grid: Grid, trials: list[Trial], args: argparse.Namespace, command: str) -> int:
+    """Run what is not finished yet; returns 0, 1 (a trial failed) or 130 (interrupted)."""
     root = args.results_dir.resolve() / grid.name
     uri = tracking.tracking_uri(args.tracking_uri, args.results_dir)
-    client = MlflowClient(uri)
+    client = tracking.open_store(uri)
     exp = tracking.experiment_id(client, grid.name, uri)
     runs = tracking.trial_runs(client, exp)
-    if args.force:
-        for t in trials:
-            shutil.rmtree(root / "trials" / t.hash, ignore_errors=True)
-    todo = [t for t in trials if args.force or not tracking.is_done(runs.get(t.hash, []))]
+    commit = provenance.git_commit()
+    stale = stale_results(trials, runs, commit)
+    say_stale(stale, commit, args.rerun_stale)
+    fresh = {t.hash for t in trials if args.force or (args.rerun_stale and t.hash in stale)}
+    for h in fresh:
+        shutil.rmtree(root / "trials" / h, ignore_errors=True)
+    todo = [t for t in trials
+            if t.hash in fresh or not tracking.done_run(runs.get(t.hash, []))]
     print(f"{grid.name}: {len(trials)} trials, {len(trials) - len(todo)} already finished, "
           f"{len(todo)} to run")
     interrupted, parent = False, None
     if todo:
-        parent = tracking.start_sweep(client, exp, grid.name, args.grid, len(trials))
-        where = {"uri": uri, "experiment": exp, "parent": parent}
+        source = f"bench.run {args.grid.name}"  # the UI shows a source's last path part
+        parent = tracking.start_sweep(client, exp, grid.name, args.grid, len(trials), command,
+                                      source)
+        where = {"uri": uri, "experiment": exp, "parent": parent, "source": source}
         for t in todo:  # unfinished runs of earlier sweeps continue under this one
-            if not args.force and runs.get(t.hash):
+            if t.hash not in fresh and runs.get(t.hash):
                 client.set_tag(runs[t.hash][0].info.run_id, tracking.PARENT, parent)
         ended: set[str] = set()  # trials whose run the worker or the callback closed
         try:
@@ -225,7 +257,7 @@ def sweep(grid: Grid, trials: list[Trial], args: argparse.Namespace) -> int:
                 tracking.close(client, exp, parent, t.hash, "KILLED", tracking.FAILURE,
                                "interrupted")
                 interrupted = True
-    table = summary(client, exp, trials)
+    table = summary(client, exp, trials, commit)
     failed = bool(table.status.isin(["FAILED", "NOT RUN"]).any())
     if parent:
         client.set_terminated(parent, "KILLED" if interrupted else
@@ -234,7 +266,8 @@ def sweep(grid: Grid, trials: list[Trial], args: argparse.Namespace) -> int:
         index=False, floatfmt=".4f", intfmt=",", missingval="-"))
     if parent and not interrupted and not args.no_report:
         render_report(grid.name, uri, root, parent)
-    print(f"\nresults: {root.resolve()}\nMLflow:  {tracking.ui_command(uri)}")
+    print(f"\nresults: {root.resolve()}\nMLflow:  {tracking.ui_command(uri)}\n"
+          f"         then {tracking.ui_url(exp)}")
     if interrupted:
         print("interrupted: finished trials are kept; rerun the same command to continue")
     return 130 if interrupted else 1 if failed else 0
@@ -264,6 +297,9 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--results-dir", type=Path, default=provenance.ROOT / "results",
                    help="where results/<grid>/ and the default MLflow db go")
     p.add_argument("--force", action="store_true", help="rerun finished trials too, from scratch")
+    p.add_argument("--rerun-stale", action="store_true",
+                   help="rerun, from scratch, finished trials whose result comes from another "
+                   "commit or other uncommitted changes (default: reuse them, marked stale)")
     p.add_argument("--no-report", action="store_true", help="skip bench.report at the end")
     args = p.parse_args(argv)
     try:
@@ -278,7 +314,9 @@ def main(argv: list[str] | None = None) -> int:
     if args.dry_run:
         print_plan(trials, grid.claims)
         return 0
-    return sweep(grid, trials, args)
+    command = shlex.join(["python", "-m", "bench.run", *(sys.argv[1:] if argv is None
+                                                          else map(str, argv))])
+    return sweep(grid, trials, args, command)
 
 
 if __name__ == "__main__":

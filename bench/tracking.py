@@ -4,20 +4,37 @@ Schema (bench.report reads exactly these names): one experiment per grid; a pare
 (tags attnbench.role=sweep, attnbench.grid) and a child run per trial (attnbench.role=trial,
 attnbench.grid, attnbench.trial_hash, attnbench.grid_keys, attnbench.failure when it failed).
 Child params: the flattened resolved config (model.n_heads, ...), seed, git_commit,
-versions.<pkg>, dataset.*; metrics: EVAL_METRICS at each evaluation's step, then the final ones.
+versions.<pkg>, dataset.*; the corpus as an MLflow dataset input; metrics: EVAL_METRICS at each
+evaluation's step, then the final ones under their own names (FINAL_RENAMED). Parent and child
+runs carry MLflow's source tags (mlflow.source.name, mlflow.source.git.commit), and the
+experiment's mlflow.experimentKind, so that MLflow's UI treats the runs as model training.
 """
 
+import fcntl
 import hashlib
 import json
 import os
 import time
+from dataclasses import fields
 from pathlib import Path
 
 from mlflow import MlflowClient
-from mlflow.entities import Metric, Param, Run, RunTag
+from mlflow.data.code_dataset_source import CodeDatasetSource
+from mlflow.data.dataset_source import DatasetSource
+from mlflow.data.dataset_source_registry import resolve_dataset_source
+from mlflow.data.meta_dataset import MetaDataset
+from mlflow.entities import DatasetInput, InputTag, Metric, Param, Run, RunTag
+from mlflow.utils.mlflow_tags import (
+    MLFLOW_DATASET_CONTEXT,
+    MLFLOW_GIT_COMMIT,
+    MLFLOW_RUN_NOTE,
+    MLFLOW_SOURCE_NAME,
+    MLFLOW_SOURCE_TYPE,
+)
 
 from . import provenance
 from .record import Evaluation, RunResult
+from .synthetic import Synthetic
 
 ROLE = "attnbench.role"  # "sweep" (parent run) or "trial" (child run)
 GRID = "attnbench.grid"
@@ -26,12 +43,19 @@ GRID_KEYS = "attnbench.grid_keys"
 FAILURE = "attnbench.failure"  # why a trial failed or was interrupted
 STOPPED = "attnbench.stopped"  # why the scheduler stopped a trial early
 PARENT = "mlflow.parentRunId"
+FLOPS_ERROR = "attnbench.flops_error"  # why counting FLOPs failed (the results are kept)
+# MLflow's UI opens an experiment of this kind on its runs (unset, 3.x opens the GenAI overview)
+EXPERIMENT_KIND, TRAINING = "mlflow.experimentKind", "custom_model_development"
+# peak_cuda_mb: CUDA only, the peak allocated since the previous evaluation
 EVAL_METRICS = ("train_bpc", "dev_bpc", "lr", "mean_span", "tokens_per_s", "tokens",
-                "train_time_s", "peak_mem_mb")
+                "train_time_s", "peak_rss_mb", "peak_cuda_mb")
 DATASET_KEYS = ("name", "n_bytes", "sha256", "prefix")
 FINAL_SAME = ("params", "params_non_embedding", "flops_full", "flops_mean", "flops_max",
               "flops_position", "flops_counted", "flops_executed", "flops_cache_reprojection",
-              "mean_span", "tokens_per_s", "peak_mem_mb", "floor_bpc", "steps", "tokens")
+              "floor_bpc", "entropy_rate", "steps")
+# train()'s summaries whose per-evaluation metric has the same name: logged as final_<name>
+# (peaks over the whole run; mean span over the dev split; tokens/s over all steps)
+FINAL_RENAMED = ("mean_span", "tokens_per_s", "tokens", "peak_rss_mb", "peak_cuda_mb")
 
 
 def tracking_uri(explicit: str | None, results_dir: Path) -> str:
@@ -40,28 +64,70 @@ def tracking_uri(explicit: str | None, results_dir: Path) -> str:
     return explicit or os.environ.get("MLFLOW_TRACKING_URI") or default
 
 
+def open_store(uri: str) -> MlflowClient:
+    """A client of the store at `uri`. A new sqlite store is created (and an old one migrated)
+    on first use, which MLflow does without a lock: two sweeps starting together on a new file
+    both create the tables and one fails ("duplicate column name"). That first use is done here
+    under an exclusive lock on <db>.lock, so the second process finds the tables made."""
+    if not uri.startswith("sqlite:///"):
+        return MlflowClient(uri)
+    db = Path(uri.removeprefix("sqlite:///"))
+    db.parent.mkdir(parents=True, exist_ok=True)
+    with open(db.with_name(db.name + ".lock"), "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        client = MlflowClient(uri)
+        client.search_experiments(max_results=1)
+    return client
+
+
 def ui_command(uri: str) -> str:
     return f"mlflow ui --backend-store-uri {uri} --host 127.0.0.1"
+
+
+def ui_url(exp: str, base: str = "http://127.0.0.1:5000") -> str:
+    """The experiment's runs in MLflow's UI. MLflow 3.17's UI takes the page it opens from its
+    GenAI / Model training switch (kept in the browser, GenAI by default), not from the
+    experiment's kind tag; `workflowType=machine_learning` sets the switch."""
+    return f"{base}/#/experiments/{exp}/runs?workflowType=machine_learning"
 
 
 def experiment_id(client: MlflowClient, name: str, uri: str) -> str:
     """The grid's experiment, created on first use; sqlite stores keep artifacts beside the db."""
     exp = client.get_experiment_by_name(name)
     if exp is not None:
+        if exp.tags.get(EXPERIMENT_KIND) != TRAINING:  # created before the kind was set
+            client.set_experiment_tag(exp.experiment_id, EXPERIMENT_KIND, TRAINING)
         return exp.experiment_id
     location = None
     if uri.startswith("sqlite:///"):
         location = (Path(uri.removeprefix("sqlite:///")).parent / "mlartifacts").as_uri()
-    return client.create_experiment(name, artifact_location=location)
+    return client.create_experiment(name, artifact_location=location,
+                                    tags={EXPERIMENT_KIND: TRAINING})
 
 
-def start_sweep(client: MlflowClient, exp: str, grid: str, grid_file: Path, n_trials: int) -> str:
-    """Create the sweep's parent run; returns its id."""
+def source_tags(command: str, commit: str) -> dict[str, str]:
+    """MLflow's source tags (the UI's Source column): the command, and the git commit without
+    the '-dirty.<diff>' mark (MLflow shows a commit; the git_commit param keeps the mark)."""
+    tags = {MLFLOW_SOURCE_NAME: command, MLFLOW_SOURCE_TYPE: "LOCAL"}
+    if commit != "unknown":
+        tags[MLFLOW_GIT_COMMIT] = commit.split("-dirty")[0]
+    return tags
+
+
+def start_sweep(client: MlflowClient, exp: str, grid: str, grid_file: Path, n_trials: int,
+                command: str, source: str) -> str:
+    """Create the sweep's parent run, described by its grid file and command line (the run's
+    description and the `command` param), with `source` as MLflow's source name; returns its
+    id."""
+    commit = provenance.git_commit()
+    note = (f"Sweep of `{grid_file.resolve()}`, {n_trials} trials, commit `{commit}`.\n\n"
+            f"```\n{command}\n```")
     run = client.create_run(exp, run_name=f"sweep-{time.strftime('%Y%m%d-%H%M%S')}",
-                            tags={ROLE: "sweep", GRID: grid})
+                            tags={ROLE: "sweep", GRID: grid, MLFLOW_RUN_NOTE: note,
+                                  **source_tags(source, commit)})
     params = {"grid_file": str(grid_file.resolve()), "n_trials": n_trials,
               "grid_sha256": hashlib.sha256(grid_file.read_bytes()).hexdigest(),
-              "git_commit": provenance.git_commit()}
+              "git_commit": commit, "command": command}
     client.log_batch(run.info.run_id, params=[Param(k, str(v)) for k, v in params.items()])
     client.log_artifact(run.info.run_id, str(grid_file))
     return run.info.run_id
@@ -81,9 +147,16 @@ def trial_runs(client: MlflowClient, exp: str) -> dict[str, list[Run]]:
             return out
 
 
-def is_done(runs: list[Run]) -> bool:
-    """Finished, or stopped early by the scheduler (a result, not an interruption)."""
-    return any(r.info.status == "FINISHED" or STOPPED in r.data.tags for r in runs)
+def done_run(runs: list[Run]) -> Run | None:
+    """The newest run that finished, or that the scheduler stopped early (a result, not an
+    interruption); None when the trial has no result yet."""
+    return next((r for r in runs if r.info.status == "FINISHED" or STOPPED in r.data.tags), None)
+
+
+def is_stale(commit: str | None, current: str) -> bool:
+    """A result from other code than `current` (provenance.git_commit(): another commit, or other
+    uncommitted changes). None (not recorded) and 'unknown' (no checkout) are not judged."""
+    return commit not in (None, "unknown") and current != "unknown" and commit != current
 
 
 def sweep_run(client: MlflowClient, exp: str, parent: str, trial_hash: str) -> Run | None:
@@ -109,6 +182,37 @@ def close(client: MlflowClient, exp: str, parent: str, trial_hash: str, status: 
     return run.info.status + (f": {failure}" if failure else "")
 
 
+class CorpusDataset(MetaDataset):
+    """A corpus as MLflow sees a dataset: metadata only (the bytes stay where they are), with a
+    profile of its sizes, prefix flag and bpc floor."""
+
+    def __init__(self, source: DatasetSource, name: str, digest: str, profile: dict) -> None:
+        self._profile = profile
+        super().__init__(source, name=name, digest=digest)
+
+    @property
+    def profile(self) -> dict:
+        return self._profile
+
+    def to_dict(self) -> dict[str, str]:
+        return {**super().to_dict(), "profile": json.dumps(self._profile)}
+
+
+def corpus_dataset(meta: dict) -> CorpusDataset:
+    """bench.data's corpus.meta -> its MLflow dataset: the file it was read from or, for the
+    synthetic corpus, the generator and its options; digest: the first 16 hex digits of the
+    sha256 (MLflow keeps 36 characters), the whole one in the profile."""
+    if meta["source"] == "generated":
+        options = {f.name: meta[f.name] for f in fields(Synthetic)}
+        source: DatasetSource = CodeDatasetSource({"generator": "bench.synthetic.Synthetic",
+                                                   **options})
+    else:
+        source = resolve_dataset_source(meta["source"])
+    profile = {k: meta.get(k) for k in ("sha256", "n_bytes", "split_sizes", "fractions",
+                                         "prefix", "floor_bpc")}
+    return CorpusDataset(source, meta["name"], meta["sha256"][:16], profile)
+
+
 def flatten(tree: dict, prefix: str = "") -> dict[str, str]:
     """{"model": {"n_heads": 4}} -> {"model.n_heads": "4"}; lists and None as JSON."""
     out = {}
@@ -124,6 +228,7 @@ def final_metrics(result: RunResult) -> dict[str, float]:
     """train()'s run record -> the final metrics of a trial run."""
     out = {"final_dev_bpc": result.dev_bpc, "final_test_bpc": result.test_bpc}
     out.update({k: v for k in FINAL_SAME if (v := getattr(result, k)) is not None})
+    out.update({f"final_{k}": v for k in FINAL_RENAMED if (v := getattr(result, k)) is not None})
     out.update({f"layer_max_span.{i}": s for i, s in enumerate(result.layer_max_span)})
     return out
 
@@ -161,12 +266,21 @@ class TrialRun:
             self.client.log_batch(self.run_id, params=new)
 
     def log_provenance(self, out_dir: Path) -> None:
-        """git commit, package versions and dataset identity from the trial's config.json."""
+        """git commit (param and MLflow's source tag), package versions and dataset identity
+        (params and a dataset input, once) from the trial's config.json."""
         info = json.loads((out_dir / "config.json").read_text())
         ds = info["dataset"]
         self.log_params({"git_commit": info["git_commit"],
                          **{f"versions.{k}": v for k, v in info["versions"].items()},
                          **{f"dataset.{k}": ds[k] for k in DATASET_KEYS}})
+        run = self.client.get_run(self.run_id)
+        source = source_tags(run.data.tags.get(MLFLOW_SOURCE_NAME, "bench.train"),
+                             info["git_commit"])
+        self.client.log_batch(self.run_id, tags=[RunTag(k, v) for k, v in source.items()])
+        dataset = corpus_dataset(ds)._to_mlflow_entity()
+        if not any(d.dataset.digest == dataset.digest for d in run.inputs.dataset_inputs):
+            self.client.log_inputs(self.run_id, [DatasetInput(dataset, [
+                InputTag(MLFLOW_DATASET_CONTEXT, "train")])])
         self.provenance_logged = True
 
     def log_metrics(self, metrics: dict[str, float], step: int) -> None:
@@ -178,7 +292,7 @@ class TrialRun:
         """One evaluation of train(): EVAL_METRICS at its step."""
         if not self.provenance_logged:
             self.log_provenance(out_dir)
-        self.log_metrics({k: metrics[k] for k in EVAL_METRICS}, metrics["step"])
+        self.log_metrics({k: metrics[k] for k in EVAL_METRICS if k in metrics}, metrics["step"])
 
     def finish(self, result: RunResult, out_dir: Path) -> None:
         """Final metrics, config.json and result.json as artifacts, status FINISHED."""
@@ -186,6 +300,8 @@ class TrialRun:
             self.log_provenance(out_dir)
         self.log_metrics(final_metrics(result), result.steps)
         self.log_params(flatten({"layer": result.layer}))  # the layer's own description
+        if result.flops_error:
+            self.client.set_tag(self.run_id, FLOPS_ERROR, result.flops_error[-5000:])
         for name in ("config.json", "result.json"):
             self.client.log_artifact(self.run_id, str(out_dir / name))
         self.client.set_terminated(self.run_id, "FINISHED")

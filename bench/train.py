@@ -148,10 +148,55 @@ def train_step(model: TransformerLM, step_fn: Callable, opt: torch.optim.Optimiz
     return loss, lr, cache
 
 
-def peak_memory_mb(device: torch.device) -> float:
+def peak_memory_mb(device: torch.device) -> dict[str, float]:
+    """peak_rss_mb: the process's peak resident memory so far (imports and data included);
+    peak_cuda_mb (CUDA only): the peak allocated by tensors since the last call, which resets it,
+    so that each evaluation window reports its own peak."""
+    out = {"peak_rss_mb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024}
     if device.type == "cuda":
-        return torch.cuda.max_memory_allocated(device) / 2**20
-    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024  # process peak RSS
+        out["peak_cuda_mb"] = torch.cuda.max_memory_allocated(device) / 2**20
+        torch.cuda.reset_peak_memory_stats(device)
+    return out
+
+
+def run_peaks(history: list[Evaluation], device: torch.device) -> dict[str, float | None]:
+    """The whole run's peaks: the largest of every evaluation window's (resumed processes
+    included) and of the window since the last evaluation; peak_cuda_mb None off CUDA."""
+    now = peak_memory_mb(device)
+    peaks = {k: max([v, *(h[k] for h in history if k in h)]) for k, v in now.items()}
+    return {"peak_rss_mb": peaks["peak_rss_mb"], "peak_cuda_mb": peaks.get("peak_cuda_mb")}
+
+
+def load_checkpoint(path: Path, device: torch.device) -> dict | None:
+    """checkpoint.pt, or None with a warning when it cannot be read (a truncated or corrupted
+    file is moved aside to checkpoint.pt.corrupt and the run starts fresh, rather than failing
+    at every retry)."""
+    try:
+        saved = torch.load(path, map_location=device, weights_only=True)
+        if not isinstance(saved, dict) or not {"model", "opt", "state", "rng"} <= saved.keys():
+            raise ValueError("not a bench.train checkpoint")
+        return saved
+    except Exception as err:  # noqa: BLE001  (garbage raises anything: IndexError, EOFError...)
+        aside = path.with_name(path.name + ".corrupt")
+        os.replace(path, aside)
+        print(f"warning: {path} is unreadable ({type(err).__name__}: "
+              f"{str(err).splitlines()[0] if str(err) else ''}); moved to {aside.name}, "
+              "training starts fresh", file=sys.stderr, flush=True)
+        return None
+
+
+def count_flops(model: TransformerLM) -> dict:
+    """counted_flops()'s counts (flops_counted, flops_executed, flops_cache_reprojection), or
+    None for each and flops_error with the reason: a counting failure (an op fvcore's tracer or
+    our handles reject) is recorded, never allowed to lose a trained run."""
+    try:
+        c = counted_flops(model)
+        return {"flops_counted": c["flops_counted"], "flops_executed": c["flops_counted_executed"],
+                "flops_cache_reprojection": c["cache_reprojection"], "flops_error": None}
+    except Exception as err:  # noqa: BLE001  (any tracer failure: the results are kept)
+        print(f"warning: counting FLOPs failed ({type(err).__name__}: {err})", file=sys.stderr)
+        return {"flops_counted": None, "flops_executed": None, "flops_cache_reprojection": None,
+                "flops_error": f"{type(err).__name__}: {err}"}
 
 
 def mixing_matrices(model: TransformerLM) -> list[dict]:
@@ -243,8 +288,7 @@ def train(cfg: Config, out_dir: Path, *, report: Report | None = None, progress:
              "bad_evals": 0, "losses": [], "history": []}
     cache = None
     ckpt = out_dir / "checkpoint.pt"
-    if resume and ckpt.exists():
-        saved = torch.load(ckpt, map_location=device, weights_only=True)
+    if resume and ckpt.exists() and (saved := load_checkpoint(ckpt, device)) is not None:
         model.load_state_dict(saved["model"])
         opt.load_state_dict(saved["opt"])
         state, cache = saved["state"], saved["cache"]
@@ -294,7 +338,7 @@ def train(cfg: Config, out_dir: Path, *, report: Report | None = None, progress:
                 step=state["step"], tokens=state["tokens"],
                 train_bpc=float(np.mean(state["losses"][-t.eval_every:])) / LN2,
                 dev_bpc=dev_bpc, lr=lr, tokens_per_s=tok_s, train_time_s=state["train_time"],
-                peak_mem_mb=peak_memory_mb(device), mean_span=dev.mean_span)
+                mean_span=dev.mean_span, **peak_memory_mb(device))
             state["history"].append(metrics)
             if progress:
                 bar.write(f"step {state['step']}: dev bpc {dev_bpc:.4f}")
@@ -309,7 +353,7 @@ def train(cfg: Config, out_dir: Path, *, report: Report | None = None, progress:
     model.load_state_dict(best["model"])
     dev, test = (evaluate(model, split, eval_bs, t.block, device)
                  for split in (corpus.dev, corpus.test))
-    counted = counted_flops(model)
+    counted = count_flops(model)
     # spans and #FLOPS as measured over the dev split: for a dynamic span, the mean z_t + R and
     # the widest window its forwards computed (for the others, their spans and windows)
     mean_spans = [float(np.mean(h)) for h in dev.head_spans]
@@ -317,7 +361,7 @@ def train(cfg: Config, out_dir: Path, *, report: Report | None = None, progress:
         dev_bpc=dev.bpc, test_bpc=test.bpc,
         steps=state["step"], tokens=state["tokens"], stopped_early=stopped_early,
         tokens_per_s=state["tokens"] / max(state["train_time"], 1e-9),
-        peak_mem_mb=peak_memory_mb(device),
+        **run_peaks(state["history"], device),
         params=sum(p.numel() for p in model.parameters()),
         params_non_embedding=sum(p.numel() for n, p in model.named_parameters()
                                  if not n.startswith(("emb.", "head."))),
@@ -325,9 +369,7 @@ def train(cfg: Config, out_dir: Path, *, report: Report | None = None, progress:
         flops_mean=analytic_flops(model, spans=mean_spans),
         flops_max=analytic_flops(model, spans=dev.layer_max_span),
         flops_position=flops_parts(model, spans=dev.layer_max_span)["position"],
-        flops_counted=counted["flops_counted"],
-        flops_executed=counted["flops_counted_executed"],
-        flops_cache_reprojection=counted["cache_reprojection"],
+        **counted,
         mean_span=dev.mean_span, layer_max_span=dev.layer_max_span, head_spans=dev.head_spans,
         # the floor of what this model can see: L layers of span S reach L (S - 1) + 1 back
         floor_bpc=synthetic.floor_at(corpus.meta, cfg.model.n_layers * (cfg.model.span - 1) + 1),

@@ -69,7 +69,9 @@ def expected_hashes(grid_file: Path, sets: tuple = (), seeds: list | None = None
     grid = grids.load_grid(grid_file)
     cli = argparse.Namespace(preset=None, sets=list(sets), data=None, seeds=seeds)
     base, preset = grids.apply_cli(grid, cli)
-    return {t.hash for t in grids.expand(grid, base, preset)}
+    trials = grids.expand(grid, base, preset)
+    grids.check_data(trials, dry_run=False)  # sets each trial's identity from its corpus
+    return {t.hash for t in trials}
 
 
 def write_grid(tmp: Path, name: str, **changes) -> Path:
@@ -95,6 +97,8 @@ def smoke_sweep():
 def test_smoke_sweep_logs_one_finished_run_per_trial(smoke_sweep):
     tmp, done = smoke_sweep
     assert done.returncode == 0, done.stderr[-3000:]
+    for out in (done.stdout, done.stderr):  # a successful sweep ends without a traceback
+        assert "Traceback" not in out and "Exception ignored" not in out, out[-3000:]
     assert f"mlflow ui --backend-store-uri sqlite:///{tmp / 'results' / 'mlflow.db'} " \
            "--host 127.0.0.1" in done.stdout
     c = client(tmp)
@@ -103,6 +107,16 @@ def test_smoke_sweep_logs_one_finished_run_per_trial(smoke_sweep):
     runs = trial_runs(tmp, "smoke")
     assert len(parent) == 1 and parent[0].info.status == "FINISHED"
     assert parent[0].data.params["n_trials"] == "2"
+    # MLflow's own schema: the experiment is a training one, runs name their source and commit
+    assert c.get_experiment(exp).tags["mlflow.experimentKind"] == "custom_model_development"
+    note = parent[0].data.tags["mlflow.note.content"]
+    assert str(SMOKE) in note and "python -m bench.run" in note
+    commit = parent[0].data.params["git_commit"]
+    for r in [*parent, *runs]:
+        assert r.data.tags["mlflow.source.name"] == "bench.run smoke.yaml"
+        assert r.data.tags["mlflow.source.git.commit"] == commit.split("-dirty")[0]
+    # one checkpoint store: the trial folders; Ray's folder holds no weights
+    assert not list((tmp / "results" / "smoke" / "ray").rglob("*.pt"))
     assert {r.data.tags["attnbench.trial_hash"] for r in runs} == expected_hashes(SMOKE)
     assert sorted(r.data.params["model.variant"] for r in runs) == ["fixed", "talking-heads"]
     for r in runs:
@@ -116,13 +130,23 @@ def test_smoke_sweep_logs_one_finished_run_per_trial(smoke_sweep):
         assert (p["model.n_heads"], p["train.steps"], p["seed"], p["data.name"]) == (
             "2", "20", "0", "synthetic")
         assert p["dataset.n_bytes"] == "60000" and len(p["dataset.sha256"]) == 64
-        assert p["versions.torch"].startswith("2.") and p["git_commit"]
+        assert p["versions.torch"].startswith("2.") and p["git_commit"] == commit
+        [ds] = r.inputs.dataset_inputs
+        profile = json.loads(ds.dataset.profile)
+        assert (ds.dataset.name, ds.dataset.source_type) == ("synthetic", "code")
+        assert ds.dataset.digest == p["dataset.sha256"][:16] == profile["sha256"][:16]
+        assert profile["split_sizes"]["train"] == 54000 and profile["prefix"] is False
+        assert 0 < profile["floor_bpc"] < 8
         m = r.data.metrics
-        assert m["steps"] == 20 and m["tokens"] == 20 * 4 * 32 and m["params"] > 0
+        assert m["steps"] == 20 and m["final_tokens"] == 20 * 4 * 32 and m["params"] > 0
+        assert m["peak_rss_mb"] > 0 and m["final_peak_rss_mb"] >= m["peak_rss_mb"]
+        assert "peak_mem_mb" not in m and "peak_cuda_mb" not in m  # CPU: no CUDA peak
         assert 0 < m["final_dev_bpc"] < 8 and 0 < m["final_test_bpc"] < 8
         assert m["flops_full"] > 0 and {"layer_max_span.0", "layer_max_span.1"} <= set(m)
         dev = c.get_metric_history(r.info.run_id, "dev_bpc")
         assert [x.step for x in dev] == [10, 20]
+        for key in ("mean_span", "tokens_per_s", "tokens"):  # one value per evaluation
+            assert [x.step for x in c.get_metric_history(r.info.run_id, key)] == [10, 20]
         assert {"train_bpc", "lr", "mean_span", "tokens_per_s"} <= set(m)
         arts = {a.path for a in c.list_artifacts(r.info.run_id)}
         assert {"config.json", "result.json"} <= arts
@@ -184,6 +208,7 @@ def test_interrupted_sweep_reruns_only_the_missing_trials(short_tmp):
     os.killpg(driver.pid, signal.SIGINT)  # Ctrl-C: to the driver and everything it started
     out = driver.communicate(timeout=120)[0]
     assert driver.returncode == 130, out[-3000:]
+    assert "Traceback" not in out and "Exception ignored" not in out, out[-3000:]
     first = {r.data.tags["attnbench.trial_hash"]: r for r in trial_runs(short_tmp, "cut")}
     finished = {h: (r.info.run_id, r.info.end_time) for h, r in first.items()
                 if r.info.status == "FINISHED"}
@@ -203,11 +228,120 @@ def test_interrupted_sweep_reruns_only_the_missing_trials(short_tmp):
         assert by_hash[h].info.run_id == r.info.run_id
 
 
+def start_sweep(grid: Path, tmp: Path, *extra: str) -> subprocess.Popen:
+    """bench.run in its own process group (so the test can signal or kill exactly it)."""
+    return subprocess.Popen([sys.executable, "-m", "bench.run", str(grid), *extra,
+                             "--results-dir", tmp / "results", "--no-report"], cwd=ROOT,
+                            env=cli_env(tmp), stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+                            text=True, start_new_session=True)
+
+
+def assert_once_each(tmp: Path, grid: Path, sets: tuple = ()) -> dict:
+    """Every trial of the grid has exactly one run, FINISHED; returns them by trial hash."""
+    runs = trial_runs(tmp, yaml.safe_load(grid.read_text())["name"])
+    by_hash = {r.data.tags["attnbench.trial_hash"]: r for r in runs}
+    assert len(runs) == len(by_hash) and set(by_hash) == expected_hashes(grid, sets)
+    assert all(r.info.status == "FINISHED" for r in runs), [r.info.status for r in runs]
+    return by_hash
+
+
+@slow
+def test_two_sweeps_at_once_into_one_sqlite_store(short_tmp):
+    """Two drivers, two grids, one new sqlite store: both complete, no run lost or doubled."""
+    grids_ = [write_grid(short_tmp, "twin_a"), write_grid(short_tmp, "twin_b", seeds=[1])]
+    drivers = [start_sweep(g, short_tmp) for g in grids_]
+    outs = [d.communicate(timeout=600)[0] for d in drivers]
+    assert [d.returncode for d in drivers] == [0, 0], outs[0][-3000:] + outs[1][-3000:]
+    c = client(short_tmp)
+    for g in grids_:
+        assert_once_each(short_tmp, g)
+        exp = c.get_experiment_by_name(g.stem).experiment_id
+        assert len(c.search_runs([exp], "tags.`attnbench.role` = 'sweep'")) == 1
+    for out in outs:
+        assert "Traceback" not in out and "Exception ignored" not in out, out[-3000:]
+
+
+@slow
+def test_killed_driver_then_rerun_finishes_every_trial_once(short_tmp):
+    """kill -9 of the driver while trials train, then the same command: every trial FINISHED
+    exactly once, no run left RUNNING, trials finished before the kill not retrained."""
+    grid = write_grid(short_tmp, "killed", seeds=[0, 1, 2])
+    sets = ("train.steps=60",)
+    trials = short_tmp / "results" / "killed" / "trials"
+    driver = start_sweep(grid, short_tmp, "--set", sets[0])
+    deadline = time.time() + 300
+    while not list(trials.glob("*/result.json")) and time.time() < deadline:
+        time.sleep(0.2)
+    os.kill(driver.pid, signal.SIGKILL)  # the driver alone; its Ray is left to notice
+    driver.communicate(timeout=60)
+    time.sleep(5)
+    try:
+        os.killpg(driver.pid, signal.SIGKILL)  # what of its local Ray outlived it
+    except ProcessLookupError:
+        pass
+    before = {h: (r.info.run_id, r.info.end_time) for h, r in
+              {r.data.tags["attnbench.trial_hash"]: r for r in trial_runs(
+                  short_tmp, "killed")}.items() if r.info.status == "FINISHED"}
+    assert before
+    again = bench_run([grid, "--set", sets[0]], short_tmp)
+    assert again.returncode == 0, again.stdout[-3000:] + again.stderr[-3000:]
+    assert f"{len(before)} already finished" in again.stdout
+    by_hash = assert_once_each(short_tmp, grid, sets)
+    for h, (run_id, end) in before.items():
+        assert (by_hash[h].info.run_id, by_hash[h].info.end_time) == (run_id, end)
+
+
+@slow
+def test_corrupted_checkpoint_starts_that_trial_fresh(short_tmp):
+    """A checkpoint.pt that cannot be read (a disk filled mid-copy, a bad sync) is moved aside
+    with a warning and the trial trains from step 0; it does not fail at every retry."""
+    grid = write_grid(short_tmp, "corrupt")
+    hashes = sorted(expected_hashes(grid))
+    folder = short_tmp / "results" / "corrupt" / "trials" / hashes[0]
+    folder.mkdir(parents=True)
+    (folder / "checkpoint.pt").write_bytes(b"PK\x03\x04 not a checkpoint" * 100)
+    done = bench_run([grid], short_tmp)
+    assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
+    assert f"{folder / 'checkpoint.pt'} is unreadable" in done.stdout + done.stderr
+    assert (folder / "checkpoint.pt.corrupt").exists()
+    by_hash = assert_once_each(short_tmp, grid)
+    history = client(short_tmp).get_metric_history(by_hash[hashes[0]].info.run_id, "dev_bpc")
+    assert [m.step for m in history] == [10, 20]  # trained from the start
+
+
+@slow
+def test_stale_result_is_reported_reused_then_rerun_with_rerun_stale(short_tmp):
+    """A finished trial from another commit: the rerun names it and reuses it, marked stale;
+    --rerun-stale trains it again, in a new run, and leaves the current one alone."""
+    grid = write_grid(short_tmp, "stale")
+    old, other = sorted(expected_hashes(grid))
+    uri = f"sqlite:///{short_tmp / 'results' / 'mlflow.db'}"
+    c = tracking.open_store(uri)
+    exp = tracking.experiment_id(c, "stale", uri)
+    seeded = c.create_run(exp, tags={tracking.ROLE: "trial", tracking.HASH: old}).info.run_id
+    c.log_param(seeded, "git_commit", "0" * 40)
+    c.set_terminated(seeded, "FINISHED")
+    first = bench_run([grid], short_tmp)
+    assert first.returncode == 0, first.stdout[-3000:] + first.stderr[-3000:]
+    assert "1 already finished, 1 to run" in first.stdout
+    assert "1 finished trials ran on other code than this checkout" in first.stderr
+    assert f"{'0' * 40} (1); reusing them" in first.stderr and "stale: " + "0" * 40 in first.stdout
+    again = bench_run([grid, "--rerun-stale"], short_tmp)
+    assert again.returncode == 0, again.stdout[-3000:] + again.stderr[-3000:]
+    assert "1 already finished, 1 to run" in again.stdout and "rerunning them" in again.stderr
+    runs = tracking.trial_runs(c, exp)
+    assert [r.info.run_id for r in runs[old]][1:] == [seeded]  # a new run, the old one kept
+    assert runs[old][0].info.status == "FINISHED" and len(runs[other]) == 1
+    assert "stale: " + "0" * 40 not in again.stdout
+
+
 @slow
 def test_diverging_trial_fails_with_its_reason_and_the_sweep_goes_on(short_tmp):
     grid = write_grid(short_tmp, "diverge", grid={"train.lr": [0.07, 1.0e30]})
     done = bench_run([grid], short_tmp)
     assert done.returncode == 1, done.stdout[-3000:] + done.stderr[-3000:]
+    for out in (done.stdout, done.stderr):  # a failed trial is a line, not a traceback
+        assert "Traceback" not in out and "Exception ignored" not in out, out[-3000:]
     runs = {float(r.data.params["train.lr"]): r for r in trial_runs(short_tmp, "diverge")}
     ok, bad = runs[0.07], runs[1e30]
     assert ok.info.status == "FINISHED" and "final_dev_bpc" in ok.data.metrics

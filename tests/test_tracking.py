@@ -1,0 +1,139 @@
+"""What a rerun trusts: trial identity, stale results, unreadable checkpoints, the MLflow dataset
+of a corpus, and the report's reading of runs from other code. Fast: no Ray."""
+
+import argparse
+import json
+import shutil
+from pathlib import Path
+
+import pytest
+import torch
+from mlflow import MlflowClient
+from mlflow.entities import Param
+
+from bench import grid as grids
+from bench import provenance, report, run, tracking
+from bench.config import resolve
+from bench.synthetic import synthetic_corpus
+from bench.train import load_checkpoint, train
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def smoke_trials(sets: list[str], data: str | None = None) -> list[grids.Trial]:
+    grid = grids.load_grid(ROOT / "ablations" / "smoke.yaml")
+    cli = argparse.Namespace(preset=None, sets=sets, data=data, seeds=None)
+    base, preset = grids.apply_cli(grid, cli)
+    trials = grids.expand(grid, base, preset)
+    grids.check_data(trials, dry_run=False)
+    return trials
+
+
+def test_trial_identity_is_the_data_not_its_path(tmp_path):
+    """The same bytes under two paths: one identity; other bytes under the same path: another."""
+    text = bytes(range(32, 127)) * 400
+    a, b = tmp_path / "a" / "corpus.txt", tmp_path / "b" / "copy.txt"
+    for f in (a, b):
+        f.parent.mkdir()
+        f.write_bytes(text)
+    at_a = smoke_trials([f"data.path={a}"], "file")
+    at_b = smoke_trials([f"data.path={b}"], "file")
+    assert [t.hash for t in at_a] == [t.hash for t in at_b]
+    assert at_a[0].cfg.data.path != at_b[0].cfg.data.path
+    b.write_bytes(text[::-1])
+    assert {t.hash for t in smoke_trials([f"data.path={b}"], "file")}.isdisjoint(
+        t.hash for t in at_a)
+
+
+def test_stale_results_name_their_commits(tmp_path):
+    """Finished runs from another commit, or from other uncommitted changes, are stale; the
+    current commit's, unfinished ones and runs without a recorded commit are not."""
+    uri = f"sqlite:///{tmp_path / 'mlflow.db'}"
+    client = MlflowClient(uri)
+    exp = tracking.experiment_id(client, "smoke", uri)
+    trials = smoke_trials([])
+    now = "a" * 40 + "-dirty.0123abcd"
+    logged = [(trials[0], "b" * 40, "FINISHED"), (trials[1], now, "FINISHED")]
+    for t, commit, status in logged:
+        r = client.create_run(exp, tags={tracking.ROLE: "trial", tracking.HASH: t.hash})
+        client.log_batch(r.info.run_id, params=[Param("git_commit", commit)])
+        client.set_terminated(r.info.run_id, status)
+    runs = tracking.trial_runs(client, exp)
+    assert run.stale_results(trials, runs, now) == {trials[0].hash: "b" * 40}
+    assert run.stale_results(trials, runs, "a" * 40 + "-dirty.ffffffff") == {
+        trials[0].hash: "b" * 40, trials[1].hash: now}
+    assert run.stale_results(trials, runs, "b" * 40) == {trials[1].hash: now}
+    assert not tracking.is_stale(None, now) and not tracking.is_stale("unknown", now)
+
+
+def test_report_labels_rows_from_other_code(tmp_path):
+    """The report's rows: a run from another commit is a row of its own, labelled with it."""
+    uri = f"sqlite:///{tmp_path / 'mlflow.db'}"
+    client = MlflowClient(uri)
+    exp = client.create_experiment("g", artifact_location=(tmp_path / "art").as_uri())
+    for seed, commit in enumerate([provenance.git_commit(), provenance.git_commit(), "c" * 40]):
+        r = client.create_run(exp, tags={tracking.ROLE: "trial", tracking.HASH: str(seed),
+                                         tracking.GRID_KEYS: "model.variant"})
+        client.log_batch(r.info.run_id, params=[Param(k, str(v)) for k, v in {
+            "model.variant": "fixed", "seed": seed, "git_commit": commit}.items()])
+        client.log_metric(r.info.run_id, "final_dev_bpc", 1.5 + seed)
+        client.log_metric(r.info.run_id, "final_mean_span", 10.0 * (seed + 1))
+        client.set_terminated(r.info.run_id)
+    sweep = report.load_sweep("g", uri)
+    labels = sweep.runs.groupby("label")["final_dev_bpc"].mean().to_dict()
+    assert labels == {"fixed": 2.0, f"fixed (@{'c' * 7})": 3.5}
+    assert sorted(sweep.runs["mean_span"]) == [10, 20, 30]  # the final summary, by its name
+
+
+def test_corpus_as_mlflow_dataset():
+    corpus = synthetic_corpus((0.9, 0.05, 0.05), n_chars=20_000)
+    ds = tracking.corpus_dataset(corpus.meta)._to_mlflow_entity()
+    profile = json.loads(ds.profile)
+    assert (ds.name, ds.source_type, ds.digest) == ("synthetic", "code",
+                                                   corpus.meta["sha256"][:16])
+    assert profile["sha256"] == corpus.meta["sha256"] and profile["n_bytes"] == 20_000
+    assert profile["floor_bpc"] == corpus.meta["floor_bpc"] and profile["prefix"] is False
+    assert json.loads(ds.source)["tags"]["distances"] == list(corpus.meta["distances"])
+
+
+def test_unreadable_checkpoint_starts_fresh(tmp_path, capsys):
+    cfg = resolve({"model": {"d_model": 16, "n_layers": 1, "n_heads": 2, "d_ff": 32, "span": 16},
+                   "data": {"synthetic": {"n_chars": 20_000}},
+                   "train": {"block": 16, "batch_size": 2, "steps": 4, "eval_every": 2,
+                             "eval_tokens": 200, "warmup": 1}}, "tiny")
+    first = train(cfg, tmp_path / "a", progress=False)
+    shutil.copytree(tmp_path / "a", tmp_path / "b")
+    (tmp_path / "b" / "result.json").unlink()
+    (tmp_path / "b" / "checkpoint.pt").write_bytes(b"truncated")
+    again = train(cfg, tmp_path / "b", progress=False)
+    assert "is unreadable" in capsys.readouterr().err
+    assert (tmp_path / "b" / "checkpoint.pt.corrupt").read_bytes() == b"truncated"
+    assert [h["step"] for h in again["history"]] == [2, 4]  # from step 0, not resumed
+    assert again["dev_bpc"] == pytest.approx(first["dev_bpc"])  # the same training, redone
+    assert load_checkpoint(tmp_path / "b" / "checkpoint.pt", torch.device("cpu")) is not None
+
+
+def test_flops_counting_failure_keeps_the_trained_result(tmp_path, monkeypatch, capsys):
+    """fvcore failing on a model (say a new variant its tracer rejects) is recorded in the
+    result, which keeps its bpc, and on the run as attnbench.flops_error."""
+    def reject(model):
+        raise RuntimeError("fvcore skipped matmul-like ops ['aten::new_op']")
+
+    monkeypatch.setattr("bench.train.counted_flops", reject)
+    cfg = resolve({"model": {"d_model": 16, "n_layers": 1, "n_heads": 2, "d_ff": 32, "span": 16},
+                   "data": {"synthetic": {"n_chars": 20_000}},
+                   "train": {"block": 16, "batch_size": 2, "steps": 2, "eval_every": 2,
+                             "eval_tokens": 200, "warmup": 1}}, "tiny")
+    result = train(cfg, tmp_path, progress=False)
+    assert result["flops_counted"] is None and "aten::new_op" in result["flops_error"]
+    assert 0 < result["dev_bpc"] < 8 and (tmp_path / "result.json").exists()
+    assert "counting FLOPs failed" in capsys.readouterr().err
+    uri = f"sqlite:///{tmp_path / 'mlflow.db'}"
+    client = MlflowClient(uri)
+    exp = tracking.experiment_id(client, "g", uri)
+    trial = tracking.TrialRun(uri, client.create_run(exp).info.run_id)
+    trial.finish(result, tmp_path)
+    finished = client.get_run(trial.run_id)
+    assert finished.info.status == "FINISHED"
+    assert "aten::new_op" in finished.data.tags[tracking.FLOPS_ERROR]
+    assert "flops_counted" not in finished.data.metrics and "final_dev_bpc" in finished.data.metrics

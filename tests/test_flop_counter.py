@@ -33,7 +33,7 @@ def build(variant: str, shape: str, attn: dict) -> TransformerLM:
     D, L, H, F, S, z = SHAPES[shape]
     torch.manual_seed(0)
     model = TransformerLM(V, D, L, H, F, span=S, variant=variant, attn=attn)
-    if z is not None:
+    if z is not None and model.blocks[0].attn.describe()["learned_spans"]:
         set_spans(model, torch.linspace(*z, model.blocks[0].attn.span_policy.n_heads))
     return model.eval()
 

@@ -57,7 +57,8 @@ def log_trial(client, exp, parent, params, final, *, seed=0, status="FINISHED", 
 def record(**fields) -> RunResult:
     """A run record as train() writes it; `fields` are the ones a figure reads."""
     blank = dict(dev_bpc=1.0, test_bpc=1.0, steps=20, tokens=0, stopped_early=False,
-                 tokens_per_s=0.0, peak_mem_mb=0.0, params=0, params_non_embedding=0,
+                 tokens_per_s=0.0, peak_rss_mb=0.0, peak_cuda_mb=None, params=0,
+                 params_non_embedding=0, flops_error=None,
                  flops_full=0.0, flops_mean=0.0, flops_max=0.0, flops_position=0.0,
                  flops_counted=0.0, flops_executed=0.0, flops_cache_reprojection=0.0,
                  mean_span=0.0, layer_max_span=[], head_spans=[], floor_bpc=None,

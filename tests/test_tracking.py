@@ -108,8 +108,8 @@ def test_unreadable_checkpoint_starts_fresh(tmp_path, capsys):
     again = train(cfg, tmp_path / "b", progress=False)
     assert "is unreadable" in capsys.readouterr().err
     assert (tmp_path / "b" / "checkpoint.pt.corrupt").read_bytes() == b"truncated"
-    assert [h["step"] for h in again["history"]] == [2, 4]  # from step 0, not resumed
-    assert again["dev_bpc"] == pytest.approx(first["dev_bpc"])  # the same training, redone
+    assert [h["step"] for h in again.history] == [2, 4]  # from step 0, not resumed
+    assert again.dev_bpc == pytest.approx(first.dev_bpc)  # the same training, redone
     assert load_checkpoint(tmp_path / "b" / "checkpoint.pt", torch.device("cpu")) is not None
 
 
@@ -125,8 +125,8 @@ def test_flops_counting_failure_keeps_the_trained_result(tmp_path, monkeypatch, 
                    "train": {"block": 16, "batch_size": 2, "steps": 2, "eval_every": 2,
                              "eval_tokens": 200, "warmup": 1}}, "tiny")
     result = train(cfg, tmp_path, progress=False)
-    assert result["flops_counted"] is None and "aten::new_op" in result["flops_error"]
-    assert 0 < result["dev_bpc"] < 8 and (tmp_path / "result.json").exists()
+    assert result.flops_counted is None and "aten::new_op" in result.flops_error
+    assert 0 < result.dev_bpc < 8 and (tmp_path / "result.json").exists()
     assert "counting FLOPs failed" in capsys.readouterr().err
     uri = f"sqlite:///{tmp_path / 'mlflow.db'}"
     client = MlflowClient(uri)

@@ -385,6 +385,10 @@ def fig_span_limit(sweep: Sweep, fig: Figure) -> bool:
         ax.set(ylabel=ylabel, xscale="log", xlabel="span limit S (chars)")
         ax.set_xticks(S, labels=[_num(s) for s in S])
         ax.minorticks_off()
+    if "floor_bpc" in r and r["floor_bpc"].notna().any():  # the lowest bpc each S can reach
+        floor = r.groupby("model.span")["floor_bpc"].first()
+        axes[0].plot(floor.index, floor.values, color="0.3", linestyle="--", marker="_",
+                     label="floor_bpc")
     axes[2].yaxis.set_major_formatter(EngFormatter(sep=""))
     if axes[0].get_legend():
         axes[0].legend(title=None)
@@ -406,7 +410,20 @@ def fig_head_spans(sweep: Sweep, fig: Figure) -> bool:
            title=f"{run['label']}, seed {_num(run.get('seed', 0))}: one bar per head")
     for axis in (ax.yaxis.set_major_formatter, ax.yaxis.set_minor_formatter):
         axis(StrMethodFormatter("{x:g}"))
+    for d in _planted(run):  # the corpus's dependencies: where spans that pay should stop
+        ax.axhline(d, color="0.4", linestyle=":", linewidth=0.8)
+        ax.annotate(f"d={d}", (1, d), xycoords=("axes fraction", "data"), fontsize=5,
+                    ha="right", va="bottom", color="0.3")
     return True
+
+
+def _planted(run: pd.Series) -> list[int]:
+    """The copy distances planted in the run's corpus (from its config.json; [] for real text)."""
+    try:
+        info = mlflow.artifacts.load_dict(f"runs:/{run['run_id']}/config.json")
+    except Exception:  # noqa: BLE001  (no artifact: no reference lines)
+        return []
+    return list(info.get("dataset", {}).get("distances") or [])
 
 
 def _char(c: str) -> str:

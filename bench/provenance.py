@@ -18,13 +18,14 @@ def _git(*args: str) -> str:
 
 
 def git_commit() -> str:
-    """HEAD commit; when tracked files differ from it, '-dirty.' and the first 8 hex digits of
-    the sha256 of `git diff HEAD`, so that results from the same uncommitted changes compare
-    equal and those from other changes do not; 'unknown' outside a checkout."""
+    """HEAD commit; when tracked files outside results/ differ from it, '-dirty.' and the first 8
+    hex digits of the sha256 of that `git diff HEAD`, so that results from the same uncommitted
+    changes compare equal and those from other changes do not (the tables and figures a sweep
+    writes into results/ do not make its own runs stale); 'unknown' outside a checkout."""
     try:
         head = _git("rev-parse", "HEAD")
-        diff = subprocess.run(["git", "diff", "--binary", "HEAD"], cwd=ROOT, capture_output=True,
-                              check=True).stdout
+        diff = subprocess.run(["git", "diff", "--binary", "HEAD", "--", ".", ":(exclude)results"],
+                              cwd=ROOT, capture_output=True, check=True).stdout
     except (OSError, subprocess.CalledProcessError):
         return "unknown"
     return f"{head}-dirty.{hashlib.sha256(diff).hexdigest()[:8]}" if diff else head

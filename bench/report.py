@@ -471,13 +471,14 @@ def fig_mixing(sweep: Sweep, fig: Figure) -> bool:
     for i, (ax, (title, m, ylabel, xlabel)) in enumerate(zip(axes, mats, strict=True)):
         sns.heatmap(m / np.abs(m).max(), ax=ax, cmap="RdBu_r", vmin=-1, vmax=1, square=True,
                     cbar=i == 2, xticklabels=False, yticklabels=False)
-        ax.set(title=title, ylabel=f"${ylabel}$ (heads)",
-               xlabel=f"${xlabel}$ (heads)\n$\\|P-I\\|/\\|I\\|$ = {identity_distance(m):.2f}")
+        ax.set(title=title, ylabel=f"${ylabel}$ (heads)")
+        ax.set_xlabel(f"${xlabel}$ (heads)\n$\\|P-I\\|/\\|I\\|$ = {identity_distance(m):.2f}",
+                      fontsize=5)
     init = run.get("model.attn.mix_init")
     init = "identity" if pd.isna(init) else init
     start = ("identity + noise, the default: a fresh layer is multi-head" if init == "identity"
              else f"{init} (mix_init={init})")
-    fig.suptitle(f"{run['label']}, last layer; trained from {start}", fontsize=6)
+    fig.suptitle(f"{run['label']}, last layer\ntrained from {start}", fontsize=5)
     return True
 
 

@@ -58,6 +58,11 @@ class Synthetic:
     predecessor is out of reach; the chain's memory of it over more than S symbols is ignored)
     and of each further letter P[previous, :]: each such frame costs H(pi) + (F - 2) H_P bits.
     A model of L layers composes its windows and reaches L (S - 1) + 1 back (`floor_at`).
+    Known gap: this predictor ignores copies of copies. When an out-of-reach source frame was
+    also copied by a frame within reach (e.g. the frame 64 back copied the frame 128 back), its
+    letters are visible there; a model that learns this beats floor_bpc(S) (by 0.02 bpc at S = 64
+    in span_limit), so floor_bpc(S) for S below the largest distance is an upper bound on the
+    lowest reachable bpc, exact only at the entropy rate.
     """
 
     alphabet: int = 8

@@ -37,7 +37,8 @@ from .config import Strict
 
 MIN_SEEDS = 3  # paired seeds a test needs before its verdict counts
 SEEDS = ("seed", "train.seed")
-FINAL = ("final_dev_bpc", "final_test_bpc", *tracking.FINAL_SAME)
+# the report reads a final_<name> summary back under <name> (tracking.FINAL_RENAMED)
+FINAL = ("final_dev_bpc", "final_test_bpc", *tracking.FINAL_SAME, *tracking.FINAL_RENAMED)
 DERIVED = {  # metric: what it is; computed per run by `derive`
     "gap_to_floor": "final_dev_bpc - floor_bpc: bits above the corpus's lowest reachable bpc",
     "span_fraction": "mean_span / model.span: the learned span as a share of the limit S",

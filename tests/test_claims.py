@@ -245,3 +245,15 @@ def test_pinning_an_axis_keeps_the_claims_valid(tmp_path, capsys):
     assert run.main([str(path), "--dry-run", "--set", "model.variant=fixed", "--seeds", "0,1",
                      "--results-dir", str(tmp_path / "r")]) == 0
     assert "th_beats_mh" in capsys.readouterr().out
+
+
+@pytest.mark.parametrize("metric", ["mean_span", "tokens_per_s", "peak_rss_mb"])
+def test_final_summaries_are_claimable_by_their_names(metric):
+    """A run logs these as final_<name>; the report reads them back as <name>, so a claim names
+    them that way, and an unknown name is still refused."""
+    raw = {"id": "c", "text": "t", "rows": {"model.variant": "adaptive"}, "metric": metric,
+           "expect": "less", "margin": 1e9}
+    axes = {"model.variant": ["fixed", "adaptive"]}
+    claims.check(claims.parse([raw]), axes, lambda values: False)
+    with pytest.raises(ValueError, match="unknown metric"):
+        claims.check(claims.parse([{**raw, "metric": metric + "_typo"}]), axes, lambda v: False)

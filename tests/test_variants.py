@@ -151,9 +151,15 @@ def test_trimmed_equals_untrimmed(name, cfg):
         assert torch.allclose(a, b, atol=1e-4)
 
 
-@pytest.mark.parametrize("name", ["fixed", "adaptive", "dynamic", "talking-heads", "gbma"])
-def test_cache_blocks_equal_one_pass(name):
-    model = TransformerLM(50, D, 3, H, 64, span=S, variant=name, attn={"ramp": 4.0})
+CACHED = [(n, {}) for n in ("fixed", "adaptive", "dynamic", "talking-heads", "gbma")] + [
+    ("talking-heads-dynamic", {"dynamic_init": 0.5}),  # dynamic projections, visibly non-zero
+    ("talking-heads-dynamic", {"dynamic_init": 0.5, "h": 6, "h_v": 2, "d_v": 12}),
+    ("adaptive", {"mixing": "dynamic", "dynamic_init": 0.5})]
+
+
+@pytest.mark.parametrize("name,cfg", CACHED, ids=str)
+def test_cache_blocks_equal_one_pass(name, cfg):
+    model = TransformerLM(50, D, 3, H, 64, span=S, variant=name, attn={"ramp": 4.0, **cfg})
     if name == "adaptive":
         for b in model.blocks:
             set_z(b.attn, torch.rand(H))

@@ -81,6 +81,32 @@ def write_grid(tmp: Path, name: str, **changes) -> Path:
     return path
 
 
+RAY_TEARDOWN = re.compile(r"(?:Exception ignored in: [^\n]*\n)?"
+                          r"Traceback \(most recent call last\):\n"
+                          r"(?:(?:[ \t][^\n]*)?\n)*?SystemExit: 1\n")
+
+
+def assert_no_traceback(out: str) -> None:
+    """No traceback in a sweep's output but Ray's own teardown of an idle worker: a SIGTERM
+    that lands in a weakref callback prints `Exception ignored ... SystemExit: 1` through Ray's
+    sigterm_handler, which says nothing about the sweep."""
+    ours = RAY_TEARDOWN.sub(lambda m: "" if "sigterm_handler" in m[0] else m[0], out)
+    assert "Traceback" not in ours and "Exception ignored" not in ours, ours[-3000:]
+
+
+def wait_for_a_finished_run(tmp: Path, grid: str, driver: subprocess.Popen) -> None:
+    """Until one trial's MLflow run is FINISHED (result.json is written just before its run is
+    closed, so waiting for that file alone races the close)."""
+    trials = tmp / "results" / grid / "trials"
+    deadline = time.time() + 300
+    while time.time() < deadline and driver.poll() is None:
+        if list(trials.glob("*/result.json")) and any(
+                r.info.status == "FINISHED" for r in trial_runs(tmp, grid)):
+            return
+        time.sleep(0.2)
+    raise AssertionError(f"no trial of {grid} finished in time")
+
+
 # --- sweeps through Ray ---------------------------------------------------------------------
 
 
@@ -98,7 +124,7 @@ def test_smoke_sweep_logs_one_finished_run_per_trial(smoke_sweep):
     tmp, done = smoke_sweep
     assert done.returncode == 0, done.stderr[-3000:]
     for out in (done.stdout, done.stderr):  # a successful sweep ends without a traceback
-        assert "Traceback" not in out and "Exception ignored" not in out, out[-3000:]
+        assert_no_traceback(out)
     assert f"mlflow ui --backend-store-uri sqlite:///{tmp / 'results' / 'mlflow.db'} " \
            "--host 127.0.0.1" in done.stdout
     c = client(tmp)
@@ -196,19 +222,16 @@ def test_smoke_sweep_over_the_mlflow_server_rest_api(smoke_sweep, short_tmp):
 @slow
 def test_interrupted_sweep_reruns_only_the_missing_trials(short_tmp):
     grid = write_grid(short_tmp, "cut", seeds=[0, 1, 2])
-    trials = short_tmp / "results" / "cut" / "trials"
     driver = subprocess.Popen([sys.executable, "-m", "bench.run", str(grid), "--set",
                                "train.steps=60", "--results-dir", short_tmp / "results",
                                "--no-report"], cwd=ROOT, env=cli_env(short_tmp),
                               stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
                               start_new_session=True)
-    deadline = time.time() + 180
-    while not list(trials.glob("*/result.json")) and time.time() < deadline:
-        time.sleep(0.2)
+    wait_for_a_finished_run(short_tmp, "cut", driver)
     os.killpg(driver.pid, signal.SIGINT)  # Ctrl-C: to the driver and everything it started
     out = driver.communicate(timeout=120)[0]
     assert driver.returncode == 130, out[-3000:]
-    assert "Traceback" not in out and "Exception ignored" not in out, out[-3000:]
+    assert_no_traceback(out)
     first = {r.data.tags["attnbench.trial_hash"]: r for r in trial_runs(short_tmp, "cut")}
     finished = {h: (r.info.run_id, r.info.end_time) for h, r in first.items()
                 if r.info.status == "FINISHED"}
@@ -258,7 +281,7 @@ def test_two_sweeps_at_once_into_one_sqlite_store(short_tmp):
         exp = c.get_experiment_by_name(g.stem).experiment_id
         assert len(c.search_runs([exp], "tags.`attnbench.role` = 'sweep'")) == 1
     for out in outs:
-        assert "Traceback" not in out and "Exception ignored" not in out, out[-3000:]
+        assert_no_traceback(out)
 
 
 @slow
@@ -267,11 +290,8 @@ def test_killed_driver_then_rerun_finishes_every_trial_once(short_tmp):
     exactly once, no run left RUNNING, trials finished before the kill not retrained."""
     grid = write_grid(short_tmp, "killed", seeds=[0, 1, 2])
     sets = ("train.steps=60",)
-    trials = short_tmp / "results" / "killed" / "trials"
     driver = start_sweep(grid, short_tmp, "--set", sets[0])
-    deadline = time.time() + 300
-    while not list(trials.glob("*/result.json")) and time.time() < deadline:
-        time.sleep(0.2)
+    wait_for_a_finished_run(short_tmp, "killed", driver)
     os.kill(driver.pid, signal.SIGKILL)  # the driver alone; its Ray is left to notice
     driver.communicate(timeout=60)
     time.sleep(5)
@@ -341,7 +361,7 @@ def test_diverging_trial_fails_with_its_reason_and_the_sweep_goes_on(short_tmp):
     done = bench_run([grid], short_tmp)
     assert done.returncode == 1, done.stdout[-3000:] + done.stderr[-3000:]
     for out in (done.stdout, done.stderr):  # a failed trial is a line, not a traceback
-        assert "Traceback" not in out and "Exception ignored" not in out, out[-3000:]
+        assert_no_traceback(out)
     runs = {float(r.data.params["train.lr"]): r for r in trial_runs(short_tmp, "diverge")}
     ok, bad = runs[0.07], runs[1e30]
     assert ok.info.status == "FINISHED" and "final_dev_bpc" in ok.data.metrics

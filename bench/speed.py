@@ -1,7 +1,8 @@
 """Speed benchmark: training and inference tokens/s, activation memory, FLOPs and MFU per variant,
-each also as a ratio against `fixed` at the same span limit, measured side by side in one run.
+each also as a ratio against `fixed` at the same span limit, measured side by side in one run;
+with --amp, every case in fp32 and in bf16 autocast, interleaved (column amp_x).
 
-python -m bench.speed [--spans 256,1024,4096] [--heads 4,8,16] [--repeats 5] [--json]
+python -m bench.speed [--spans 256,1024,4096] [--heads 4,8,16] [--repeats 5] [--amp] [--json]
 """
 
 import argparse
@@ -18,7 +19,7 @@ import torch.nn.functional as F
 
 from variants import build as build_layer
 
-from . import plugins, provenance
+from . import plugins, precision, provenance
 from .config import PRESETS, Config, ConfigError, merge, parse_sets, resolve
 from .flops import analytic_flops, set_spans
 from .malloc import keep_heap
@@ -74,9 +75,10 @@ def fraction(text: str) -> float:
     return value
 
 
-def matmul_peak(dev: torch.device, n: int = 2048, reps: int = 5) -> float:
-    """float32 matmul FLOP/s (2 n^3 per product) in this process, on its threads."""
-    a, b = torch.randn(n, n, device=dev), torch.randn(n, n, device=dev)
+def matmul_peak(dev: torch.device, dtype: torch.dtype = torch.float32, n: int = 2048,
+                reps: int = 5) -> float:
+    """Matmul FLOP/s (2 n^3 per product) in `dtype`, in this process, on its threads."""
+    a, b = (torch.randn(n, n, device=dev, dtype=dtype) for _ in range(2))
     a @ b
     sync(dev)
     tic = time.perf_counter()
@@ -112,8 +114,9 @@ def saved_bytes(model: TransformerLM, x: torch.Tensor, cache: list) -> int:
 class Bench:
     """One model at one setting, with a full cache, stepping on random bytes."""
 
-    def __init__(self, case: Case, cfg: Config, dev: torch.device, compile_: bool) -> None:
-        self.case, self.dev, self.t = case, dev, cfg.train
+    def __init__(self, case: Case, cfg: Config, dev: torch.device, compile_: bool,
+                 amp: bool = False) -> None:
+        self.case, self.dev, self.t, self.amp = case, dev, cfg.train, amp
         self.model = build_model(cfg, 256).to(dev)
         self.opt = make_optimizer(self.model, cfg.train)
         B, M = cfg.train.batch_size, cfg.train.block
@@ -143,7 +146,7 @@ class Bench:
         tic = time.perf_counter()
         step_fn = self.model if fn is None else fn
         _, _, self.cache = train_step(self.model, step_fn, self.opt, self.t, self.x, self.x,
-                                      self.cache, self.t.warmup)
+                                      self.cache, self.t.warmup, self.amp)
         sync(self.dev)
         seconds = time.perf_counter() - tic
         self.set_span()
@@ -153,7 +156,8 @@ class Bench:
     def infer_step(self) -> float:
         sync(self.dev)
         tic = time.perf_counter()
-        _, self.cache = self.model(self.x, self.cache)
+        with precision.autocast(self.dev, self.amp):
+            _, self.cache = self.model(self.x, self.cache)
         sync(self.dev)
         return time.perf_counter() - tic
 
@@ -177,16 +181,21 @@ def cases(spans: list[int], heads: list[int], variants: list[str], frac: float |
     return list(dict.fromkeys(out))
 
 
-def run(configs: dict[Case, Config], repeats: int, compile_: bool) -> pd.DataFrame:
-    """Time every case, interleaved; one row per case with its ratios against `fixed`."""
+def run(configs: dict[Case, Config], repeats: int, compile_: bool, amp: bool = False
+        ) -> pd.DataFrame:
+    """Time every case (in fp32, and in bf16 autocast too where `amp` and the device has bf16),
+    interleaved; one row per case and precision with its ratios against `fixed` in the same
+    precision, and amp_x, the bf16 speed-up over fp32. MFU is against the matmul peak of the
+    row's precision, measured in this process."""
     cfg = next(iter(configs.values()))
     dev = pick_device(cfg.train.device)
-    peak = matmul_peak(dev)
+    modes = [False, True] if precision.use_amp(amp, dev) else [False]
+    peaks = {m: matmul_peak(dev, torch.bfloat16 if m else torch.float32) for m in modes}
     # torch.compile's recompile limit counts per code object, and every case's model shares
     # TransformerLM.forward: without room for each, later cases would silently run eagerly.
     dynamo = torch._dynamo.config
     dynamo.recompile_limit = max(dynamo.recompile_limit, 4 * len(configs))
-    benches = [Bench(c, conf, dev, compile_) for c, conf in configs.items()]
+    benches = [Bench(c, conf, dev, compile_, m) for c, conf in configs.items() for m in modes]
     times = {i: ([], [], []) for i in range(len(benches))}
     for _ in range(repeats + 1):  # the first round warms up
         for i, b in enumerate(benches):
@@ -200,24 +209,31 @@ def run(configs: dict[Case, Config], repeats: int, compile_: bool) -> pd.DataFra
         train_s, infer_s = (statistics.median(t[1:]) for t in times[i][:2])
         compiled_s = statistics.median(times[i][2][1:]) if b.compiled is not None else None
         flops = analytic_flops(b.model, "max")
-        rows.append({"variant": b.case.label, "S": b.case.span, "heads": b.case.n_heads,
+        rows.append({"variant": b.case.label, "precision": precision.name(b.amp),
+                     "S": b.case.span, "heads": b.case.n_heads,
                      "window": max(bl.attn.window for bl in b.model.blocks),
                      "train_ms": 1e3 * train_s, "train_tok_s": tokens / train_s,
                      "infer_tok_s": tokens / infer_s,
                      "act_mem_mb": saved_bytes(b.model, b.x, b.cache) / 2**20,
-                     "flops_per_tok": flops, "mfu": 6 * flops * tokens / train_s / peak,
+                     "flops_per_tok": flops,
+                     "mfu": 6 * flops * tokens / train_s / peaks[b.amp],
                      **({"compile_x": train_s / compiled_s} if compiled_s else {})})
     df = pd.DataFrame(rows)
     cols = ["train_tok_s", "infer_tok_s", "act_mem_mb", "flops_per_tok"]
-    base = df[df.variant == "fixed"][["S", "heads", *cols]]
-    df = df.merge(base, on=["S", "heads"], how="left", suffixes=("", "_fixed"))
+    base = df[df.variant == "fixed"][["S", "heads", "precision", *cols]]
+    df = df.merge(base, on=["S", "heads", "precision"], how="left", suffixes=("", "_fixed"))
     df["train_x"] = df.train_tok_s / df.train_tok_s_fixed  # speedup over fixed
     df["infer_x"] = df.infer_tok_s / df.infer_tok_s_fixed
     df["flops_x"] = df.flops_per_tok_fixed / df.flops_per_tok  # analytic FLOPs ratio
     df["mem_x"] = df.act_mem_mb_fixed / df.act_mem_mb
     df["train_x/flops_x"] = df.train_x / df.flops_x
     df = df.drop(columns=[f"{c}_fixed" for c in cols])
-    df.attrs["matmul_gflops"] = peak / 1e9
+    if len(modes) > 1:  # the same case in bf16 over fp32
+        fp32 = df[df.precision == "fp32"].set_index(["variant", "S", "heads"]).train_tok_s
+        df["amp_x"] = df.train_tok_s / fp32.reindex(
+            pd.MultiIndex.from_frame(df[["variant", "S", "heads"]])).to_numpy()
+    df.attrs["matmul_gflops"] = peaks[False] / 1e9
+    df.attrs["bf16_matmul_gflops"] = peaks[True] / 1e9 if True in peaks else None
     return df
 
 
@@ -255,6 +271,9 @@ def main(argv: list[str] | None = None) -> int:
     learned.add_argument("--learned-span", type=int_list, metavar="KEYS",
                          help="learned spans set to z + R = KEYS at every S (flat in S)")
     p.add_argument("--repeats", type=int, default=5)
+    p.add_argument("--amp", action="store_true",
+                   help="also time every case in bf16 autocast (train.amp), side by side; "
+                        "without native bf16 on the device, says why and times fp32 only")
     p.add_argument("--compile", action="store_true",
                    help="also time each model under torch.compile (column compile_x)")
     p.add_argument("--mlflow", action="store_true",
@@ -275,15 +294,17 @@ def main(argv: list[str] | None = None) -> int:
         print(f"error: {err}", file=sys.stderr)
         return 2
     keep_heap()
-    df = run(configs, args.repeats, args.compile)
+    df = run(configs, args.repeats, args.compile, args.amp)
     cfg = next(iter(configs.values()))
     if args.mlflow:
         log_mlflow(df, vars(args))
     if args.json:
-        print(json.dumps({"matmul_gflops": df.attrs["matmul_gflops"], "threads":
+        print(json.dumps({**df.attrs, "threads":
                           torch.get_num_threads(), "rows": df.to_dict("records")}, indent=1))
     else:
-        print(f"float32 matmul peak: {df.attrs['matmul_gflops']:.0f} GFLOP/s on "
+        bf16 = df.attrs["bf16_matmul_gflops"]
+        print(f"float32 matmul peak: {df.attrs['matmul_gflops']:.0f} GFLOP/s"
+              + (f", bfloat16 {bf16:.0f}" if bf16 else "") + " on "
               f"{torch.get_num_threads()} threads; block {cfg.train.block}, batch "
               f"{cfg.train.batch_size}, D {cfg.model.d_model}, {cfg.model.n_layers} layers")
         print(df.to_markdown(index=False, floatfmt=".3g"))

@@ -19,7 +19,7 @@ import torch
 import torch.nn.functional as F
 from tqdm import tqdm
 
-from . import data, plugins, provenance, synthetic
+from . import data, plugins, precision, provenance, synthetic
 from .config import PRESETS, Config, ConfigError, TrainConfig, parse_sets, resolve, set_dotted
 from .flops import analytic_flops, counted_flops, flops_parts
 from .malloc import keep_heap
@@ -72,11 +72,13 @@ class SplitScore:
 
 @torch.no_grad()
 def evaluate(model: TransformerLM, split: np.ndarray, batch_size: int, block: int,
-             device: torch.device, max_tokens: int | None = None) -> SplitScore:
+             device: torch.device, max_tokens: int | None = None, amp: bool = False
+             ) -> SplitScore:
     """bpc over a split (or its first max_tokens), every character once, with the cache; each
     stream first reads the model's reach of preceding text unscored, so the bpc does not depend
     on `batch_size`. Spans are averaged over the scored characters: a dynamic span's z_t + R is
-    read from each forward as it runs (adaptive-span Table 3: the mean over the dev set)."""
+    read from each forward as it runs (adaptive-span Table 3: the mean over the dev set).
+    `amp`: in bf16 autocast, the precision the model trained in."""
     was_training = model.training
     model.eval()
     split = split if max_tokens is None else split[: max_tokens + 1]
@@ -85,7 +87,8 @@ def evaluate(model: TransformerLM, split: np.ndarray, batch_size: int, block: in
                 for b in model.blocks]
     widest = [0] * len(model.blocks)
     for x, y in data.eval_batches(split, batch_size, block, model.reach, device=device):
-        logits, cache = model(x, cache)
+        with precision.autocast(device, amp):
+            logits, cache = model(x, cache)
         scored = y != -100
         total += F.cross_entropy(logits.flatten(0, 1).float(), y.flatten(), ignore_index=-100,
                                  reduction="sum")
@@ -134,10 +137,11 @@ def set_lr(opt: torch.optim.Optimizer, t: TrainConfig, step: int) -> float:
 
 def train_step(model: TransformerLM, step_fn: Callable, opt: torch.optim.Optimizer,
                t: TrainConfig, x: torch.Tensor, y: torch.Tensor, cache: list | None,
-               step: int) -> tuple[torch.Tensor, float, list]:
+               step: int, amp: bool = False) -> tuple[torch.Tensor, float, list]:
     """One optimiser step on x (B, M) -> y after `cache`: loss plus span penalty, backward, the
-    clipped step, the span clamp. Returns the LM loss (unsynced), learning rate, new cache."""
-    with torch.autocast("cuda", dtype=torch.bfloat16, enabled=t.amp and x.is_cuda):
+    clipped step, the span clamp; the forward in bf16 autocast where `amp` (bench.precision).
+    Returns the LM loss (fp32, unsynced), learning rate, new cache."""
+    with precision.autocast(x.device, amp):
         logits, cache = step_fn(x, cache)
         loss = F.cross_entropy(logits.flatten(0, 1).float(), y.flatten())
     opt.zero_grad(set_to_none=True)
@@ -271,10 +275,11 @@ def train(cfg: Config, out_dir: Path, *, report: Report | None = None, progress:
     t = cfg.train
     device = provenance.device(t.device)
     keep_heap()
+    amp = precision.use_amp(t.amp, device)
     corpus = load_corpus(cfg)
     out_dir.mkdir(parents=True, exist_ok=True)
     info = {"config": cfg.model_dump(mode="json"), "seed": t.seed, "dataset": corpus.meta,
-            **provenance.record()}
+            "precision": precision.name(amp), **provenance.record()}
     (out_dir / "config.json").write_text(json.dumps(info, indent=2))
 
     torch.manual_seed(t.seed)  # dropout; the weights are drawn per (seed, name, shape)
@@ -310,7 +315,7 @@ def train(cfg: Config, out_dir: Path, *, report: Report | None = None, progress:
         pos, x, y = next(batches)
         if pos == 0:
             cache = None  # start of the streams: no preceding text
-        loss, lr, cache = train_step(model, step_fn, opt, t, x, y, cache, state["step"])
+        loss, lr, cache = train_step(model, step_fn, opt, t, x, y, cache, state["step"], amp)
         loss_v = loss.item()
         if not math.isfinite(loss_v):
             raise Diverged(f"training loss is {loss_v} at step {state['step'] + 1}")
@@ -325,7 +330,7 @@ def train(cfg: Config, out_dir: Path, *, report: Report | None = None, progress:
 
         last = state["step"] == t.steps
         if state["step"] % t.eval_every == 0 or last:
-            dev = evaluate(model, corpus.dev, eval_bs, t.block, device, t.eval_tokens)
+            dev = evaluate(model, corpus.dev, eval_bs, t.block, device, t.eval_tokens, amp)
             dev_bpc = dev.bpc
             improved = dev_bpc < state["best_dev"]
             if improved:
@@ -351,7 +356,7 @@ def train(cfg: Config, out_dir: Path, *, report: Report | None = None, progress:
 
     best = torch.load(out_dir / "best.pt", map_location=device, weights_only=True)
     model.load_state_dict(best["model"])
-    dev, test = (evaluate(model, split, eval_bs, t.block, device)
+    dev, test = (evaluate(model, split, eval_bs, t.block, device, amp=amp)
                  for split in (corpus.dev, corpus.test))
     counted = count_flops(model)
     # spans and #FLOPS as measured over the dev split: for a dynamic span, the mean z_t + R and

@@ -5,7 +5,7 @@ import json
 import pytest
 import torch
 
-from bench import speed
+from bench import precision, speed
 from bench.config import resolve
 from bench.flops import analytic_flops
 from bench.train import maybe_compile
@@ -63,6 +63,39 @@ def test_json_table_ratios(capsys):
                              "variant": "talking-heads"}})
     model = speed.build_model(cfg, 256)
     assert th["flops_per_tok"] == analytic_flops(model, "max") > fixed["flops_per_tok"]
+
+
+@pytest.mark.parametrize("native", [True, False])
+def test_amp_side_by_side(native, capsys, monkeypatch):
+    """--amp times each case in fp32 and in bf16 autocast (amp_x: bf16 over fp32 tokens/s, and
+    train_x against fixed in the same precision); without bf16 it says why and times fp32."""
+    monkeypatch.setattr(precision, "bf16_unsupported", lambda d: None if native else "no bf16")
+    monkeypatch.setattr(precision, "_said", set())
+    monkeypatch.setattr(speed, "matmul_peak", lambda dev, dtype: 1e9 * (2 if dtype.itemsize < 4
+                                                                        else 1))
+    sets = ["model.d_model=32", "model.n_layers=2", "model.d_ff=64", "train.batch_size=2",
+            "train.block=32", "train.device=cpu"]
+    argv = [a for s in sets for a in ("--set", s)]
+    assert speed.main([*argv, "--spans", "64", "--heads", "2", "--variants", "talking-heads",
+                       "--repeats", "1", "--amp", "--json"]) == 0
+    out = capsys.readouterr()
+    table = json.loads(out.out)
+    rows = {(r["variant"], r["precision"]): r for r in table["rows"]}
+    if not native:
+        assert "train.amp=true: running fp32, because no bf16" in out.err
+        assert {p for _, p in rows} == {"fp32"} and "amp_x" not in table["rows"][0]
+        assert table["bf16_matmul_gflops"] is None
+        return
+    assert set(rows) == {(v, p) for v in ("fixed", "adaptive@6", "talking-heads")
+                         for p in ("fp32", "bf16-autocast")}
+    assert table["bf16_matmul_gflops"] == 2 * table["matmul_gflops"]
+    for v in ("fixed", "talking-heads"):
+        fp32, amp = rows[v, "fp32"], rows[v, "bf16-autocast"]
+        assert fp32["amp_x"] == 1 and amp["amp_x"] == pytest.approx(
+            amp["train_tok_s"] / fp32["train_tok_s"])
+        assert amp["train_x"] == pytest.approx(
+            amp["train_tok_s"] / rows["fixed", "bf16-autocast"]["train_tok_s"])
+        assert amp["mfu"] == pytest.approx(fp32["mfu"] * fp32["train_ms"] / amp["train_ms"] / 2)
 
 
 @pytest.mark.parametrize("argv, message", [

@@ -141,7 +141,9 @@ class Attention(nn.Module):
 
     @staticmethod
     def _weights(logits: Tensor, m: Tensor | None) -> Tensor:
-        """Softmax over the window, with the span mask when there is one."""
+        """Softmax over the window, with the span mask when there is one; in fp32 whatever the
+        logits' precision (bf16 under autocast): the normalisation is where bf16 loses most."""
+        logits = logits.float()
         if m is None:
             return logits.softmax(dim=-1)
         # a = m e^s / sum m e^s: the reference's softmax, times the mask, renormalised. Keys with

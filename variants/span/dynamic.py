@@ -33,7 +33,9 @@ class DynamicSpan(SpanPolicy):
         return self.S - 1
 
     def prepare(self, x: Tensor) -> int:
-        self.z_t = self.S * torch.sigmoid(self.gate(x)).transpose(1, 2).unsqueeze(-1)  # (B,h,M,1)
+        with torch.autocast(x.device.type, enabled=False):  # the span parameters stay fp32
+            g = self.gate(x.float())
+        self.z_t = self.S * torch.sigmoid(g).transpose(1, 2).unsqueeze(-1)  # (B, h, M, 1)
         if self.trim:
             self._window = trimmed_window(self.z_t.max().item(), self.ramp, self.S, self.trim_step)
         return self._window

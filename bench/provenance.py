@@ -31,8 +31,41 @@ def git_commit() -> str:
     return f"{head}-dirty.{hashlib.sha256(diff).hexdigest()[:8]}" if diff else head
 
 
+# What trains and scores a run: bench.train and everything it imports from this checkout
+# (tests/test_tracking.py keeps the list complete). The report, the claims, the runner and the
+# benchmarks only read or schedule runs, so changing them leaves finished results current.
+RESULT_CODE = ("variants", *(f"bench/{m}.py" for m in (
+    "__init__", "config", "data", "flops", "malloc", "model", "pairing", "plugins", "precision",
+    "provenance", "record", "synthetic", "train")))
+
+
+def code_files() -> list[Path]:
+    """The Python files of RESULT_CODE in this checkout, sorted."""
+    return sorted(f for entry in map(ROOT.joinpath, RESULT_CODE)
+                  for f in ([entry] if entry.is_file() else entry.rglob("*.py")))
+
+
+def code_version() -> str:
+    """'code-' and 12 hex digits of the sha256 of RESULT_CODE as it is on disk (uncommitted
+    changes included): results from the same training code compare equal whatever else changed
+    (README, tests, grids, the report), and those from other training code do not."""
+    h = hashlib.sha256()
+    for f in code_files():
+        h.update(f"{f.relative_to(ROOT)}\0".encode() + f.read_bytes() + b"\0")
+    return "code-" + h.hexdigest()[:12]
+
+
+def identity() -> dict[str, str]:
+    """What a run's code is recorded as: its code_version (which staleness compares) and the
+    git commit it was run from."""
+    return {"code_version": code_version(), "git_commit": git_commit()}
+
+
 def short_commit(commit: str) -> str:
-    """'<40 hex>-dirty.<8 hex>' -> '<7 hex>-dirty.<8 hex>' (for labels)."""
+    """'<40 hex>-dirty.<8 hex>' -> '<7 hex>-dirty.<8 hex>' (for labels); a code_version as
+    it is."""
+    if commit.startswith("code-"):
+        return commit
     head, dirty, diff = commit.partition("-dirty")
     return head[:7] + dirty + diff
 
@@ -57,6 +90,6 @@ def device(name: str = "auto") -> torch.device:
 
 
 def record() -> dict:
-    return {"git_commit": git_commit(), "versions": versions(), "python": platform.python_version(),
+    return {**identity(), "versions": versions(), "python": platform.python_version(),
             "machine": platform.machine(), "cuda": torch.cuda.get_device_name() if
             torch.cuda.is_available() else None, "torch_threads": torch.get_num_threads()}

@@ -27,9 +27,9 @@ from mlflow import MlflowClient
 from pydantic import ValidationError
 
 from . import claims, plugins, stats
-from .provenance import ROOT, git_commit, short_commit
+from .provenance import ROOT, identity, short_commit
 from .record import RunResult
-from .tracking import FINAL_RENAMED, is_stale
+from .tracking import FINAL_RENAMED, stale
 
 DEFAULT_URI = f"sqlite:///{ROOT / 'results' / 'mlflow.db'}"
 SEEDS = ("seed", "train.seed")
@@ -63,10 +63,10 @@ class Sweep:
 
 # ---- reading MLflow
 
-def _frame(found: pd.DataFrame, commit: str) -> pd.DataFrame:
+def _frame(found: pd.DataFrame, now: dict[str, str]) -> pd.DataFrame:
     """mlflow.search_runs' frame -> one row per run: params and metrics under their own names
     (params numeric where they parse), tags as tags.<name>, the final summaries under the names
-    the tables use, and `stale`, the commit of a run from other code than `commit`."""
+    the tables use, and `stale`, what a run from other code than `now` ran on (tracking.stale)."""
     df = found.rename(columns=lambda c: c.split(".", 1)[1] if c.startswith(
         ("params.", "metrics.")) else c).replace({"None": np.nan, "null": np.nan})
     for col in (c[len("params."):] for c in found if c.startswith("params.")):
@@ -77,8 +77,8 @@ def _frame(found: pd.DataFrame, commit: str) -> pd.DataFrame:
     for key in FINAL_RENAMED:  # runs from before the final_ names logged them under the key
         if f"final_{key}" in df:
             df[key] = df[f"final_{key}"].fillna(df[key]) if key in df else df[f"final_{key}"]
-    ran = df.get("git_commit", pd.Series(None, df.index, dtype=object))
-    df["stale"] = ran.where([is_stale(c if isinstance(c, str) else None, commit) for c in ran])
+    recorded = df.reindex(columns=["code_version", "git_commit"]).astype(object)
+    df["stale"] = [stale(r.dropna().to_dict(), now) for _, r in recorded.iterrows()]
     return df
 
 
@@ -149,7 +149,7 @@ def load_sweep(name: str, tracking_uri: str) -> Sweep:
         known = ", ".join(e.name for e in client.search_experiments()) or "none"
         raise ReportError(f"no experiment {name!r} in {tracking_uri} (known: {known})", 2)
     df = _frame(mlflow.search_runs([exp.experiment_id], max_results=50_000,
-                                   output_format="pandas"), git_commit())
+                                   output_format="pandas"), identity())
     if "tags.attnbench.role" in df:
         df = df[df["tags.attnbench.role"] != "sweep"]
     if df.empty:

@@ -158,16 +158,16 @@ def run_tune(grid: Grid, todo: list[Trial], root: Path, where: dict, callback: A
     tuner.fit()
 
 
-def summary(client: Any, exp: str, trials: list[Trial], commit: str) -> pd.DataFrame:
+def summary(client: Any, exp: str, trials: list[Trial], now: dict[str, str]) -> pd.DataFrame:
     """Latest run of each trial: status, final bpc, params, FLOPs, speed, failure reason, and
-    the commit of a result from other code than `commit`."""
+    the code of a result from other code than `now` (provenance.identity())."""
     runs = tracking.trial_runs(client, exp)
     rows = []
     for t in trials:
         run = runs.get(t.hash, [None])[0]
         m, tags = (run.data.metrics, run.data.tags) if run else ({}, {})
-        ran = run.data.params.get("git_commit") if run else None
-        stale = f"stale: {ran}" if tracking.is_stale(ran, commit) else ""
+        ran = tracking.stale(run.data.params, now) if run else None
+        stale = f"stale: {ran}" if ran else ""
         note = tags.get(tracking.FAILURE) or tags.get(tracking.STOPPED) or ""
         rows.append({"run": t.name, "status": run.info.status if run else "NOT RUN",
                      "dev_bpc": m.get("final_dev_bpc"), "test_bpc": m.get("final_test_bpc"),
@@ -195,18 +195,20 @@ def render_report(grid: str, uri: str, out_dir: Path, parent: str) -> None:
               file=sys.stderr)
 
 
-def stale_results(trials: list[Trial], runs: dict[str, list], commit: str) -> dict[str, str]:
-    """Finished trials whose result comes from other code than `commit`: hash -> its commit."""
+def stale_results(trials: list[Trial], runs: dict[str, list], now: dict[str, str]
+                  ) -> dict[str, str]:
+    """Finished trials whose result comes from other code than `now`: hash -> what it ran on
+    (its code_version, or its commit for a run that predates them)."""
     out = {}
     for t in trials:
         done = tracking.done_run(runs.get(t.hash, []))
-        ran = done.data.params.get("git_commit") if done else None
-        if tracking.is_stale(ran, commit):
+        ran = tracking.stale(done.data.params, now) if done else None
+        if ran:
             out[t.hash] = ran
     return out
 
 
-def say_stale(stale: dict[str, str], commit: str, rerun: bool) -> None:
+def say_stale(stale: dict[str, str], now: dict[str, str], rerun: bool) -> None:
     """How many finished trials come from other code, from which commits, what happens."""
     if not stale:
         return
@@ -214,7 +216,8 @@ def say_stale(stale: dict[str, str], commit: str, rerun: bool) -> None:
     what = "rerunning them (--rerun-stale)" if rerun else \
         "reusing them, marked stale in the tables; --rerun-stale reruns them"
     print(f"warning: {len(stale)} finished trials ran on other code than this checkout "
-          f"({commit}): {by}; {what}", file=sys.stderr, flush=True)
+          f"({now['code_version']}, commit {now['git_commit']}): {by}; {what}",
+          file=sys.stderr, flush=True)
 
 
 def sweep(grid: Grid, trials: list[Trial], args: argparse.Namespace, command: str) -> int:
@@ -224,9 +227,9 @@ def sweep(grid: Grid, trials: list[Trial], args: argparse.Namespace, command: st
     client = tracking.open_store(uri)
     exp = tracking.experiment_id(client, grid.name, uri)
     runs = tracking.trial_runs(client, exp)
-    commit = provenance.git_commit()
-    stale = stale_results(trials, runs, commit)
-    say_stale(stale, commit, args.rerun_stale)
+    now = provenance.identity()
+    stale = stale_results(trials, runs, now)
+    say_stale(stale, now, args.rerun_stale)
     fresh = {t.hash for t in trials if args.force or (args.rerun_stale and t.hash in stale)}
     for h in fresh:
         shutil.rmtree(root / "trials" / h, ignore_errors=True)
@@ -257,7 +260,7 @@ def sweep(grid: Grid, trials: list[Trial], args: argparse.Namespace, command: st
                 tracking.close(client, exp, parent, t.hash, "KILLED", tracking.FAILURE,
                                "interrupted")
                 interrupted = True
-    table = summary(client, exp, trials, commit)
+    table = summary(client, exp, trials, now)
     failed = bool(table.status.isin(["FAILED", "NOT RUN"]).any())
     if parent:
         client.set_terminated(parent, "KILLED" if interrupted else
@@ -298,8 +301,8 @@ def main(argv: list[str] | None = None) -> int:
                    help="where results/<grid>/ and the default MLflow db go")
     p.add_argument("--force", action="store_true", help="rerun finished trials too, from scratch")
     p.add_argument("--rerun-stale", action="store_true",
-                   help="rerun, from scratch, finished trials whose result comes from another "
-                   "commit or other uncommitted changes (default: reuse them, marked stale)")
+                   help="rerun, from scratch, finished trials whose result comes from other "
+                   "training code (another code_version; default: reuse them, marked stale)")
     p.add_argument("--no-report", action="store_true", help="skip bench.report at the end")
     args = p.parse_args(argv)
     try:

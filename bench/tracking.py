@@ -15,6 +15,7 @@ import hashlib
 import json
 import os
 import time
+from collections.abc import Mapping
 from dataclasses import fields
 from pathlib import Path
 
@@ -153,10 +154,14 @@ def done_run(runs: list[Run]) -> Run | None:
     return next((r for r in runs if r.info.status == "FINISHED" or STOPPED in r.data.tags), None)
 
 
-def is_stale(commit: str | None, current: str) -> bool:
-    """A result from other code than `current` (provenance.git_commit(): another commit, or other
-    uncommitted changes). None (not recorded) and 'unknown' (no checkout) are not judged."""
-    return commit not in (None, "unknown") and current != "unknown" and commit != current
+def stale(params: Mapping[str, str], now: Mapping[str, str]) -> str | None:
+    """What a finished run ran on, where that is other code than `now` (provenance.identity()):
+    its code_version, or its git_commit for a run that predates them; None where it is current
+    or its code was not recorded ('unknown': no checkout)."""
+    key = "code_version" if isinstance(params.get("code_version"), str) else "git_commit"
+    ran = params.get(key)
+    judged = isinstance(ran, str) and "unknown" not in (ran, now[key])
+    return ran if judged and ran != now[key] else None
 
 
 def sweep_run(client: MlflowClient, exp: str, parent: str, trial_hash: str) -> Run | None:
@@ -271,6 +276,8 @@ class TrialRun:
         info = json.loads((out_dir / "config.json").read_text())
         ds = info["dataset"]
         self.log_params({"git_commit": info["git_commit"],
+                         **({"code_version": info["code_version"]} if "code_version" in info
+                            else {}),
                          **{f"versions.{k}": v for k, v in info["versions"].items()},
                          **{f"dataset.{k}": ds[k] for k in DATASET_KEYS}})
         run = self.client.get_run(self.run_id)

@@ -4,6 +4,8 @@ of a corpus, and the report's reading of runs from other code. Fast: no Ray."""
 import argparse
 import json
 import shutil
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -52,18 +54,45 @@ def test_stale_results_name_their_commits(tmp_path):
     client = MlflowClient(uri)
     exp = tracking.experiment_id(client, "smoke", uri)
     trials = smoke_trials([])
-    now = "a" * 40 + "-dirty.0123abcd"
-    logged = [(trials[0], "b" * 40, "FINISHED"), (trials[1], now, "FINISHED")]
-    for t, commit, status in logged:
+    now = {"code_version": "code-" + "a" * 12, "git_commit": "a" * 40 + "-dirty.0123abcd"}
+    logged = [(trials[0], {"git_commit": "b" * 40}),  # from before code versions: by commit
+              (trials[1], {"git_commit": "c" * 40, **now})]  # another commit, the same code
+    for t, params in logged:
         r = client.create_run(exp, tags={tracking.ROLE: "trial", tracking.HASH: t.hash})
-        client.log_batch(r.info.run_id, params=[Param("git_commit", commit)])
-        client.set_terminated(r.info.run_id, status)
+        client.log_batch(r.info.run_id, params=[Param(k, v) for k, v in params.items()])
+        client.set_terminated(r.info.run_id, "FINISHED")
     runs = tracking.trial_runs(client, exp)
     assert run.stale_results(trials, runs, now) == {trials[0].hash: "b" * 40}
-    assert run.stale_results(trials, runs, "a" * 40 + "-dirty.ffffffff") == {
-        trials[0].hash: "b" * 40, trials[1].hash: now}
-    assert run.stale_results(trials, runs, "b" * 40) == {trials[1].hash: now}
-    assert not tracking.is_stale(None, now) and not tracking.is_stale("unknown", now)
+    other = {"code_version": "code-" + "f" * 12, "git_commit": "b" * 40}
+    assert run.stale_results(trials, runs, other) == {trials[1].hash: now["code_version"]}
+    assert tracking.stale({}, now) is None
+    assert tracking.stale({"git_commit": "unknown"}, now) is None
+
+
+def test_code_version_follows_the_training_code_only(tmp_path, monkeypatch):
+    """The same training code, the same version, whatever else differs; one changed byte in it,
+    another. RESULT_CODE covers every module of this checkout that bench.train imports."""
+    loaded = subprocess.run(
+        [sys.executable, "-c", "import sys, bench.train; print(*(m.__file__ for m in "
+         "list(sys.modules.values()) if getattr(m, '__file__', None)), sep='\\n')"],
+        cwd=provenance.ROOT, capture_output=True, text=True, check=True).stdout.split()
+    ours = {Path(f) for f in loaded if Path(f).is_absolute() and Path(f).is_relative_to(
+        provenance.ROOT) and ".venv" not in Path(f).parts}
+    assert ours and ours <= set(provenance.code_files())
+    copy = tmp_path / "checkout"
+    for f in [*provenance.code_files(), provenance.ROOT / "README.md"]:
+        dest = copy / f.relative_to(provenance.ROOT)
+        dest.parent.mkdir(parents=True, exist_ok=True)
+        dest.write_bytes(f.read_bytes())
+    monkeypatch.setattr(provenance, "ROOT", copy)
+    same = provenance.code_version()
+    assert same == provenance.code_version() and same.startswith("code-")
+    (copy / "README.md").write_text("other text")
+    (copy / "bench" / "report_like.py").write_text("x = 1\n")  # not training code
+    assert provenance.code_version() == same
+    band = copy / "variants" / "band.py"
+    band.write_bytes(band.read_bytes() + b"\n")
+    assert provenance.code_version() != same
 
 
 def test_report_labels_rows_from_other_code(tmp_path):

@@ -1,0 +1,229 @@
+"""bench.anchors: bad input exits 2 naming the path before anything is timed; end to end with small
+stand-ins for nanoGPT and the adaptive-span reference (real torch modules with the same call
+signatures), its JSON rows and the ratios and MFU it derives from them."""
+
+import json
+import textwrap
+
+import numpy as np
+import pytest
+import torch
+
+from bench import anchors
+from bench.config import parse_sets, resolve
+from bench.flops import analytic_flops
+from bench.train import build_model
+
+NANOGPT = '''
+from dataclasses import dataclass
+
+import torch
+import torch.nn.functional as F
+from torch import nn
+
+
+@dataclass
+class GPTConfig:
+    block_size: int
+    vocab_size: int
+    n_layer: int
+    n_head: int
+    n_embd: int
+    dropout: float = 0.0
+    bias: bool = True
+
+
+class GPT(nn.Module):
+    """Causal stand-in: each position sees itself and the previous one."""
+
+    def __init__(self, config):
+        super().__init__()
+        self.wte = nn.Embedding(config.vocab_size, config.n_embd)
+        self.mix = nn.ModuleList(nn.Linear(2 * config.n_embd, config.n_embd)
+                                 for _ in range(config.n_layer))
+        self.head = nn.Linear(config.n_embd, config.vocab_size, bias=False)
+        print("number of parameters:", sum(p.numel() for p in self.parameters()))
+
+    def forward(self, idx, targets=None):
+        x = self.wte(idx)
+        for mix in self.mix:
+            prev = F.pad(x, (0, 0, 1, 0))[:, :-1]
+            x = x + torch.relu(mix(torch.cat([x, prev], dim=-1)))
+        logits = self.head(x)
+        loss = F.cross_entropy(logits.flatten(0, 1), targets.flatten())
+        return logits, loss
+'''
+
+REFERENCE = '''
+import torch
+import torch.nn.functional as F
+from torch import nn
+
+
+class Span(nn.Module):
+    def __init__(self, span, loss):
+        super().__init__()
+        self.z, self.span, self.loss = nn.Parameter(torch.zeros(1)), span, loss
+
+    def get_loss(self):
+        return self.loss * self.span * self.z.mean()
+
+    def clamp_param(self):
+        self.z.data.clamp_(0, 1)
+
+
+class SeqAttention(nn.Module):
+    def __init__(self, hidden_size, span, adapt_span_params):
+        super().__init__()
+        self.span, self.proj = span, nn.Linear(2 * hidden_size, hidden_size)
+        if adapt_span_params["adapt_span_enabled"]:
+            self.adaptive_span = Span(span, adapt_span_params["adapt_span_loss"])
+
+    def get_cache_size(self):
+        return self.span
+
+
+class Layer(nn.Module):
+    """Mixes each position with the mean of the cached states."""
+
+    def __init__(self, hidden_size, span, adapt_span_params):
+        super().__init__()
+        self.attn = nn.Module()
+        self.attn.attn = SeqAttention(hidden_size, span, adapt_span_params)
+
+    def forward(self, h, h_cache):
+        mem = h_cache.mean(dim=1, keepdim=True).expand_as(h)
+        return h + torch.relu(self.attn.attn.proj(torch.cat([h, mem], dim=-1)))
+
+
+class TransformerSeq(nn.Module):
+    def __init__(self, vocab_size, hidden_size, nb_heads, nb_layers, attn_span, emb_dropout,
+                 adapt_io_params, inner_hidden_size, dropout, adapt_span_params,
+                 pers_mem_params):
+        super().__init__()
+        self.in_emb = nn.Embedding(vocab_size, hidden_size)
+        self.out_emb = nn.Linear(hidden_size, vocab_size)
+        self.layers = nn.ModuleList(Layer(hidden_size, attn_span, adapt_span_params)
+                                    for _ in range(nb_layers))
+
+    def forward(self, x, h_cache):
+        h = self.in_emb(x)
+        cache = []
+        for layer, c in zip(self.layers, h_cache):
+            keep = layer.attn.attn.get_cache_size()
+            cache.append(torch.cat([c, h], dim=1)[:, -keep:].detach())
+            h = layer(h, c)
+        return F.log_softmax(self.out_emb(h), dim=-1), cache, None
+'''
+
+SMALL = ["model.d_model=16", "model.n_layers=2", "model.n_heads=2", "model.d_ff=64",
+         "model.span=16", "model.attn.ramp=4", "train.block=8", "train.batch_size=2",
+         "train.device=cpu"]
+
+
+@pytest.fixture
+def checkouts(tmp_path):
+    """(nanogpt dir, reference dir, enwik8-like byte file) in tmp_path."""
+    nano, ref = tmp_path / "nanoGPT", tmp_path / "adaptive-span"
+    for folder, name, text in ((nano, "model.py", NANOGPT), (ref, "models.py", REFERENCE)):
+        folder.mkdir()
+        (folder / name).write_text(textwrap.dedent(text))
+    corpus = tmp_path / "enwik8.head"
+    corpus.write_bytes(np.random.default_rng(0).integers(0, 256, 20_000, np.uint8).tobytes())
+    return nano, ref, corpus
+
+
+@pytest.fixture
+def untimed(monkeypatch):
+    """Fail the test if anything is timed."""
+    def timed(*args, **kwargs):
+        raise AssertionError("timed before the input was checked")
+    monkeypatch.setattr(anchors, "matmul_peak", timed)
+    monkeypatch.setattr(anchors, "time_steps", timed)
+
+
+def argv(nano, ref, corpus, *extra):
+    return ["--nanogpt", str(nano), "--reference", str(ref), "--data", str(corpus),
+            *[a for s in SMALL for a in ("--set", s)], *extra]
+
+
+@pytest.mark.parametrize("which", ["nanogpt", "reference", "data"])
+def test_missing_path_exits_2(which, checkouts, tmp_path, untimed, capsys):
+    args = dict(zip(["nanogpt", "reference", "data"], checkouts, strict=True))
+    args[which] = tmp_path / "absent"
+    with pytest.raises(SystemExit) as exit_:
+        anchors.main(argv(*args.values()))
+    assert exit_.value.code == 2
+    err = capsys.readouterr().err
+    assert f"--{which}" in err and str(tmp_path / "absent") in err
+    assert ("enwik8 prefix not found" if which == "data" else "no such directory") in err
+
+
+@pytest.mark.parametrize(("which", "file"), [("nanogpt", "model.py"), ("reference", "models.py")])
+def test_dir_without_module_exits_2(which, file, checkouts, tmp_path, untimed, capsys):
+    empty = tmp_path / "empty"
+    empty.mkdir()
+    args = dict(zip(["nanogpt", "reference", "data"], checkouts, strict=True)) | {which: empty}
+    with pytest.raises(SystemExit) as exit_:
+        anchors.main(argv(*args.values()))
+    assert exit_.value.code == 2
+    assert f"{empty}: has no {file}" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("flag", ["--steps", "--rounds"])
+@pytest.mark.parametrize("value", ["0", "-3", "two"])
+def test_steps_and_rounds_must_be_positive(flag, value, checkouts, untimed, capsys):
+    with pytest.raises(SystemExit) as exit_:
+        anchors.main(argv(*checkouts, flag, value))
+    assert exit_.value.code == 2
+    assert f"{value!r}: expected a positive int" in capsys.readouterr().err
+
+
+def test_module_without_its_class_and_bad_size_exit_2(checkouts, untimed, capsys):
+    nano, ref, corpus = checkouts
+    (nano / "model.py").write_text("GPTConfig = dict\n")
+    assert anchors.main(argv(nano, ref, corpus)) == 2
+    assert f"{nano / 'model.py'}: defines no GPT" in capsys.readouterr().err
+    assert anchors.main(argv(*checkouts, "--set", "model.d_ff=48")) == 2
+    assert "nanoGPT's MLP is 4 x n_embd" in capsys.readouterr().err
+
+
+def test_end_to_end_json(checkouts, monkeypatch, capsys):
+    """Every system trains (its weights move), one row each; the ratios and MFU are those of
+    the tokens/s it reports (MFU against a stubbed 1 GFLOP/s peak); the table says the same."""
+    monkeypatch.setattr(anchors, "matmul_peak", lambda dev: 1e9)
+    make, built, before = anchors.systems, {}, {}
+
+    def systems(*args):
+        built.update(make(*args))
+        before.update({k: [p.detach().clone() for p in s.model.parameters()]
+                       for k, s in built.items()})
+        return built
+    monkeypatch.setattr(anchors, "systems", systems)
+    assert anchors.main(argv(*checkouts, "--steps", "2", "--rounds", "1", "--json")) == 0
+    out = json.loads(capsys.readouterr().out)  # nothing else on stdout (nanoGPT's print)
+    rows = {r["system"]: r for r in out["rows"]}
+    assert list(rows) == ["nanoGPT", "reference fixed", "reference adaptive", "attnbench fixed",
+                          "attnbench adaptive"]
+    for name, system in built.items():
+        after = list(system.model.parameters())
+        assert any(not torch.equal(a, b) for a, b in zip(before[name], after, strict=True)), name
+    assert built["reference adaptive"].spans and not built["reference fixed"].spans
+    tok_s = {k: r["tok_s"] for k, r in rows.items()}
+    assert all(r["tok_s"] == pytest.approx(2 * 8 * 1e3 / r["ms_step"]) for r in rows.values())
+    targets = {t["target"]: t for t in out["targets"]}
+    for name, a, b, at in anchors.TARGETS:
+        assert targets[name]["value"] == pytest.approx(tok_s[a] / tok_s[b])
+        assert targets[name]["threshold"] == at
+        assert targets[name]["pass"] == (targets[name]["value"] >= at)
+    flops = analytic_flops(build_model(resolve(parse_sets(SMALL)), 256), "max")
+    mfu = targets["attnbench fixed MFU"]["value"]
+    assert mfu == pytest.approx(6 * flops * tok_s["attnbench fixed"] / 1e9)
+    assert out["setting"]["steps"] == 2 and out["setting"]["d_model"] == 16
+
+    anchors.show(out)  # the text form of the same results
+    text = capsys.readouterr().out
+    assert "| system" in text and "| attnbench adaptive |" in text
+    verdicts = [line for line in text.splitlines() if "(target >= " in line]
+    assert [v.endswith("PASS" if t["pass"] else "FAIL") for v, t in
+            zip(verdicts, out["targets"], strict=True)] == [True] * 4

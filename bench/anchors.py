@@ -38,7 +38,7 @@ from .train import build_model, load_corpus, make_optimizer, train_step
 
 DATA = provenance.ROOT.parent / "shared" / "data" / "enwik8.head"
 WARMUP_STEPS = 3  # untimed, per system, before the first round
-REFERENCE_LR = 0.07  # the reference's Adagrad learning rate (the paper's)
+REFERENCE_LR, REFERENCE_CLIP = 0.07, 0.03  # its enwik8 script's Adagrad lr and per-tensor clip
 # (target, numerator row, denominator row, threshold): tokens/s ratios
 TARGETS = (("attnbench fixed / nanoGPT", "attnbench fixed", "nanoGPT", 0.8),
            ("attnbench fixed / reference fixed", "attnbench fixed", "reference fixed", 1.6),
@@ -82,24 +82,27 @@ class NanoGPT:
 
 class Reference:
     """The adaptive-span reference's TransformerSeq stepping as its trainer does: forward with the
-    carried h_cache (per layer (B, S, D), zeros at the start, as its main.py makes it), NLL plus
-    the span loss, backward, Adagrad, span clamp. `adaptive`: its adaptive span with the ramp and
-    loss attnbench's `adaptive` uses (initial span ratio 0), else a fixed span S."""
+    carried h_cache (per layer (B, cache, D), zeros at the start, as its main.py makes it), NLL
+    plus the span loss, backward, its own Adagrad with per-tensor gradient clipping at 0.03, span
+    clamp. `adaptive`: its adaptive span with the ramp and loss attnbench's `adaptive` uses
+    (initial span ratio 0) and its cache trimmed to the spans (`--adapt-span-cache`, as its
+    enwik8 script runs it), else a fixed span S."""
 
-    def __init__(self, module: ModuleType, cfg: Config, vocab: int, dev: torch.device,
-                 adaptive: bool) -> None:
+    def __init__(self, module: ModuleType, optim: ModuleType, cfg: Config, vocab: int,
+                 dev: torch.device, adaptive: bool) -> None:
         m, self.dev = cfg.model, dev
         self.shape = (cfg.train.batch_size, m.d_model)  # (B, D) of every cache
         span = {"adapt_span_enabled": adaptive, "adapt_span_ramp": span_option(cfg, "ramp"),
                 "adapt_span_loss": span_option(cfg, "span_loss"), "adapt_span_init": 0.0,
-                "adapt_span_cache": False}
+                "adapt_span_cache": adaptive}
         torch.manual_seed(0)
         self.model = module.TransformerSeq(
             vocab_size=vocab, hidden_size=m.d_model, nb_heads=m.n_heads, nb_layers=m.n_layers,
             attn_span=m.span, emb_dropout=0.0, inner_hidden_size=m.d_ff, dropout=m.dropout,
             adapt_io_params={"adapt_io_enabled": False}, adapt_span_params=span,
             pers_mem_params={"pers_mem_size": 0}).to(dev)
-        self.opt = torch.optim.Adagrad(self.model.parameters(), lr=REFERENCE_LR)
+        self.opt = optim.AdagradWithGradClip(self.model.parameters(), lr=REFERENCE_LR,
+                                             grad_clip=REFERENCE_CLIP)
         self.spans = [la.attn.attn.adaptive_span for la in self.model.layers] if adaptive else []
         self.cache = self.empty_cache()
 
@@ -144,14 +147,15 @@ def span_option(cfg: Config, key: str) -> float:
     return float(cfg.model.attn.get(key, variants.options("adaptive")[key].default))
 
 
-def checkout(file: str, what: str) -> Callable[[str], Path]:
-    """argparse type: a directory holding `file`, `what` names the checkout expected."""
+def checkout(files: tuple[str, ...], what: str) -> Callable[[str], Path]:
+    """argparse type: a directory holding `files`, `what` names the checkout expected."""
     def check(text: str) -> Path:
         folder = Path(text).expanduser().resolve()
         if not folder.is_dir():
             raise argparse.ArgumentTypeError(f"{folder}: no such directory (expected {what})")
-        if not (folder / file).is_file():
-            raise argparse.ArgumentTypeError(f"{folder}: has no {file} (expected {what})")
+        for file in files:
+            if not (folder / file).is_file():
+                raise argparse.ArgumentTypeError(f"{folder}: has no {file} (expected {what})")
         return folder
     return check
 
@@ -207,13 +211,15 @@ def configs(data_path: Path, sets: list[str]) -> dict[str, Config]:
     return out
 
 
-def systems(cfgs: dict[str, Config], nanogpt: ModuleType, reference: ModuleType, vocab: int,
-            dev: torch.device) -> dict[str, System]:
-    """Every system, fresh from torch.manual_seed(0), in the order they run in each round."""
+def systems(cfgs: dict[str, Config], nanogpt: ModuleType, reference: tuple[ModuleType, ...],
+            vocab: int, dev: torch.device) -> dict[str, System]:
+    """Every system, fresh from torch.manual_seed(0), in the order they run in each round;
+    `reference` is its (models, adagrad_with_grad_clip) modules."""
     fixed = cfgs["fixed"]
     return {"nanoGPT": NanoGPT(nanogpt, fixed, vocab, dev),
-            "reference fixed": Reference(reference, fixed, vocab, dev, adaptive=False),
-            "reference adaptive": Reference(reference, cfgs["adaptive"], vocab, dev, adaptive=True),
+            "reference fixed": Reference(*reference, fixed, vocab, dev, adaptive=False),
+            "reference adaptive": Reference(*reference, cfgs["adaptive"], vocab, dev,
+                                            adaptive=True),
             "attnbench fixed": Attnbench(fixed, vocab, dev),
             "attnbench adaptive": Attnbench(cfgs["adaptive"], vocab, dev)}
 
@@ -260,7 +266,7 @@ def results(seconds: dict[str, float], tokens: int, mfu: float) -> tuple[pd.Data
 
 
 def measure(cfgs: dict[str, Config], corpus: data.Corpus, nanogpt: ModuleType,
-            reference: ModuleType, steps: int, rounds: int) -> dict:
+            reference: tuple[ModuleType, ...], steps: int, rounds: int) -> dict:
     """Build every system, time them, and return the rows, targets and setting (JSON-able)."""
     fixed = cfgs["fixed"]
     dev = pick_device(fixed.train.device)
@@ -301,9 +307,11 @@ def show(out: dict) -> None:
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(prog="python -m bench.anchors", description=__doc__.split("\n")[0])
     p.add_argument("--nanogpt", required=True, metavar="DIR",
-                   type=checkout("model.py", "a nanoGPT checkout holding model.py"))
+                   type=checkout(("model.py",), "a nanoGPT checkout holding model.py"))
     p.add_argument("--reference", required=True, metavar="DIR",
-                   type=checkout("models.py", "an adaptive-span checkout holding models.py"))
+                   type=checkout(("models.py", "adagrad_with_grad_clip.py"),
+                                 "an adaptive-span checkout holding models.py and "
+                                 "adagrad_with_grad_clip.py"))
     p.add_argument("--data", type=existing_file, default=str(DATA), metavar="PATH",
                    help=f"the enwik8 prefix (default {DATA})")
     p.add_argument("--steps", type=positive, default=100, help="timed steps per round")
@@ -317,8 +325,10 @@ def main(argv: list[str] | None = None) -> int:
         corpus = load_corpus(cfgs["fixed"])
         nanogpt = import_file(args.nanogpt / "model.py", "anchor_nanogpt_model",
                               ("GPT", "GPTConfig"))
-        reference = import_file(args.reference / "models.py", "anchor_reference_models",
-                                ("TransformerSeq",))
+        reference = (import_file(args.reference / "models.py", "anchor_reference_models",
+                                 ("TransformerSeq",)),
+                     import_file(args.reference / "adagrad_with_grad_clip.py",
+                                 "anchor_reference_adagrad", ("AdagradWithGradClip",)))
     except (ConfigError, data.DataError, AnchorError) as err:
         print(f"error: {err}", file=sys.stderr)
         return 2

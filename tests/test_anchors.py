@@ -121,12 +121,31 @@ SMALL = ["model.d_model=16", "model.n_layers=2", "model.n_heads=2", "model.d_ff=
          "train.device=cpu"]
 
 
+ADAGRAD = '''
+    import torch
+
+
+    class AdagradWithGradClip(torch.optim.Adagrad):
+        def __init__(self, params, lr, grad_clip):
+            super().__init__(params, lr=lr)
+            self.grad_clip = grad_clip
+
+        def step(self):
+            for group in self.param_groups:
+                for p in group["params"]:
+                    if p.grad is not None:
+                        torch.nn.utils.clip_grad_norm_([p], self.grad_clip)
+            super().step()
+'''
+
+
 @pytest.fixture
 def checkouts(tmp_path):
     """(nanogpt dir, reference dir, enwik8-like byte file) in tmp_path."""
     nano, ref = tmp_path / "nanoGPT", tmp_path / "adaptive-span"
-    for folder, name, text in ((nano, "model.py", NANOGPT), (ref, "models.py", REFERENCE)):
-        folder.mkdir()
+    for folder, name, text in ((nano, "model.py", NANOGPT), (ref, "models.py", REFERENCE),
+                               (ref, "adagrad_with_grad_clip.py", ADAGRAD)):
+        folder.mkdir(exist_ok=True)
         (folder / name).write_text(textwrap.dedent(text))
     corpus = tmp_path / "enwik8.head"
     corpus.write_bytes(np.random.default_rng(0).integers(0, 256, 20_000, np.uint8).tobytes())
@@ -159,15 +178,15 @@ def test_missing_path_exits_2(which, checkouts, tmp_path, untimed, capsys):
     assert ("enwik8 prefix not found" if which == "data" else "no such directory") in err
 
 
-@pytest.mark.parametrize(("which", "file"), [("nanogpt", "model.py"), ("reference", "models.py")])
+@pytest.mark.parametrize(("which", "file"), [("nanogpt", "model.py"), ("reference", "models.py"),
+                                             ("reference", "adagrad_with_grad_clip.py")])
 def test_dir_without_module_exits_2(which, file, checkouts, tmp_path, untimed, capsys):
-    empty = tmp_path / "empty"
-    empty.mkdir()
-    args = dict(zip(["nanogpt", "reference", "data"], checkouts, strict=True)) | {which: empty}
+    args = dict(zip(["nanogpt", "reference", "data"], checkouts, strict=True))
+    (args[which] / file).unlink()
     with pytest.raises(SystemExit) as exit_:
         anchors.main(argv(*args.values()))
     assert exit_.value.code == 2
-    assert f"{empty}: has no {file}" in capsys.readouterr().err
+    assert f"{args[which]}: has no {file}" in capsys.readouterr().err
 
 
 @pytest.mark.parametrize("flag", ["--steps", "--rounds"])

@@ -331,13 +331,31 @@ NOTE = ("Mean ± std over n seeds; **bold**: best (lowest) in its column; †: d
         "(q.p included), else analytic at the executed windows.")
 
 
+def data_line(sweep: Sweep) -> str:
+    """What the runs trained on, from their dataset params: name, size, digest, and whether it is
+    a prefix (split 90/5/5, so its numbers are not the full corpus's)."""
+    cols = [f"dataset.{k}" for k in ("name", "n_bytes", "sha256", "prefix")]
+    if not set(cols) <= set(sweep.runs):
+        return "Data: not recorded by these runs."
+    parts = []
+    for name, n, sha, prefix in sweep.runs[cols].drop_duplicates().itertuples(index=False):
+        what = f"a {int(n):,}-byte prefix of {name}" if str(prefix) == "True" else (
+            f"{name} ({int(n):,} bytes)")
+        parts.append(f"{what}, sha256 {str(sha)[:12]}")
+    prefix = sweep.runs["dataset.prefix"].astype(str).eq("True").any()
+    note = (" Prefix results: split 90/5/5, not comparable with the papers' full-corpus "
+            "numbers.") if prefix else ""
+    return "Data: " + "; ".join(parts) + "." + note
+
+
 def write_tables(sweep: Sweep, out_dir: Path) -> list[Path]:
     """<layout>.md (with notes and the missing trials), .tex (booktabs) and .csv."""
     layout = choose_layout(sweep)
     title, _ = LAYOUTS[layout]
     nums, cells, bold = build_table(sweep, layout)
     missing = missing_lines(sweep)
-    md = [f"# {sweep.name}: {title} (in shape)", "", _markdown(cells, bold), "", NOTE, ""]
+    md = [f"# {sweep.name}: {title} (in shape)", "", data_line(sweep), "", _markdown(cells, bold),
+          "", NOTE, ""]
     if missing:
         md += [f"## Not finished ({len(missing)} of {len(missing) + len(sweep.runs)} trials)",
                "", *(f"- {line}" for line in missing), ""]
@@ -611,7 +629,7 @@ def write_findings(sweep: Sweep, tested: list[claims.Claim], out_dir: Path
     texts = [f"- `{c.id}`: {c.text}" for c in tested]
     paths = [out_dir / "findings.md", out_dir / "findings.csv"]
     paths[0].write_text("\n".join([
-        f"# {sweep.name}: findings", "", md, "",
+        f"# {sweep.name}: findings", "", data_line(sweep), "", md, "",
         FINDINGS_NOTE.format(alpha=stats.ALPHA, min_seeds=claims.MIN_SEEDS), "", "## Claims",
         "", *texts, ""]))
     table.to_csv(paths[1], index=False)

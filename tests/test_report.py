@@ -375,6 +375,7 @@ def test_findings_from_the_sweeps_grid_file(store, tmp_path):
     assert "| fewer_flops [span=64]" in printed and "reproduced" in printed
     md = (tmp_path / "out" / "findings.md").read_text()
     assert "Holm" in md and "- `spread`: head spans differ" in md
+    assert md.splitlines()[2].startswith("Data: ")  # what the runs trained on, under the title
     run = client.get_run(parent)
     assert {k: v for k, v in run.data.tags.items() if k.startswith("attnbench.claim.")} == {
         "attnbench.claim.fewer_flops": "inconclusive", "attnbench.claim.spread": "reproduced",
@@ -417,3 +418,21 @@ def test_policies_come_from_the_runs_layer_description():
     row = report._derive(df, ["model.variant"]).iloc[0]
     assert (row["span_policy"], row["mixing"], row["P_l"], row["P_w"], row["h"]) == (
         "DecaySpan", "both", "yes", "yes", 6)
+
+
+def test_tables_and_findings_say_what_the_runs_trained_on(span_report):
+    """A prefix is named as one (its numbers are not the full corpus's); two corpora, both."""
+    runs = pd.DataFrame({"dataset.name": ["enwik8", "enwik8", "synthetic"],
+                         "dataset.n_bytes": [3_650_000, 3_650_000, 300_000],
+                         "dataset.sha256": ["ab" * 32, "ab" * 32, "cd" * 32],
+                         "dataset.prefix": ["True", "True", "False"]})
+    line = report.data_line(report.Sweep("g", runs[:2], pd.DataFrame(), [], None))
+    assert line == ("Data: a 3,650,000-byte prefix of enwik8, sha256 abababababab. Prefix "
+                    "results: split 90/5/5, not comparable with the papers' full-corpus numbers.")
+    both = report.data_line(report.Sweep("g", runs, pd.DataFrame(), [], None))
+    assert "; synthetic (300,000 bytes), sha256 cdcdcdcdcdcd." in both and "Prefix" in both
+    unknown = report.data_line(report.Sweep("g", runs[["dataset.prefix"]], pd.DataFrame(), [],
+                                            None))
+    assert unknown == "Data: not recorded by these runs."
+    _, _, out = span_report
+    assert (out / "as_table1.md").read_text().splitlines()[2] == unknown  # under the title

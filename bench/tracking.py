@@ -10,12 +10,13 @@ runs carry MLflow's source tags (mlflow.source.name, mlflow.source.git.commit), 
 experiment's mlflow.experimentKind, so that MLflow's UI treats the runs as model training.
 """
 
+import contextlib
 import fcntl
 import hashlib
 import json
 import os
 import time
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
 from dataclasses import fields
 from pathlib import Path
 
@@ -65,17 +66,26 @@ def tracking_uri(explicit: str | None, results_dir: Path) -> str:
     return explicit or os.environ.get("MLFLOW_TRACKING_URI") or default
 
 
-def open_store(uri: str) -> MlflowClient:
-    """A client of the store at `uri`. A new sqlite store is created (and an old one migrated)
-    on first use, which MLflow does without a lock: two sweeps starting together on a new file
-    both create the tables and one fails ("duplicate column name"). That first use is done here
-    under an exclusive lock on <db>.lock, so the second process finds the tables made."""
+@contextlib.contextmanager
+def store_lock(uri: str) -> Iterator[None]:
+    """An exclusive lock on <db>.lock beside an sqlite store, for the writes MLflow does as
+    check-then-insert without a lock of its own, which two processes interleave: creating a new
+    store's tables ("duplicate column name") and an experiment's datasets ("UNIQUE constraint
+    failed: datasets"). Other stores: nothing (their server orders the writes)."""
     if not uri.startswith("sqlite:///"):
-        return MlflowClient(uri)
+        yield
+        return
     db = Path(uri.removeprefix("sqlite:///"))
     db.parent.mkdir(parents=True, exist_ok=True)
     with open(db.with_name(db.name + ".lock"), "w") as lock:
         fcntl.flock(lock, fcntl.LOCK_EX)
+        yield
+
+
+def open_store(uri: str) -> MlflowClient:
+    """A client of the store at `uri`; a new sqlite store is created (an old one migrated) on
+    first use, under `store_lock`, so a second sweep starting at once finds the tables made."""
+    with store_lock(uri):
         client = MlflowClient(uri)
         client.search_experiments(max_results=1)
     return client
@@ -242,7 +252,8 @@ class TrialRun:
     """A trial's child run, written from inside the trial's worker."""
 
     def __init__(self, uri: str, run_id: str) -> None:
-        self.client, self.run_id, self.provenance_logged = MlflowClient(uri), run_id, False
+        self.uri, self.run_id, self.provenance_logged = uri, run_id, False
+        self.client = MlflowClient(uri)
 
     @classmethod
     def open(cls, uri: str, exp: str, parent: str, spec: dict, tags: dict[str, str]
@@ -286,8 +297,9 @@ class TrialRun:
         self.client.log_batch(self.run_id, tags=[RunTag(k, v) for k, v in source.items()])
         dataset = corpus_dataset(ds)._to_mlflow_entity()
         if not any(d.dataset.digest == dataset.digest for d in run.inputs.dataset_inputs):
-            self.client.log_inputs(self.run_id, [DatasetInput(dataset, [
-                InputTag(MLFLOW_DATASET_CONTEXT, "train")])])
+            with store_lock(self.uri):  # the sweep's other trials log the same corpus
+                self.client.log_inputs(self.run_id, [DatasetInput(dataset, [
+                    InputTag(MLFLOW_DATASET_CONTEXT, "train")])])
         self.provenance_logged = True
 
     def log_metrics(self, metrics: dict[str, float], step: int) -> None:

@@ -166,3 +166,31 @@ def test_flops_counting_failure_keeps_the_trained_result(tmp_path, monkeypatch, 
     assert finished.info.status == "FINISHED"
     assert "aten::new_op" in finished.data.tags[tracking.FLOPS_ERROR]
     assert "flops_counted" not in finished.data.metrics and "final_dev_bpc" in finished.data.metrics
+
+
+def _log_provenance(uri: str, exp: str, folder: str, go) -> str:
+    """One trial worker: a run of its own, then its provenance (the dataset input) at `go`."""
+    run_id = MlflowClient(uri).create_run(exp).info.run_id
+    go.wait()
+    tracking.TrialRun(uri, run_id).log_provenance(Path(folder))
+    return run_id
+
+
+def test_trials_logging_one_dataset_at_once(tmp_path):
+    """Trials of one sweep log the same corpus as a dataset input at the same moment: MLflow
+    checks for the dataset, then inserts it, so two writers collided (UNIQUE constraint failed:
+    datasets...). Every run gets the input; the experiment holds the dataset once."""
+    import multiprocessing as mp
+
+    corpus = synthetic_corpus((0.9, 0.05, 0.05), n_chars=20_000)
+    (tmp_path / "config.json").write_text(json.dumps({
+        "dataset": corpus.meta, **provenance.identity(), "versions": provenance.versions()}))
+    uri = f"sqlite:///{tmp_path / 'mlflow.db'}"
+    exp = tracking.experiment_id(tracking.open_store(uri), "race", uri)
+    ctx = mp.get_context("spawn")
+    with ctx.Manager() as manager, ctx.Pool(6) as pool:
+        go = manager.Barrier(6)
+        ids = pool.starmap(_log_provenance, [(uri, exp, str(tmp_path), go)] * 6)
+    client = MlflowClient(uri)
+    for run_id in ids:
+        assert len(client.get_run(run_id).inputs.dataset_inputs) == 1

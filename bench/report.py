@@ -29,7 +29,7 @@ from pydantic import ValidationError
 from . import claims, plugins, stats
 from .provenance import ROOT, identity, short_commit
 from .record import RunResult
-from .tracking import FINAL_RENAMED, stale
+from .tracking import DATASET_KEYS, FINAL_RENAMED, stale
 
 DEFAULT_URI = f"sqlite:///{ROOT / 'results' / 'mlflow.db'}"
 SEEDS = ("seed", "train.seed")
@@ -334,7 +334,7 @@ NOTE = ("Mean ± std over n seeds; **bold**: best (lowest) in its column; †: d
 def data_line(sweep: Sweep) -> str:
     """What the runs trained on, from their dataset params: name, size, digest, and whether it is
     a prefix (split 90/5/5, so its numbers are not the full corpus's)."""
-    cols = [f"dataset.{k}" for k in ("name", "n_bytes", "sha256", "prefix")]
+    cols = [f"dataset.{k}" for k in DATASET_KEYS]
     if not set(cols) <= set(sweep.runs):
         return "Data: not recorded by these runs."
     parts = []

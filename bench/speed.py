@@ -229,9 +229,9 @@ def run(configs: dict[Case, Config], repeats: int, compile_: bool, amp: bool = F
     df["train_x/flops_x"] = df.train_x / df.flops_x
     df = df.drop(columns=[f"{c}_fixed" for c in cols])
     if len(modes) > 1:  # the same case in bf16 over fp32
-        fp32 = df[df.precision == "fp32"].set_index(["variant", "S", "heads"]).train_tok_s
-        df["amp_x"] = df.train_tok_s / fp32.reindex(
-            pd.MultiIndex.from_frame(df[["variant", "S", "heads"]])).to_numpy()
+        fp32 = df[df.precision == "fp32"][["variant", "S", "heads", "train_tok_s"]]
+        df = df.merge(fp32, on=["variant", "S", "heads"], how="left", suffixes=("", "_fp32"))
+        df["amp_x"] = df.train_tok_s / df.pop("train_tok_s_fp32")
     df.attrs["matmul_gflops"] = peaks[False] / 1e9
     df.attrs["bf16_matmul_gflops"] = peaks[True] / 1e9 if True in peaks else None
     return df

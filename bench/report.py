@@ -3,6 +3,10 @@
 python -m bench.report ablations/span_limit.yaml          # or an experiment (grid) name
 python -m bench.report span_limit --tracking-uri sqlite:///results/mlflow.db --out DIR
 
+A grid file reports exactly its trials, with the --set, --data, --preset and --seeds the sweep
+was run with (the experiment also keeps the runs of the grid's earlier configurations); an
+experiment name reports every run in it.
+
 Finished trials are aggregated over seeds (mean, std, n) per configuration (the grid keys except
 the seed) into the table of the paper the grid reproduces (Markdown, booktabs LaTeX, CSV) and the
 figures its runs have data for (PNG and PDF, 3.3 in wide). Running or failed trials are listed.
@@ -27,6 +31,8 @@ from mlflow import MlflowClient
 from pydantic import ValidationError
 
 from . import claims, plugins, stats
+from .config import ConfigError
+from .grid import add_trial_args, apply_cli, check_data, expand, load_grid
 from .provenance import ROOT, identity, short_commit
 from .record import RunResult
 from .tracking import DATASET_KEYS, FINAL_RENAMED, stale
@@ -139,8 +145,10 @@ def _store_exists(uri: str) -> None:
                           "(run a sweep first, or pass --tracking-uri)", 2)
 
 
-def load_sweep(name: str, tracking_uri: str) -> Sweep:
-    """The sweep's trial runs: finished ones (with final metrics) and the rest."""
+def load_sweep(name: str, tracking_uri: str, trials: set[str] | None = None) -> Sweep:
+    """The sweep's trial runs: finished ones (with final metrics) and the rest; only those of
+    `trials` (hashes) when given, since the experiment keeps the runs of every configuration
+    the grid ever had (a grid file edited since, or run with other --set/--data)."""
     _store_exists(tracking_uri)
     mlflow.set_tracking_uri(tracking_uri)  # for search_runs and load_dict
     client = MlflowClient(tracking_uri)
@@ -159,6 +167,16 @@ def load_sweep(name: str, tracking_uri: str) -> Sweep:
     final = df.get("final_dev_bpc", pd.Series(np.nan, df.index))
     trial = df.get("tags.attnbench.trial_hash", df["run_id"]).fillna(df["run_id"])
     df = df.assign(done=(df["status"] == "FINISHED") & final.notna(), trial=trial)
+    if trials is not None:
+        other = ~df["trial"].isin(trials)
+        if other.all():
+            raise ReportError(
+                f"{name}: none of the grid's {len(trials)} trials has a run in {tracking_uri} "
+                f"({len(df)} runs of other configurations); give bench.report the --set, "
+                "--data, --preset and --seeds the sweep was run with", 1)
+        if other.any():
+            print(f"{name}: {other.sum()} runs of other configurations of the grid left out")
+        df = df[~other]
     # a trial rerun by a later sweep has several runs: its newest finished one counts, and a trial
     # with none is missing once (its newest run says why)
     newest = df.sort_values("start_time", ascending=False, kind="stable")
@@ -639,13 +657,15 @@ def write_findings(sweep: Sweep, tested: list[claims.Claim], out_dir: Path
 # ---- entry points
 
 def render_sweep(grid_name: str, tracking_uri: str, out_dir: Path,
-                 parent_run_id: str | None = None, grid_file: Path | None = None) -> list[Path]:
+                 parent_run_id: str | None = None, grid_file: Path | None = None,
+                 trials: set[str] | None = None) -> list[Path]:
     """Write the sweep's table, figures and findings (the grid's claims, from `grid_file` or
     the grid file logged with the sweep) under out_dir and print the findings; log them as
     artifacts (report/) of the parent run when given, with each claim's verdict as a tag
-    attnbench.claim.<id>. Raises ReportError when nothing can be reported."""
+    attnbench.claim.<id>. Only the runs of `trials` (hashes) when given, else every run of the
+    experiment. Raises ReportError when nothing can be reported."""
     os.environ.setdefault("MLFLOW_ENABLE_ARTIFACTS_PROGRESS_BAR", "false")  # no bars in logs
-    sweep = load_sweep(grid_name, tracking_uri)
+    sweep = load_sweep(grid_name, tracking_uri, trials)
     out_dir.mkdir(parents=True, exist_ok=True)
     paths = write_tables(sweep, out_dir) + write_figures(sweep, out_dir)
     for line in missing_lines(sweep):
@@ -680,11 +700,23 @@ def grid_name(target: str) -> str:
     return str(grid.get("name") or path.stem) if isinstance(grid, dict) else path.stem
 
 
+def grid_trials(grid_file: Path | None, args: argparse.Namespace) -> set[str] | None:
+    """The hashes of the trials a grid file defines under the sweep's --set, --data, --preset
+    and --seeds, as bench.run computes them (None without a grid file: every run)."""
+    if grid_file is None:
+        return None
+    grid = load_grid(grid_file)
+    trials = expand(grid, *apply_cli(grid, args))
+    check_data(trials, dry_run=True)  # the corpus's sha256 is part of a trial's identity
+    return {t.hash for t in trials}
+
+
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(prog="python -m bench.report", description=__doc__.split("\n")[0])
     p.add_argument("target", help="grid YAML (its name) or an MLflow experiment name")
     p.add_argument("--tracking-uri", default=os.environ.get("MLFLOW_TRACKING_URI", DEFAULT_URI))
     p.add_argument("--out", type=Path, help="output folder (default results/<grid>/)")
+    add_trial_args(p)
     args = p.parse_args(argv)
     os.environ.setdefault("MLFLOW_ENABLE_ARTIFACTS_PROGRESS_BAR", "false")
     try:
@@ -692,7 +724,10 @@ def main(argv: list[str] | None = None) -> int:
         name = grid_name(args.target)
         grid_file = Path(args.target) if Path(args.target).suffix in (".yaml", ".yml") else None
         paths = render_sweep(name, args.tracking_uri, args.out or ROOT / "results" / name,
-                             grid_file=grid_file)
+                             grid_file=grid_file, trials=grid_trials(grid_file, args))
+    except ConfigError as err:
+        print(f"bench.report: {err}", file=sys.stderr)
+        return 2
     except ReportError as err:
         print(f"bench.report: {err}", file=sys.stderr)
         return err.code

@@ -24,8 +24,17 @@ import pandas as pd
 import torch
 
 from . import data, plugins, provenance, tracking
-from .config import PRESETS, Config, ConfigError
-from .grid import Grid, Trial, apply_cli, check_data, expand, load_grid, print_plan
+from .config import Config, ConfigError
+from .grid import (
+    Grid,
+    Trial,
+    add_trial_args,
+    apply_cli,
+    check_data,
+    expand,
+    load_grid,
+    print_plan,
+)
 from .record import Evaluation, RunResult
 from .train import Diverged, train
 
@@ -180,8 +189,10 @@ def summary(client: Any, exp: str, trials: list[Trial], now: dict[str, str]) -> 
     return df
 
 
-def render_report(grid: str, uri: str, out_dir: Path, parent: str) -> None:
-    """bench.report's sweep report, when that module exists; its failure never fails a sweep."""
+def render_report(grid: str, uri: str, out_dir: Path, parent: str, trials: set[str]) -> None:
+    """bench.report's sweep report of exactly these trials (hashes; the experiment may also hold
+    runs of earlier configurations of the grid), when that module exists; its failure never
+    fails a sweep."""
     try:
         from bench import report
     except ImportError:
@@ -189,7 +200,7 @@ def render_report(grid: str, uri: str, out_dir: Path, parent: str) -> None:
     if not hasattr(report, "render_sweep"):
         return
     try:
-        report.render_sweep(grid, uri, out_dir, parent)
+        report.render_sweep(grid, uri, out_dir, parent, trials=trials)
     except Exception as err:  # noqa: BLE001  (a report bug must not lose a finished sweep)
         print(f"warning: the report failed ({type(err).__name__}: {err}); the runs are intact",
               file=sys.stderr)
@@ -268,7 +279,7 @@ def sweep(grid: Grid, trials: list[Trial], args: argparse.Namespace, command: st
     print("\n" + table.astype(object).where(table.notna(), None).to_markdown(
         index=False, floatfmt=".4f", intfmt=",", missingval="-"))
     if parent and not interrupted and not args.no_report:
-        render_report(grid.name, uri, root, parent)
+        render_report(grid.name, uri, root, parent, {t.hash for t in trials})
     print(f"\nresults: {root.resolve()}\nMLflow:  {tracking.ui_command(uri)}\n"
           f"         then {tracking.ui_url(exp)}")
     if interrupted:
@@ -276,22 +287,10 @@ def sweep(grid: Grid, trials: list[Trial], args: argparse.Namespace, command: st
     return 130 if interrupted else 1 if failed else 0
 
 
-def seeds_arg(text: str) -> list[int]:
-    try:
-        return [int(s) for s in text.split(",")]
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"{text!r}: expected integers like 0,1,2") from None
-
-
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(prog="python -m bench.run", description=__doc__.split("\n")[0])
     p.add_argument("grid", type=Path, help="grid file, e.g. ablations/heads_grid.yaml")
-    p.add_argument("--set", dest="sets", action="append", default=[], metavar="KEY=VALUE",
-                   help="override a config key in every trial (pins a grid axis); repeatable")
-    p.add_argument("--preset", choices=sorted(PRESETS),
-                   help="model/train preset; wins over the sizes the grid's base sets")
-    p.add_argument("--data", choices=data.DATASETS, help="dataset (data.name)")
-    p.add_argument("--seeds", type=seeds_arg, help="comma-separated seeds, e.g. 0,1,2")
+    add_trial_args(p)
     p.add_argument("--dry-run", action="store_true",
                    help="print the trials and the estimated cost, then exit")
     p.add_argument("--address", help="an existing Ray cluster (default: $RAY_ADDRESS, else local)")

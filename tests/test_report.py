@@ -1,5 +1,6 @@
 """bench.report on sweeps logged by the test, in the runner's MLflow schema, with known values."""
 
+import argparse
 import contextlib
 import io
 import math
@@ -26,9 +27,9 @@ AVD_DEV = {"adaptive": [1.20, 1.21], "dynamic": [1.22, 1.24]}
 
 
 def log_trial(client, exp, parent, params, final, *, seed=0, status="FINISHED", failure=None,
-              result=None, grid_keys="model.variant", start_time=None):
+              result=None, grid_keys="model.variant", start_time=None, trial_hash=None):
     tags = {"attnbench.role": "trial", "attnbench.grid": "g", "attnbench.grid_keys": grid_keys,
-            "attnbench.trial_hash": f"{hash((tuple(params.items()), seed)):x}",
+            "attnbench.trial_hash": trial_hash or f"{hash((tuple(params.items()), seed)):x}",
             "mlflow.parentRunId": parent}
     if failure:
         tags["attnbench.failure"] = failure
@@ -307,9 +308,7 @@ def test_artifacts_logged_to_parent(store, tmp_path):
 
 def test_cli_exit_codes(store, tmp_path, capsys):
     uri, _, _ = store
-    grid = tmp_path / "grid.yaml"
-    grid.write_text("name: projections\ngrid: {model.variant: [fixed]}\n")
-    assert report.main([str(grid), "--tracking-uri", uri, "--out", str(tmp_path / "o")]) == 0
+    assert report.main(["projections", "--tracking-uri", uri, "--out", str(tmp_path / "o")]) == 0
     assert (tmp_path / "o" / "th_table3.md").exists()
     for args, code, msg in (
         (["all_failed"], 1, "all_failed: no finished trials yet (1 failed)"),
@@ -323,6 +322,45 @@ def test_cli_exit_codes(store, tmp_path, capsys):
     no_store = f"sqlite:///{tmp_path / 'none.db'}"
     assert report.main(["x", "--tracking-uri", no_store]) == 2
     assert not (tmp_path / "none.db").exists()
+
+
+def test_grid_file_reports_exactly_its_trials(store, tmp_path, capsys):
+    """The experiment keeps the runs of every configuration a grid had (its file edited since,
+    or run with --set): a grid file reports exactly its own trials, by the trial hashes
+    bench.run gives them under the same --set / --seeds; an experiment name reports every run."""
+    uri, client, root = store
+    grid = tmp_path / "edited.yaml"
+    grid.write_text("name: edited\nbase: {data: {synthetic: {n_chars: 20000}}}\n"
+                    "grid: {model.variant: [fixed]}\nseeds: [0, 1]\n")
+
+    def trial(seed, *sets):  # the hash bench.run gives the grid's trial of `seed` under --set
+        ns = argparse.Namespace(sets=list(sets), preset=None, data=None, seeds=[seed])
+        (h,) = report.grid_trials(grid, ns)
+        return h
+
+    exp, parent = new_sweep(client, root, "edited")
+    for seed in (0, 1):  # the grid as its file says now, and as first run with a --set
+        for sets, dev in (([], 1.5), (["train.steps=20"], 1.2)):
+            log_trial(client, exp, parent, {"model.variant": "fixed"},
+                      {"final_dev_bpc": dev + 0.1 * seed, "final_test_bpc": dev}, seed=seed,
+                      trial_hash=trial(seed, *sets))
+    assert trial(0) != trial(1) and trial(0) != trial(0, "train.steps=20")
+
+    def dev_and_n(*cli):
+        out = tmp_path / str(len(list(tmp_path.iterdir())))
+        capsys.readouterr()
+        assert report.main([*cli, "--tracking-uri", uri, "--out", str(out)]) == 0
+        header, rows = md_rows(out / "generic.md")
+        return rows["fixed"][header.index("dev")], rows["fixed"][header.index("n")]
+
+    assert dev_and_n(str(grid)) == ("**1.550 ± 0.071**", "2")
+    assert "2 runs of other configurations of the grid left out" in capsys.readouterr().out
+    assert dev_and_n(str(grid), "--set", "train.steps=20") == ("**1.250 ± 0.071**", "2")
+    assert dev_and_n(str(grid), "--set", "train.steps=20", "--seeds", "1")[1] == "1"
+    assert dev_and_n("edited")[1] == "4"  # no grid file: every run of the experiment
+    assert report.main([str(grid), "--set", "train.steps=99", "--tracking-uri", uri]) == 1
+    err = capsys.readouterr().err
+    assert "none of the grid's 2 trials has a run" in err and "--set" in err
 
 
 CLAIMED = """name: claimed

@@ -26,7 +26,7 @@ import seaborn as sns
 import yaml
 from matplotlib.backends.backend_agg import FigureCanvasAgg
 from matplotlib.figure import Figure
-from matplotlib.ticker import EngFormatter, StrMethodFormatter
+from matplotlib.ticker import EngFormatter
 from mlflow import MlflowClient
 from pydantic import ValidationError
 
@@ -439,14 +439,18 @@ def fig_head_spans(sweep: Sweep, fig: Figure) -> bool:
         return False
     df = pd.DataFrame([(layer + 1, h, s) for layer, heads in enumerate(spans)
                        for h, s in enumerate(heads)], columns=["layer", "head", "span"])
+    planted = _planted(run)
     ax = fig.subplots()
     sns.barplot(df, x="layer", y="span", hue="head", palette="crest", legend=False, ax=ax)
-    ax.set(yscale="log", ylim=(10 ** np.floor(np.log10(df["span"].min())), None),
-           ylabel="span (chars, log)", xlabel="layer",
+    # the axis spans powers of 2 from below half the shortest span or planted distance (so every
+    # bar and line shows) to above the longest span
+    low, high = np.log2(min([df["span"].min(), *planted]) / 2), np.log2(df["span"].max())
+    ticks = 2 ** np.arange(np.floor(low), np.ceil(high) + 1)
+    ax.set(yscale="log", ylim=(ticks[0], ticks[-1]), ylabel="span (chars, log)", xlabel="layer",
            title=f"{run['label']}, seed {_num(run.get('seed', 0))}: one bar per head")
-    for axis in (ax.yaxis.set_major_formatter, ax.yaxis.set_minor_formatter):
-        axis(StrMethodFormatter("{x:g}"))
-    for d in _planted(run):  # the corpus's dependencies: where spans that pay should stop
+    ax.set_yticks(ticks, labels=[f"{t:g}" for t in ticks])
+    ax.minorticks_off()
+    for d in planted:  # the corpus's dependencies: where spans that pay should stop
         ax.axhline(d, color="0.4", linestyle=":", linewidth=0.8)
         ax.annotate(f"d={d}", (1, d), xycoords=("axes fraction", "data"), fontsize=5,
                     ha="right", va="bottom", color="0.3")

@@ -294,6 +294,15 @@ def expand(grid: Grid, base: dict, preset: str | None) -> list[Trial]:
     return list(trials.values())
 
 
+def resolve_trials(grid: Grid, args: argparse.Namespace, dry_run: bool) -> list[Trial]:
+    """The grid's trials under the command line's --set, --data, --preset and --seeds (the
+    options `add_trial_args` adds), each validated and identified by its corpus's sha256 (a dry
+    run downloads nothing). bench.run runs them; bench.report reports exactly them."""
+    trials = expand(grid, *apply_cli(grid, args))
+    check_data(trials, dry_run)
+    return trials
+
+
 def needs_download(d: DataConfig) -> bool:
     """A real dataset that is neither given by path nor cached yet."""
     return (d.name in data.SOURCES and d.path is None

@@ -32,7 +32,7 @@ from pydantic import ValidationError
 
 from . import claims, plugins, stats
 from .config import ConfigError
-from .grid import add_trial_args, apply_cli, check_data, expand, load_grid
+from .grid import add_trial_args, load_grid, resolve_trials
 from .provenance import ROOT, identity, short_commit
 from .record import RunResult
 from .tracking import DATASET_KEYS, FINAL_RENAMED, stale
@@ -709,10 +709,7 @@ def grid_trials(grid_file: Path | None, args: argparse.Namespace) -> set[str] | 
     and --seeds, as bench.run computes them (None without a grid file: every run)."""
     if grid_file is None:
         return None
-    grid = load_grid(grid_file)
-    trials = expand(grid, *apply_cli(grid, args))
-    check_data(trials, dry_run=True)  # the corpus's sha256 is part of a trial's identity
-    return {t.hash for t in trials}
+    return {t.hash for t in resolve_trials(load_grid(grid_file), args, dry_run=True)}
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -29,11 +29,9 @@ from .grid import (
     Grid,
     Trial,
     add_trial_args,
-    apply_cli,
-    check_data,
-    expand,
     load_grid,
     print_plan,
+    resolve_trials,
 )
 from .record import Evaluation, RunResult
 from .train import Diverged, train
@@ -307,9 +305,7 @@ def main(argv: list[str] | None = None) -> int:
     try:
         grid = load_grid(args.grid)
         grid.plugins = plugins.load(grid.plugins)  # $ATTNBENCH_PLUGINS too; files absolute
-        base, preset = apply_cli(grid, args)
-        trials = expand(grid, base, preset)
-        check_data(trials, args.dry_run)
+        trials = resolve_trials(grid, args, args.dry_run)
     except ConfigError as err:
         print(f"error: {err}", file=sys.stderr)
         return 2

@@ -241,16 +241,21 @@ def time_steps(system: System, chunk: list, dev: torch.device) -> float:
     return time.perf_counter() - tic
 
 
-def run(found: dict[str, System], chunks: list[list], dev: torch.device) -> dict[str, float]:
-    """Median seconds per step of each system: chunks[0] untimed (warm-up), then every system
-    steps through each further chunk in turn (interleaved rounds)."""
+def run(found: dict[str, System], chunks: list[list], dev: torch.device
+        ) -> tuple[dict[str, float], float]:
+    """Median seconds per step of each system, and the median fp32 matmul peak: chunks[0]
+    untimed (warm-up), then each round measures the peak and every system steps through the
+    round's chunk in turn (interleaved), so the peak is taken under the same conditions as the
+    steps it divides, not once at start (on a shared machine it moves by 20% between runs)."""
     for system in found.values():
         time_steps(system, chunks[0], dev)
     times: dict[str, list[float]] = {name: [] for name in found}
+    peaks = []
     for chunk in chunks[1:]:
+        peaks.append(matmul_peak(dev))
         for name, system in found.items():
             times[name].append(time_steps(system, chunk, dev) / len(chunk))
-    return {name: statistics.median(t) for name, t in times.items()}
+    return {name: statistics.median(t) for name, t in times.items()}, statistics.median(peaks)
 
 
 def results(seconds: dict[str, float], tokens: int, mfu: float) -> tuple[pd.DataFrame, list]:
@@ -270,12 +275,11 @@ def measure(cfgs: dict[str, Config], corpus: data.Corpus, nanogpt: ModuleType,
     """Build every system, time them, and return the rows, targets and setting (JSON-able)."""
     fixed = cfgs["fixed"]
     dev = pick_device(fixed.train.device)
-    peak = matmul_peak(dev)
     found = systems(cfgs, nanogpt, reference, corpus.vocab_size, dev)
     todo = batches(corpus, fixed, WARMUP_STEPS + steps * rounds, dev)
     starts = [WARMUP_STEPS + r * steps for r in range(rounds)]
     chunks = [todo[:WARMUP_STEPS], *(todo[a:a + steps] for a in starts)]
-    seconds = run(found, chunks, dev)
+    seconds, peak = run(found, chunks, dev)
     t, m = fixed.train, fixed.model
     tokens = t.batch_size * t.block
     flops = analytic_flops(found["attnbench fixed"].model, "max")
@@ -292,7 +296,8 @@ def measure(cfgs: dict[str, Config], corpus: data.Corpus, nanogpt: ModuleType,
 def show(out: dict) -> None:
     """The setting, the table of systems and the targets with PASS/FAIL, as text."""
     s = out["setting"]
-    print(f"float32 matmul peak: {s['matmul_gflops']:.0f} GFLOP/s on {s['threads']} threads "
+    print(f"float32 matmul peak (median of the rounds): {s['matmul_gflops']:.0f} GFLOP/s on "
+          f"{s['threads']} threads "
           f"({s['device']}); {s['n_layers']} layers, D {s['d_model']}, {s['n_heads']} heads, "
           f"F {s['d_ff']}, S {s['span']}, block {s['block']}, batch {s['batch_size']}; "
           f"median of {s['rounds']} x {s['steps']} steps on {s['data']}"

@@ -2,9 +2,9 @@
 reachable bpc known in closed form for every span limit S (`floor_bpc(S)`).
 
 Span experiments need a known answer. Here a dependency at distance d exists exactly where a copy
-frame of distance d was planted, its value in bits is known, and a model that cannot reach d
-pays exactly that many bits: so the dev bpc of a span-S model has a floor, `floor_bpc(S)`, a step
-function of S with one step per planted distance.
+frame of distance d was planted, its value in bits is known, and a model that can reach neither
+d nor a later copy of the same source pays exactly that many bits: so the dev bpc of a span-S
+model has a floor, `floor_bpc(S)`, a step function of S.
 """
 
 import hashlib
@@ -53,16 +53,19 @@ class Synthetic:
     and the entropy rate is floor_bpc() = E[h] / F.
 
     A model whose keys reach back S symbols from the one it predicts (`span` S: distances 0..S-1
-    from the query) sees a copy of distance d <= S exactly. For d > S it sees the marker (S >= F)
-    and its own previous letters, so its best guess of the first copied letter is pi (the source's
-    predecessor is out of reach; the chain's memory of it over more than S symbols is ignored)
-    and of each further letter P[previous, :]: each such frame costs H(pi) + (F - 2) H_P bits.
+    from the query) sees a copy of distance d <= S exactly. For d > S the source frame is out of
+    reach, but a copy of it may not be: a frame d - d_j back written in case j (d_j < d, d - d_j
+    <= S) copied the same source, and its case says so. Such a child frame exists with
+    probability p q_j, independently for each j, so the copy is read at distance d - d_j with
+    probability seen(d) = 1 - prod_j (1 - p q_j). Otherwise the model sees the marker (S >= F)
+    and its own previous letters, so its best guess of the first copied letter is pi and of each
+    further letter P[previous, :]: such a frame costs H(pi) + (F - 2) H_P bits. Hence, per frame,
+        h(S) = E[h] + p sum_{d_i > S} q_i (1 - seen(d_i)) (H(pi) + (F - 2) H_P),
+    a step function of S with steps at the frame, at every d_i and at every gap d_i - d_j.
     A model of L layers composes its windows and reaches L (S - 1) + 1 back (`floor_at`).
-    Known gap: this predictor ignores copies of copies. When an out-of-reach source frame was
-    also copied by a frame within reach (e.g. the frame 64 back copied the frame 128 back), its
-    letters are visible there; a model that learns this beats floor_bpc(S) (by 0.02 bpc at S = 64
-    in span_limit), so floor_bpc(S) for S below the largest distance is an upper bound on the
-    lowest reachable bpc, exact only at the entropy rate.
+    Left out, so floor_bpc(S) for S below the largest distance is an upper bound on the lowest
+    reachable bpc, exact at the entropy rate: the chain's memory across the out-of-reach source
+    (a background frame right after it, within reach, hints at its last letter).
     """
 
     alphabet: int = 8
@@ -122,14 +125,20 @@ class Synthetic:
         if span is not None:
             if span < F:
                 raise DataError(f"synthetic: floor_bpc(span={span}) needs span >= frame={F}")
-            far = sum(qi for d, qi in zip(self.distances, q, strict=True) if d > span)
-            h += p * far * (_entropy(pi) + (F - 2) * H_P)
+            lost = 0.0  # probability that a frame is a copy whose source it cannot read
+            for d, qi in zip(self.distances, q, strict=True):
+                if d > span:
+                    children = [p * qj for dj, qj in zip(self.distances, q, strict=True)
+                                if dj < d and d - dj <= span]
+                    lost += qi * np.prod([1 - c for c in children])
+            h += p * lost * (_entropy(pi) + (F - 2) * H_P)
         return float(h / F)
 
     def floor_steps(self) -> list[tuple[int, float]]:
-        """[(S, floor_bpc(S)) at S = frame and at each planted distance]: the whole step
-        function, since floor_bpc(S) only changes where S reaches a distance."""
-        return [(S, self.floor_bpc(S)) for S in sorted({self.frame, *self.distances})]
+        """[(S, floor_bpc(S)) at S = frame, at each planted distance d_i and at each gap
+        d_i - d_j]: the whole step function, since floor_bpc(S) only changes there."""
+        gaps = {a - b for a in self.distances for b in self.distances if a - b >= self.frame}
+        return [(S, self.floor_bpc(S)) for S in sorted({self.frame, *self.distances, *gaps})]
 
     def stream(self, n: int, split: str = "train") -> SyntheticStream:
         """n symbols of the split's stream (independent per split, same P), with true bits."""

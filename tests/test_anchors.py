@@ -209,8 +209,10 @@ def test_module_without_its_class_and_bad_size_exit_2(checkouts, untimed, capsys
 
 def test_end_to_end_json(checkouts, monkeypatch, capsys):
     """Every system trains (its weights move), one row each; the ratios and MFU are those of
-    the tokens/s it reports (MFU against a stubbed 1 GFLOP/s peak); the table says the same."""
-    monkeypatch.setattr(anchors, "matmul_peak", lambda dev: 1e9)
+    the tokens/s it reports, MFU against the median of the peaks measured once per round
+    (stubbed: 1, 3, 2 GFLOP/s); the table says the same."""
+    peaks = [1e9, 3e9, 2e9]
+    monkeypatch.setattr(anchors, "matmul_peak", lambda dev: peaks.pop(0))
     make, built, before = anchors.systems, {}, {}
 
     def systems(*args):
@@ -219,7 +221,8 @@ def test_end_to_end_json(checkouts, monkeypatch, capsys):
                        for k, s in built.items()})
         return built
     monkeypatch.setattr(anchors, "systems", systems)
-    assert anchors.main(argv(*checkouts, "--steps", "2", "--rounds", "1", "--json")) == 0
+    assert anchors.main(argv(*checkouts, "--steps", "2", "--rounds", "3", "--json")) == 0
+    assert peaks == []  # one peak per round
     out = json.loads(capsys.readouterr().out)  # nothing else on stdout (nanoGPT's print)
     rows = {r["system"]: r for r in out["rows"]}
     assert list(rows) == ["nanoGPT", "reference fixed", "reference adaptive", "attnbench fixed",
@@ -237,7 +240,8 @@ def test_end_to_end_json(checkouts, monkeypatch, capsys):
         assert targets[name]["pass"] == (targets[name]["value"] >= at)
     flops = analytic_flops(build_model(resolve(parse_sets(SMALL)), 256), "max")
     mfu = targets["attnbench fixed MFU"]["value"]
-    assert mfu == pytest.approx(6 * flops * tok_s["attnbench fixed"] / 1e9)
+    assert mfu == pytest.approx(6 * flops * tok_s["attnbench fixed"] / 2e9)
+    assert out["setting"]["matmul_gflops"] == 2
     assert out["setting"]["steps"] == 2 and out["setting"]["d_model"] == 16
 
     anchors.show(out)  # the text form of the same results

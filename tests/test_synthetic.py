@@ -18,7 +18,8 @@ def reach_bits(gen: Synthetic, tokens: np.ndarray, span: int) -> np.ndarray:
 
     Written from the stream alone, not from the generator's internals: the last delimiter
     (within the last frame) gives the phase and the frame's kind; a copied letter is read at its
-    distance when that is <= span, else guessed from pi (first letter) or P[previous letter].
+    distance d when that is <= span, else at d - d_j when the letter there is in case j (a copy
+    of the same source), else guessed from pi (first letter) or P[previous letter].
     """
     F, n_d, k = gen.frame, len(gen.distances), gen.alphabet
     P = gen.transitions()
@@ -38,7 +39,11 @@ def reach_bits(gen: Synthetic, tokens: np.ndarray, span: int) -> np.ndarray:
     d = np.array((0, *gen.distances))[kind]
     chain = P[prev, base[t]]
     first = np.where(after_delim, pi[base[t]], chain)
-    copied = np.where(d <= span, (base[t] == base[np.maximum(t - d, 0)]).astype(float), first)
+    seen = d <= span
+    for j, dj in enumerate(gen.distances, start=1):  # a child of the source within reach
+        back = np.where((kind > 0) & (dj < d) & (d - dj <= span), d - dj, 0)
+        seen |= (back > 0) & (case[t - back] == j)
+    copied = np.where(seen, (base[t] == base[np.maximum(t - d, 0)]).astype(float), first)
     letter_p = np.where(kind == 0, chain, copied) * (case[t] == kind)
     p = np.where(start, delim_p[np.minimum(tokens[t], n_d)] * is_delim[t], letter_p)
     assert (p > 0).all(), "the stream holds a symbol its own predictor rules out"
@@ -55,7 +60,8 @@ def mean_with_se(bits: np.ndarray) -> tuple[float, float]:
 def test_floor_per_span_matches_a_predictor_that_sees_exactly_span_back(options):
     gen = Synthetic(**options)
     s = gen.stream(400_000)
-    spans = sorted({gen.frame, *gen.distances, *(d - 1 for d in gen.distances if d > gen.frame)})
+    steps = [S for S, _ in gen.floor_steps()]
+    spans = sorted({*steps, *(S - 1 for S in steps if S > gen.frame)})
     for span in spans:
         mean, se = mean_with_se(reach_bits(gen, s.tokens, span))
         assert abs(mean - gen.floor_bpc(span)) < 4 * se + 1e-9, (span, mean, gen.floor_bpc(span))

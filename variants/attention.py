@@ -136,7 +136,7 @@ class Attention(nn.Module):
             if valid is not None:
                 logits = logits.masked_fill(~valid[rows], float("-inf"))
             m = self.span_policy.mask(dist, rows)
-            outs.append(self.mixing.attend(self.drop(self._weights(logits, m)), kv, i))
+            outs.append(self.mixing.attend(self.drop(self._weights(logits, m)), qi, kv, i))
         return self.mixing.output(torch.cat(outs, dim=2))
 
     @staticmethod

@@ -8,12 +8,12 @@ class MixingPolicy(nn.Module):
 
     The layer calls `query(x)` and `memory(mem)` once per block, then, per chunk of queries
     start..start+c-1 over a band of W keys, `logits(q, kv, start, W)` -> (B, h, c, W) (the span
-    mask and softmax are the layer's), `attend(w, kv, start)` on the weights (B, h, c, W), and
-    `output(...)` -> (B, M, D) on the concatenated chunks. The intermediate types are the
-    policy's own. A policy states its heads h_k, h, h_v and widths d_k, d_v, holds a relative-
-    position table `key_pe` (S, d) (its own, or the caller's shared one), and reports its cost:
-    `flops(s)` (the paper's #FLOPS convention) and `position_flops(s)` (the q.p term), per query
-    over s keys.
+    mask and softmax are the layer's), `attend(w, q, kv, start)` on the weights (B, h, c, W) and
+    the same chunk's queries, and `output(...)` -> (B, M, D) on the concatenated chunks. The
+    intermediate types are the policy's own, and a policy keeps no state between the calls. A
+    policy states its heads h_k, h, h_v and widths d_k, d_v, holds a relative-position table
+    `key_pe` (S, d) (its own, or the caller's shared one), and reports its cost: `flops(s)` (the
+    paper's #FLOPS convention) and `position_flops(s)` (the q.p term), per query over s keys.
     """
 
     h_k: int
@@ -41,8 +41,9 @@ class MixingPolicy(nn.Module):
         """Queries start..start+c-1 -> unmasked logits (B, h, c, window)."""
         raise NotImplementedError
 
-    def attend(self, w: Tensor, kv, start: int) -> Tensor:
-        """Attention weights (B, h, c, W) of queries start.. -> per-head outputs."""
+    def attend(self, w: Tensor, q, kv, start: int) -> Tensor:
+        """Attention weights (B, h, c, W) of the queries q (as `logits` got them) start.. ->
+        per-head outputs."""
         raise NotImplementedError
 
     def output(self, o: Tensor) -> Tensor:

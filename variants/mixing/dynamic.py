@@ -22,9 +22,6 @@ class DynamicTalkingHeads(MultiHead):
     N(0, dynamic_init^2 / D), so each generated entry has std `dynamic_init` at unit-variance
     inputs, small against P_l's and P_w's identity. At dynamic_init = 0 (or with those four at
     zero) the layer computes talking-heads attention exactly.
-
-    Attention calls `logits` then `attend` for each query chunk; the chunk's R_Xw is kept from
-    the one to the other (`attend` sees only the weights and the memory).
     """
 
     def __init__(self, d_model: int, span: int, h_k: int, h: int, h_v: int, d_k: int, d_v: int,
@@ -39,7 +36,6 @@ class DynamicTalkingHeads(MultiHead):
         self.P_Ml = nn.Parameter(torch.randn(d_model, h_k * h) * std)
         self.P_Xw = nn.Parameter(torch.randn(d_model, h * h_v) * std)
         self.P_Mw = nn.Parameter(torch.randn(d_model, h * h_v) * std)
-        self._r_xw: Tensor | None = None
 
     @property
     def name(self) -> str:
@@ -70,7 +66,7 @@ class DynamicTalkingHeads(MultiHead):
     def logits(self, q: tuple[Tensor, Tensor, Tensor], kv: tuple[Tensor, ...], start: int,
                window: int) -> Tensor:
         """Queries start..start+c-1 -> logits (B, h, c, W): J through P_l + R_Xl + R_Ml."""
-        q, r_xl, self._r_xw = q
+        q, r_xl, _ = q
         c = q.size(2)
         keys = slice(start, start + c + window - 1)
         J = (band(q @ kv[0][:, :, keys].transpose(-1, -2), window)
@@ -80,10 +76,12 @@ class DynamicTalkingHeads(MultiHead):
         by_key = torch.einsum("bkir,brkh->bhir", unband(J, c + window - 1), kv[2][:, keys])
         return L + band(by_key.contiguous(), window)
 
-    def attend(self, w: Tensor, kv: tuple[Tensor, ...], start: int) -> Tensor:
-        """Weights (B, h, c, W) -> per-head outputs (B, h_v, c, d_v) through P_w + R_Xw + R_Mw."""
+    def attend(self, w: Tensor, q: tuple[Tensor, Tensor, Tensor], kv: tuple[Tensor, ...],
+               start: int) -> Tensor:
+        """Weights (B, h, c, W) -> per-head outputs (B, h_v, c, d_v) through P_w + R_Xw + R_Mw,
+        R_Xw that of the chunk's queries q."""
         c, window = w.shape[-2:]
         keys = slice(start, start + c + window - 1)
-        U = self.P_w(w) + torch.einsum("bhiw,bhiv->bviw", w, self._r_xw)
+        U = self.P_w(w) + torch.einsum("bhiw,bhiv->bviw", w, q[2])
         by_key = torch.einsum("bhir,brhv->bvir", unband(w, c + window - 1), kv[3][:, keys])
         return (unband(U, c + window - 1) + by_key) @ kv[1][:, :, keys]

@@ -70,7 +70,8 @@ class GBMA(MixingPolicy):
         m = kv[0][:, :, start : start + xp.size(2) + window - 1]
         return band(xp @ m.transpose(-1, -2), window) + xpos @ self.key_pe[:window].flip(0).T
 
-    def attend(self, w: Tensor, kv: tuple[Tensor, Tensor], start: int) -> Tensor:
+    def attend(self, w: Tensor, q: tuple[Tensor, Tensor], kv: tuple[Tensor, Tensor],
+               start: int) -> Tensor:
         """Weights (B, h, c, W) -> sum_m W[n,m,h] Mem[m] (B, h, c, D)."""
         c, window = w.shape[-2:]
         return unband(w, c + window - 1) @ kv[1][:, :, start : start + c + window - 1]

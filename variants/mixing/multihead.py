@@ -81,7 +81,7 @@ class MultiHead(MixingPolicy):
         J = band(q @ k.transpose(-1, -2), window) + q @ self.key_pe[:window].flip(0).T
         return J if self.P_l is None else self.P_l(J)
 
-    def attend(self, w: Tensor, kv: tuple[Tensor, Tensor], start: int) -> Tensor:
+    def attend(self, w: Tensor, q: Tensor, kv: tuple[Tensor, Tensor], start: int) -> Tensor:
         """Weights (B, h, c, W) of queries start.. -> per-head outputs (B, h_v, c, d_v)."""
         c, window = w.shape[-2:]
         U = w if self.P_w is None else self.P_w(w)

@@ -534,20 +534,29 @@ def _history(sweep: Sweep) -> pd.DataFrame:
 
 
 def fig_curves(sweep: Sweep, fig: Figure) -> bool:
-    """Learning curves: dev bpc against training tokens and against wall time, every seed."""
+    """Learning curves: dev bpc against training tokens and against wall time, every seed. The
+    evaluations during training read the first `train.eval_tokens` dev characters when that is
+    set (the final dev bpc reads all of them), and the axis says so."""
     h = _history(sweep)
     if h.empty:
         return False
+    n = sweep.runs.get("train.eval_tokens", pd.Series(dtype=float)).dropna().unique()
+    ylabel = f"dev bpc, first {_num(n[0])} chars" if len(n) == 1 else "dev bpc (bits/char)"
     axes = fig.subplots(1, 2, sharey=True)
     for ax, (x, xlabel) in zip(axes, (("tokens", "training tokens"),
                                       ("train_time_s", "wall time (s)")), strict=True):
         sns.lineplot(h, x=x, y="dev_bpc", hue="label", units="run", estimator=None,
                      marker="o", ax=ax, legend=ax is axes[0])
-        ax.set(xlabel=xlabel, ylabel="dev bpc (bits/char)")
+        ax.set(xlabel=xlabel, ylabel=ylabel)
     axes[0].xaxis.set_major_formatter(EngFormatter(sep=""))
     handles, labels = axes[0].get_legend_handles_labels()
     axes[0].get_legend().remove()
-    fig.legend(handles, labels, loc="outside lower center", ncols=3, frameon=False)
+    for ncols in (3, 2, 1):  # as many columns as fit the figure's width
+        legend = fig.legend(handles, labels, loc="outside lower center", ncols=ncols,
+                            frameon=False)
+        if legend.get_window_extent(fig.canvas.get_renderer()).width <= fig.bbox.width:
+            break
+        legend.remove()
     return True
 
 

@@ -474,3 +474,30 @@ def test_tables_and_findings_say_what_the_runs_trained_on(span_report):
     assert unknown == "Data: not recorded by these runs."
     _, _, out = span_report
     assert (out / "as_table1.md").read_text().splitlines()[2] == unknown  # under the title
+
+
+def test_learning_curves_legend_fits_and_axis_names_the_evaluated_prefix(monkeypatch):
+    """Long labels (four of 40 characters) wrap into fewer legend columns instead of running
+    off the figure; the dev axis says the curves read the first train.eval_tokens characters."""
+    import matplotlib as mpl
+    from matplotlib.backends.backend_agg import FigureCanvasAgg
+    from matplotlib.figure import Figure
+
+    labels = [f"{v} mixing={m} (@code-0123456789ab)" for v in ("adaptive", "dynamic")
+              for m in ("both", "none")]
+    history = pd.DataFrame([{"dev_bpc": 3.0 - 0.1 * k - 0.01 * i, "tokens": 1000 * k,
+                             "train_time_s": 10.0 * k, "run": f"r{i}", "label": label}
+                            for i, label in enumerate(labels) for k in range(1, 4)])
+    monkeypatch.setattr(report, "_history", lambda sweep: history)
+    runs = pd.DataFrame({"run_id": [f"r{i}" for i in range(4)], "label": labels,
+                         "train.eval_tokens": 8000})
+    sweep = report.Sweep("curves", runs, pd.DataFrame(), ["model.variant"], None)
+    with mpl.rc_context(report.RC):
+        fig = Figure(figsize=(report.WIDTH, 2.4), layout="constrained")
+        FigureCanvasAgg(fig)
+        assert report.fig_curves(sweep, fig)
+        legend = fig.legends[0]
+        assert legend.get_window_extent(fig.canvas.get_renderer()).width <= fig.bbox.width
+        assert legend._ncols < 3
+        assert [t.get_text() for t in legend.get_texts()] == labels
+        assert fig.axes[0].get_ylabel() == "dev bpc, first 8000 chars"

@@ -31,7 +31,7 @@ import variants
 from . import data, provenance
 from .config import Config, ConfigError, merge, parse_sets, resolve
 from .flops import analytic_flops
-from .malloc import keep_heap
+from .memory import keep_heap
 from .provenance import device as pick_device
 from .speed import matmul_peak, sync
 from .train import build_model, load_corpus, make_optimizer, train_step

@@ -35,7 +35,7 @@ def git_commit() -> str:
 # (tests/test_tracking.py keeps the list complete). The report, the claims, the runner and the
 # benchmarks only read or schedule runs, so changing them leaves finished results current.
 RESULT_CODE = ("variants", *(f"bench/{m}.py" for m in (
-    "__init__", "config", "data", "flops", "malloc", "model", "pairing", "plugins", "precision",
+    "__init__", "config", "data", "flops", "memory", "model", "pairing", "plugins", "precision",
     "provenance", "record", "synthetic", "train")))
 
 

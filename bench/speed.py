@@ -22,7 +22,7 @@ from variants import build as build_layer
 from . import plugins, precision, provenance
 from .config import PRESETS, Config, ConfigError, merge, parse_sets, resolve
 from .flops import analytic_flops, set_spans
-from .malloc import keep_heap
+from .memory import keep_heap
 from .model import TransformerLM
 from .provenance import device as pick_device
 from .train import build_model, make_optimizer, maybe_compile, train_step

@@ -7,7 +7,6 @@ import argparse
 import json
 import math
 import os
-import resource
 import sys
 import time
 from collections.abc import Callable
@@ -22,7 +21,7 @@ from tqdm import tqdm
 from . import data, plugins, precision, provenance, synthetic
 from .config import PRESETS, Config, ConfigError, TrainConfig, parse_sets, resolve, set_dotted
 from .flops import analytic_flops, counted_flops, flops_parts
-from .malloc import keep_heap
+from .memory import keep_heap, peak_memory_mb, start_run
 from .model import TransformerLM
 from .pairing import build_paired
 from .record import Evaluation, RunResult, SpanTrace
@@ -152,17 +151,6 @@ def train_step(model: TransformerLM, step_fn: Callable, opt: torch.optim.Optimiz
     return loss, lr, cache
 
 
-def peak_memory_mb(device: torch.device) -> dict[str, float]:
-    """peak_rss_mb: the process's peak resident memory so far (imports and data included);
-    peak_cuda_mb (CUDA only): the peak allocated by tensors since the last call, which resets it,
-    so that each evaluation window reports its own peak."""
-    out = {"peak_rss_mb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024}
-    if device.type == "cuda":
-        out["peak_cuda_mb"] = torch.cuda.max_memory_allocated(device) / 2**20
-        torch.cuda.reset_peak_memory_stats(device)
-    return out
-
-
 def run_peaks(history: list[Evaluation], device: torch.device) -> dict[str, float | None]:
     """The whole run's peaks: the largest of every evaluation window's (resumed processes
     included) and of the window since the last evaluation; peak_cuda_mb None off CUDA."""
@@ -275,6 +263,7 @@ def train(cfg: Config, out_dir: Path, *, report: Report | None = None, progress:
     t = cfg.train
     device = provenance.device(t.device)
     keep_heap()
+    start_run(device)  # a reused Ray worker: this run's own peak memory
     amp = precision.use_amp(t.amp, device)
     corpus = load_corpus(cfg)
     out_dir.mkdir(parents=True, exist_ok=True)

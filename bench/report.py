@@ -551,10 +551,11 @@ def fig_curves(sweep: Sweep, fig: Figure) -> bool:
     axes[0].xaxis.set_major_formatter(EngFormatter(sep=""))
     handles, labels = axes[0].get_legend_handles_labels()
     axes[0].get_legend().remove()
-    for ncols in (3, 2, 1):  # as many columns as fit the figure's width
+    for ncols in (3, 2, 1):  # as many columns as fit the figure's width, one at the least
         legend = fig.legend(handles, labels, loc="outside lower center", ncols=ncols,
                             frameon=False)
-        if legend.get_window_extent(fig.canvas.get_renderer()).width <= fig.bbox.width:
+        if ncols == 1 or legend.get_window_extent(fig.canvas.get_renderer()).width <= \
+                fig.bbox.width:
             break
         legend.remove()
     return True

@@ -501,3 +501,24 @@ def test_learning_curves_legend_fits_and_axis_names_the_evaluated_prefix(monkeyp
         assert legend._ncols < 3
         assert [t.get_text() for t in legend.get_texts()] == labels
         assert fig.axes[0].get_ylabel() == "dev bpc, first 8000 chars"
+
+
+def test_learning_curves_keep_a_legend_when_no_column_count_fits(monkeypatch):
+    """A label wider than the figure still gets its one-column legend: it is never dropped."""
+    import matplotlib as mpl
+    from matplotlib.backends.backend_agg import FigureCanvasAgg
+    from matplotlib.figure import Figure
+
+    labels = ["adaptive " + "x" * 120, "dynamic " + "y" * 120]
+    history = pd.DataFrame([{"dev_bpc": 3.0 - 0.1 * k, "tokens": 1000 * k,
+                             "train_time_s": 10.0 * k, "run": f"r{i}", "label": label}
+                            for i, label in enumerate(labels) for k in range(1, 3)])
+    monkeypatch.setattr(report, "_history", lambda sweep: history)
+    runs = pd.DataFrame({"run_id": ["r0", "r1"], "label": labels})
+    sweep = report.Sweep("curves", runs, pd.DataFrame(), ["model.variant"], None)
+    with mpl.rc_context(report.RC):
+        fig = Figure(figsize=(report.WIDTH, 2.4), layout="constrained")
+        FigureCanvasAgg(fig)
+        assert report.fig_curves(sweep, fig)
+        assert len(fig.legends) == 1
+        assert [t.get_text() for t in fig.legends[0].get_texts()] == labels

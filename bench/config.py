@@ -1,11 +1,15 @@
-"""Run configuration: pydantic schema, presets, dotted overrides, readable errors.
+"""The run's schema, shared by every room: {model, data, train} in pydantic, presets, dotted
+overrides, and errors that name the key.
 
-A config is {model, data, train}. Presets fill every key; `--set a.b=v` overrides one.
-Validation happens here, before any data is read or tensor allocated for training.
+Presets fill every key; `--set a.b=v` overrides one. `model.attn` is typed by the variant's
+options (`variants.options`) and `data` by its corpus's builder (`bench.data.options`), so a
+plugin's own options are checked like the built-in ones. Validation happens here, before any
+data is read or tensor allocated.
 """
 
 import copy
 import inspect
+from pathlib import Path
 from typing import Any, Literal
 
 import yaml
@@ -23,9 +27,7 @@ from pydantic_core import PydanticCustomError
 
 import variants
 
-from . import synthetic
-
-DATASETS = ("synthetic", "enwik8", "text8", "file")
+from . import data
 
 
 class ConfigError(ValueError):
@@ -36,16 +38,14 @@ class Strict(BaseModel):
     model_config = ConfigDict(extra="forbid", validate_assignment=True)
 
 
-LAYER_ARGS = ("d_model", "n_heads", "span", "dropout", "key_pe")  # model.* (the body) sets these
-
-
-def typed_options(where: str, given: dict[str, Any], params: dict[str, inspect.Parameter]
-                  ) -> dict[str, Any]:
+def typed_options(where: str, given: dict[str, Any], params: dict[str, inspect.Parameter],
+                  owner: str = "") -> dict[str, Any]:
     """`given` validated and converted by the types of `params`, a layer's or a generator's own
     signature (pydantic, lax: YAML's "2e-6" becomes 2e-06, 64 a float where a float is wanted).
 
     Returns the given keys only, converted. Raises a PydanticCustomError "typed_options" whose
-    message has one line per bad key: `where.key`, the value and the expected type.
+    message has one line per bad key: `where.key`, the value and the expected type (an
+    `unknown` line names what the options belong to).
     """
     fields = {name: (Any if p.annotation is p.empty else p.annotation,
                      ... if p.default is p.empty else p.default) for name, p in params.items()}
@@ -56,12 +56,16 @@ def typed_options(where: str, given: dict[str, Any], params: dict[str, inspect.P
     except ValidationError as err:
         lines = []
         for e in err.errors():
-            key = str(e["loc"][0])
-            if e["type"] == "extra_forbidden":
-                lines.append(f"{where}.{key}={given[key]!r}: unknown option; allowed: "
+            key = str(e["loc"][0])  # inner names: a key inside a structured option
+            inner = ".".join(str(x) for x in e["loc"][1:] if isinstance(x, str))
+            if e["type"] == "extra_forbidden" and not inner:
+                lines.append(f"{where}.{key}={given[key]!r}: unknown option{owner}; allowed: "
                              f"{', '.join(params)}")
-            elif e["type"] == "missing":
+            elif e["type"] == "missing" and not inner:
                 lines.append(f"{where}.{key}: required")
+            elif inner:  # a key inside a structured option (a dataclass)
+                got = f"={e['input']!r}" if "input" in e and e["type"] != "missing" else ""
+                lines.append(f"{where}.{key}.{inner}{got}: {e['msg']}")
             else:
                 ann = inspect.formatannotation(params[key].annotation)
                 lines.append(f"{where}.{key}={given[key]!r}: expected {ann} ({e['msg']})")
@@ -91,12 +95,13 @@ class ModelConfig(Strict):
     @field_validator("attn")
     @classmethod
     def _typed(cls, attn: dict[str, Any], info: ValidationInfo) -> dict[str, Any]:
-        """Typed by the registered factory's signature (a plugin's own options included)."""
+        """Typed by the signatures of the variant's parts (a plugin's own options included);
+        an option no part takes names the variant."""
         if "variant" not in info.data:  # the variant itself is invalid: reported on its own
             return attn
-        params = {k: p for k, p in variants.options(info.data["variant"]).items()
-                  if k not in LAYER_ARGS}
-        return typed_options("model.attn", attn, params)
+        variant = info.data["variant"]
+        return typed_options("model.attn", attn, variant_options(variant, attn),
+                             f" of variant {variant!r}")
 
     @model_validator(mode="after")
     def _buildable(self) -> "ModelConfig":
@@ -105,26 +110,36 @@ class ModelConfig(Strict):
         return self
 
 
-class DataConfig(Strict):
+def variant_options(variant: str, attn: dict[str, Any]) -> dict[str, inspect.Parameter]:
+    """What model.attn may hold for `variant` with these options (a span_policy or mixing in
+    them changes what the layer takes)."""
+    return variants.options(variant, **{k: v for k, v in attn.items()
+                                        if k in ("span_policy", "mixing")})
+
+
+class DataConfig(BaseModel):
+    """data.name, a registered corpus; every other key is an option of its builder, typed by
+    the builder's signature (`bench.data.options(name)`)."""
+
+    model_config = ConfigDict(extra="allow")
     name: str = "synthetic"
-    path: str | None = None
-    fractions: tuple[float, float, float] = (0.9, 0.05, 0.05)
-    data_dir: str | None = None
-    download: bool = True
-    synthetic: dict[str, Any] = {}
 
     @field_validator("name")
     @classmethod
     def _known(cls, v: str) -> str:
-        if v not in DATASETS:
-            raise ValueError(f"unknown dataset {v!r}; known: {', '.join(DATASETS)}")
+        data.check_name(v)
         return v
 
-    @field_validator("synthetic")
-    @classmethod
-    def _typed(cls, options: dict[str, Any]) -> dict[str, Any]:
-        """Typed by the generator's signature (`bench.synthetic.options`)."""
-        return typed_options("data.synthetic", options, synthetic.options())
+    @model_validator(mode="after")
+    def _typed(self) -> "DataConfig":
+        self.__pydantic_extra__.update(typed_options(
+            "data", self.options, data.options(self.name), f" of dataset {self.name!r}"))
+        return self
+
+    @property
+    def options(self) -> dict[str, Any]:
+        """The corpus builder's options as given (defaults are the builder's)."""
+        return dict(self.__pydantic_extra__ or {})
 
 
 class TrainConfig(Strict):
@@ -238,3 +253,33 @@ def resolve(tree: dict | None = None, preset: str | None = "tiny") -> Config:
         raise ConfigError(format_error(err)) from None
     except (ValueError, TypeError) as err:
         raise ConfigError(f"invalid config: {err}") from None
+
+
+def untaken(tree: dict, preset: str | None) -> list[str]:
+    """The model.attn options of a config tree that its variant does not take (dotted keys)."""
+    model = merge(PRESETS.get(preset, {}).get("model", {}), tree.get("model", {}))
+    attn = model.get("attn") or {}
+    try:
+        takes = variant_options(model.get("variant", "fixed"), attn)
+    except ValueError:  # an unknown variant or policy: resolve() names it
+        return []
+    return [f"model.attn.{k}" for k in attn if k not in takes]
+
+
+def drop_untaken(tree: dict, preset: str | None, keep: set[str] = frozenset()) -> list[str]:
+    """Remove from a config tree the model.attn options its variant does not take (but those in
+    `keep`, which resolve() then refuses by name), and return them: a grid or a benchmark that
+    sets an option for several variants at once (a ramp for fixed and adaptive alike) records
+    it as ignored where it does not apply."""
+    dropped = [k for k in untaken(tree, preset) if k not in keep]
+    for key in dropped:
+        del tree["model"]["attn"][key.rsplit(".", 1)[1]]
+    return dropped
+
+
+def read_yaml(path: Path, what: str) -> Any:
+    """A YAML file's content; ConfigError naming the file when it cannot be read or parsed."""
+    try:
+        return yaml.safe_load(path.read_text())
+    except (OSError, yaml.YAMLError) as err:
+        raise ConfigError(f"{path}: cannot read the {what}: {err}") from None

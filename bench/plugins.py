@@ -1,5 +1,6 @@
-"""Plugins: a user's own modules, imported before anything is built, so that the variants they
-register (`variants.register`) work in every command and every process.
+"""Plugins: a user's own modules, imported before anything is built, so that the variants
+(`variants.register`) and corpora (`bench.data.register`) they register work in every command
+and every process.
 
 A plugin is a module name on PYTHONPATH or a path to a .py file. They come from the environment
 variable ATTNBENCH_PLUGINS=module[,module] and from a grid file's `plugins:` list; `bench.run`
@@ -15,9 +16,7 @@ import traceback
 from collections.abc import Iterable
 from pathlib import Path
 
-import yaml
-
-from .config import ConfigError
+from .config import ConfigError, read_yaml
 
 ENV = "ATTNBENCH_PLUGINS"
 
@@ -31,15 +30,10 @@ def from_env() -> list[str]:
     return [p.strip() for p in os.environ.get(ENV, "").split(",") if p.strip()]
 
 
-def from_grid(target: str) -> list[str]:
-    """The `plugins:` list of a grid file ([] for an experiment name or a file without one)."""
-    path = Path(target)
-    if path.suffix not in (".yaml", ".yml") or not path.is_file():
-        return []
-    try:
-        grid = yaml.safe_load(path.read_text())
-    except (OSError, yaml.YAMLError):
-        return []  # the caller reports the unreadable grid file itself
+def from_grid(path: Path | None) -> list[str]:
+    """The `plugins:` list of a grid file ([] without a file, or a file without one); a
+    ConfigError naming a file that cannot be read."""
+    grid = read_yaml(path, "grid file") if path is not None else None
     listed = grid.get("plugins") if isinstance(grid, dict) else None
     return [str(p) for p in listed] if isinstance(listed, list) else []
 

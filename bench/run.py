@@ -1,290 +1,23 @@
-"""Ablation sweeps: a YAML grid of configs, trained in parallel by Ray Tune, tracked in MLflow.
+"""Ablation sweeps: a YAML grid of configs, trained in parallel by Ray Tune, tracked in MLflow
+(the sweep room, `bench.sweep`).
 
 python -m bench.run ablations/heads_grid.yaml [--set train.steps=500] [--preset small]
     [--data enwik8] [--seeds 0,1,2] [--dry-run] [--address HOST:PORT] [--force]
 
-Every trial config is resolved and validated (`bench.grid`) before Ray or MLflow start; a user
-error exits 2. A trial lives in results/<grid>/trials/<hash>/ (hash of its resolved config, seed
-included, with the corpus's sha256 for its location), the only checkpoint store, so a rerun skips
-finished trials and resumes unfinished ones from their checkpoints; finished trials from other
-code are reported, marked stale, and rerun with --rerun-stale.
+Every trial config is resolved and validated before Ray or MLflow start; a user error exits 2.
 """
 
 import argparse
-import os
 import shlex
-import shutil
 import sys
-import tempfile
-from collections import Counter
 from pathlib import Path
-from typing import Any
 
-import pandas as pd
-import torch
-
-from . import data, plugins, provenance, tracking
-from .config import Config, ConfigError
-from .grid import (
-    Grid,
-    Trial,
-    add_trial_args,
-    load_grid,
-    print_plan,
-    resolve_trials,
-)
-from .record import Evaluation, RunResult
-from .train import Diverged, train
-
-
-def trainable(config: dict) -> None:
-    """One trial in a Ray worker: train, log to MLflow. The trial folder is the only checkpoint
-    store: train() resumes from its checkpoint.pt after a crash, so nothing is handed to Ray's
-    checkpointing (which would copy the weights into results/<grid>/ray/ at every evaluation)."""
-    import ray
-    from ray import tune
-
-    spec, where = config["trial"], config["tracking"]
-    plugins.load(spec["plugins"], env=False)  # before anything names a variant
-    torch.set_num_threads(spec["threads"])
-    out = Path(spec["out_dir"])
-    out.mkdir(parents=True, exist_ok=True)
-    ctx = ray.get_runtime_context()
-    run = tracking.TrialRun.open(where["uri"], where["experiment"], where["parent"], spec, {
-        "attnbench.ray_node_id": ctx.get_node_id(), "attnbench.ray_gcs": ctx.gcs_address,
-        "attnbench.trial_dir": str(out), "attnbench.plugins": ",".join(spec["plugins"]),
-        **tracking.source_tags(where["source"], "unknown")})
-
-    def report(metrics: Evaluation, _: Path | None) -> None:
-        run.log_eval(metrics, out)
-        print(f"{spec['name']} step {metrics['step']}: dev bpc {metrics['dev_bpc']:.4f}, "
-              f"{metrics['tokens_per_s']:,.0f} tokens/s")
-        tune.report(metrics)
-
-    done = out / "result.json"
-    try:  # a result.json means train() finished and only the logging was cut off
-        result = RunResult.load(done) if done.exists() else train(
-            Config.model_validate(spec["cfg"]), out, report=report, progress=False)
-    except (Diverged, data.DataError, ConfigError) as err:  # retrying cannot help
-        run.fail(f"{type(err).__name__}: {err}", out)
-        return
-    run.finish(result, out)
-
-
-def trial_spec(t: Trial, grid: Grid, root: Path) -> dict:
-    return {"hash": t.hash, "name": t.name, "grid": grid.name, "grid_keys": list(grid.grid),
-            "cfg": t.cfg.model_dump(mode="json"), "out_dir": str(root / "trials" / t.hash),
-            "threads": max(1, int(grid.resources.cpu)), "plugins": grid.plugins}
-
-
-def start_ray(address: str | None) -> str:
-    """Connect to a cluster (--address or $RAY_ADDRESS), else start a private local one."""
-    os.environ.setdefault("RAY_DEDUP_LOGS", "0")  # trials' progress lines look alike: keep all
-    import ray
-
-    address = address or os.environ.get("RAY_ADDRESS")
-    quiet = ray.LoggingConfig(log_level="WARNING")  # drivers and workers: no per-checkpoint INFO
-    if address:
-        ray.init(address=address, logging_config=quiet)
-        return f"Ray cluster at {address}"
-    os.environ["RAY_AUTH_MODE"] = "disabled"  # local only: no token written to ~/.ray
-    temp = Path(tempfile.gettempdir()) / "attnbench-ray"  # short: Ray's socket paths are limited
-    ray.init(num_cpus=os.cpu_count(), include_dashboard=False, _temp_dir=str(temp),
-             logging_config=quiet)
-    return f"local Ray, {os.cpu_count()} CPUs, temp dir {temp}"
-
-
-def stop_ray() -> None:
-    import ray
-
-    ray.shutdown()
-
-
-def make_callback(client: Any, where: dict, total: int, ended: set[str]) -> Any:
-    """A Tune callback that prints each trial's end and closes the MLflow run of a trial whose
-    worker could not (stopped by the scheduler, crashed past its retries)."""
-    from ray import tune
-
-    def close(trial: Any, status: str, tag: str, reason: str) -> str:
-        return tracking.close(client, where["experiment"], where["parent"],
-                              trial.config["trial"]["hash"], status, tag, reason)
-
-    class CloseRuns(tune.Callback):
-        def _end(self, trial: Any, how: str) -> None:
-            ended.add(trial.config["trial"]["hash"])
-            last = trial.last_result or {}
-            where = f" (step {last['step']}, dev bpc {last['dev_bpc']:.4f})" if "dev_bpc" in last \
-                else ""
-            print(f"[{len(ended)}/{total}] {trial.config['trial']['name']}: {how}{where}",
-                  flush=True)
-
-        def on_trial_complete(self, iteration: int, trials: list, trial: Any, **info) -> None:
-            self._end(trial, close(trial, "KILLED", tracking.STOPPED, "stopped by the scheduler"))
-
-        def on_trial_error(self, iteration: int, trials: list, trial: Any, **info) -> None:
-            error = str(trial.get_error() or "error").strip().splitlines()[-1]
-            self._end(trial, close(trial, "FAILED", tracking.FAILURE,
-                                   f"crashed {trial.num_failures} times; last error: {error}"))
-
-    return CloseRuns()
-
-
-def run_tune(grid: Grid, todo: list[Trial], root: Path, where: dict, callback: Any,
-             sweep_name: str) -> None:
-    """Run the pending trials as one Tune experiment under results/<grid>/ray/."""
-    import ray
-    from ray import tune
-    from ray.tune.schedulers import ASHAScheduler
-
-    gpu = grid.resources.gpu
-    if gpu is None:
-        gpu = 1 if ray.cluster_resources().get("GPU", 0) > 0 else 0
-    scheduler = None
-    if grid.scheduler.type == "asha":
-        s = grid.scheduler
-        scheduler = ASHAScheduler(
-            time_attr="step", reduction_factor=s.reduction_factor, stop_last_trials=False,
-            grace_period=s.grace_period or min(t.cfg.train.eval_every for t in todo),
-            max_t=s.max_t or max(t.cfg.train.steps for t in todo))
-    os.environ.setdefault("TUNE_WARN_EXCESSIVE_EXPERIMENT_CHECKPOINT_SYNC_THRESHOLD_S", "0")
-    # `metric` is checked by the schema; a trial that diverges before its first evaluation
-    # ends with a result that has no metric, which must not stop the sweep.
-    os.environ["TUNE_DISABLE_STRICT_METRIC_CHECKING"] = "1"
-    tuner = tune.Tuner(
-        tune.with_resources(trainable, {"cpu": grid.resources.cpu, "gpu": gpu}),
-        param_space={"tracking": where, "trial": tune.grid_search(
-            [trial_spec(t, grid, root) for t in todo])},
-        # reuse_actors: a worker runs its next trial without a new process and imports (about
-        # 5 s a trial on this CPU); train() seeds everything and resets the peak-memory mark
-        tune_config=tune.TuneConfig(
-            metric=grid.metric, mode=grid.mode, scheduler=scheduler, reuse_actors=True,
-            trial_name_creator=lambda trial: trial.config["trial"]["name"],
-            trial_dirname_creator=lambda trial: trial.config["trial"]["hash"][:16]),
-        run_config=tune.RunConfig(
-            storage_path=str((root / "ray").resolve()), name=sweep_name, verbose=0,
-            failure_config=tune.FailureConfig(max_failures=grid.max_failures),
-            callbacks=[callback]))
-    tuner.fit()
-
-
-def summary(client: Any, exp: str, trials: list[Trial], now: dict[str, str]) -> pd.DataFrame:
-    """Latest run of each trial: status, final bpc, params, FLOPs, speed, failure reason, and
-    the code of a result from other code than `now` (provenance.identity())."""
-    runs = tracking.trial_runs(client, exp)
-    rows = []
-    for t in trials:
-        run = runs.get(t.hash, [None])[0]
-        m, tags = (run.data.metrics, run.data.tags) if run else ({}, {})
-        ran = tracking.stale(run.data.params, now) if run else None
-        stale = f"stale: {ran}" if ran else ""
-        note = tags.get(tracking.FAILURE) or tags.get(tracking.STOPPED) or ""
-        rows.append({"run": t.name, "status": run.info.status if run else "NOT RUN",
-                     "dev_bpc": m.get("final_dev_bpc"), "test_bpc": m.get("final_test_bpc"),
-                     "params": m.get("params"), "flops/token": m.get("flops_full"),
-                     "tokens/s": m.get("final_tokens_per_s"),
-                     "note": "; ".join(n for n in (stale, note) if n)})
-    df = pd.DataFrame(rows)
-    for col in ("params", "flops/token", "tokens/s"):
-        df[col] = pd.to_numeric(df[col]).round().astype("Int64")
-    return df
-
-
-def render_report(grid: str, uri: str, out_dir: Path, parent: str, trials: set[str]) -> None:
-    """bench.report's sweep report of exactly these trials (hashes; the experiment may also hold
-    runs of earlier configurations of the grid), when that module exists; its failure never
-    fails a sweep."""
-    try:
-        from bench import report
-    except ImportError:
-        return
-    if not hasattr(report, "render_sweep"):
-        return
-    try:
-        report.render_sweep(grid, uri, out_dir, parent, trials=trials)
-    except Exception as err:  # noqa: BLE001  (a report bug must not lose a finished sweep)
-        print(f"warning: the report failed ({type(err).__name__}: {err}); the runs are intact",
-              file=sys.stderr)
-
-
-def stale_results(trials: list[Trial], runs: dict[str, list], now: dict[str, str]
-                  ) -> dict[str, str]:
-    """Finished trials whose result comes from other code than `now`: hash -> what it ran on
-    (its code_version, or its commit for a run that predates them)."""
-    out = {}
-    for t in trials:
-        done = tracking.done_run(runs.get(t.hash, []))
-        ran = tracking.stale(done.data.params, now) if done else None
-        if ran:
-            out[t.hash] = ran
-    return out
-
-
-def say_stale(stale: dict[str, str], now: dict[str, str], rerun: bool) -> None:
-    """How many finished trials come from other code, from which commits, what happens."""
-    if not stale:
-        return
-    by = ", ".join(f"{c} ({n})" for c, n in Counter(stale.values()).most_common())
-    what = "rerunning them (--rerun-stale)" if rerun else \
-        "reusing them, marked stale in the tables; --rerun-stale reruns them"
-    print(f"warning: {len(stale)} finished trials ran on other code than this checkout "
-          f"({now['code_version']}, commit {now['git_commit']}): {by}; {what}",
-          file=sys.stderr, flush=True)
-
-
-def sweep(grid: Grid, trials: list[Trial], args: argparse.Namespace, command: str) -> int:
-    """Run what is not finished yet; returns 0, 1 (a trial failed) or 130 (interrupted)."""
-    root = args.results_dir.resolve() / grid.name
-    uri = tracking.tracking_uri(args.tracking_uri, args.results_dir)
-    client = tracking.open_store(uri)
-    exp = tracking.experiment_id(client, grid.name, uri)
-    runs = tracking.trial_runs(client, exp)
-    now = provenance.identity()
-    stale = stale_results(trials, runs, now)
-    say_stale(stale, now, args.rerun_stale)
-    fresh = {t.hash for t in trials if args.force or (args.rerun_stale and t.hash in stale)}
-    for h in fresh:
-        shutil.rmtree(root / "trials" / h, ignore_errors=True)
-    todo = [t for t in trials
-            if t.hash in fresh or not tracking.done_run(runs.get(t.hash, []))]
-    print(f"{grid.name}: {len(trials)} trials, {len(trials) - len(todo)} already finished, "
-          f"{len(todo)} to run")
-    interrupted, parent = False, None
-    if todo:
-        source = f"bench.run {args.grid.name}"  # the UI shows a source's last path part
-        parent = tracking.start_sweep(client, exp, grid.name, args.grid, len(trials), command,
-                                      source)
-        where = {"uri": uri, "experiment": exp, "parent": parent, "source": source}
-        for t in todo:  # unfinished runs of earlier sweeps continue under this one
-            if t.hash not in fresh and runs.get(t.hash):
-                client.set_tag(runs[t.hash][0].info.run_id, tracking.PARENT, parent)
-        ended: set[str] = set()  # trials whose run the worker or the callback closed
-        try:
-            print(start_ray(args.address))
-            run_tune(grid, todo, root, where, make_callback(client, where, len(todo), ended),
-                     client.get_run(parent).info.run_name)
-        except KeyboardInterrupt:
-            pass
-        finally:
-            stop_ray()
-        for t in todo:
-            if t.hash not in ended:
-                tracking.close(client, exp, parent, t.hash, "KILLED", tracking.FAILURE,
-                               "interrupted")
-                interrupted = True
-    table = summary(client, exp, trials, now)
-    failed = bool(table.status.isin(["FAILED", "NOT RUN"]).any())
-    if parent:
-        client.set_terminated(parent, "KILLED" if interrupted else
-                              "FAILED" if failed else "FINISHED")
-    print("\n" + table.astype(object).where(table.notna(), None).to_markdown(
-        index=False, floatfmt=".4f", intfmt=",", missingval="-"))
-    if parent and not interrupted and not args.no_report:
-        render_report(grid.name, uri, root, parent, {t.hash for t in trials})
-    print(f"\nresults: {root.resolve()}\nMLflow:  {tracking.ui_command(uri)}\n"
-          f"         then {tracking.ui_url(exp)}")
-    if interrupted:
-        print("interrupted: finished trials are kept; rerun the same command to continue")
-    return 130 if interrupted else 1 if failed else 0
+from bench import plugins
+from bench.config import ConfigError
+from bench.sweep.grid import add_trial_args, load_grid, resolve_trials
+from bench.sweep.plan import print_plan
+from bench.sweep.runner import sweep
+from bench.training.provenance import ROOT
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -296,7 +29,7 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--address", help="an existing Ray cluster (default: $RAY_ADDRESS, else local)")
     p.add_argument("--tracking-uri", help="MLflow tracking URI (default: $MLFLOW_TRACKING_URI, "
                    "else sqlite:///<results-dir>/mlflow.db)")
-    p.add_argument("--results-dir", type=Path, default=provenance.ROOT / "results",
+    p.add_argument("--results-dir", type=Path, default=ROOT / "results",
                    help="where results/<grid>/ and the default MLflow db go")
     p.add_argument("--force", action="store_true", help="rerun finished trials too, from scratch")
     p.add_argument("--rerun-stale", action="store_true",

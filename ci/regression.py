@@ -16,9 +16,9 @@ from pathlib import Path
 
 import pandas as pd
 
-from bench import provenance
-from bench.config import parse_sets, resolve
-from bench.train import train
+from bench.config import drop_untaken, parse_sets, resolve
+from bench.training import provenance
+from bench.training.loop import train
 
 ROOT = provenance.ROOT
 BASELINES = ROOT / "results" / "baselines" / "regression.json"
@@ -28,7 +28,7 @@ MODEL = ["model.d_model=64", "model.n_layers=2", "model.n_heads=4", "model.d_ff=
          "model.span=64", "model.attn.ramp=16", "train.block=64", "train.batch_size=8",
          "train.steps=150", "train.eval_every=150", "train.warmup=10", "train.eval_tokens=20000"]
 DATA = {"enwik8": ["data.name=enwik8", f"data.path={SHARED / 'enwik8.head'}"],
-        "synthetic": ["data.name=synthetic", "data.synthetic.n_chars=200000"]}
+        "synthetic": ["data.name=synthetic", "data.n_chars=200000"]}
 METHOD = ("Each case is trained with seeds 0, 1, 2 (CPU, deterministic). The baseline is seed 0's"
           " dev bpc over the first eval_tokens dev characters; CI reruns seed 0. tolerance = "
           "max(3 x sample std over the seeds, 0.02 bpc): a change that moves a variant's dev bpc"
@@ -45,8 +45,9 @@ def datasets() -> list[str]:
 
 def measure(variant: str, data: str, seed: int) -> float:
     """Dev bpc (on the first eval_tokens characters) of one deterministic tiny run."""
-    cfg = resolve(parse_sets([*MODEL, *DATA[data], f"model.variant={variant}",
-                              f"train.seed={seed}"]))
+    tree = parse_sets([*MODEL, *DATA[data], f"model.variant={variant}", f"train.seed={seed}"])
+    drop_untaken(tree, "tiny")  # the ramp is the learned spans'
+    cfg = resolve(tree)
     with tempfile.TemporaryDirectory() as out:
         r = train(cfg, Path(out), progress=False)
     return r.history[-1]["dev_bpc"]

@@ -6,14 +6,17 @@ import torch
 from torch import Tensor, nn
 
 import variants
-from variants.attention import Attention
 from variants.span import SpanPolicy
 
 
 class DecaySpan(SpanPolicy):
-    """Soft span: weight exp(-x / tau_i) on distance x, with a learned tau per head."""
+    """Soft span: weight exp(-x / tau_i) on distance x, with a learned tau per head. Its
+    keyword-only parameter `tau_init` is an option of every variant built on it
+    (model.attn.tau_init), typed and defaulted here."""
 
-    def __init__(self, n_heads: int, span: int, tau_init: float) -> None:
+    def __init__(self, n_heads: int, span: int, *, tau_init: float = 20.0) -> None:
+        if tau_init <= 0:
+            raise ValueError(f"tau_init={tau_init!r} is invalid: expected tau > 0")
         super().__init__(n_heads, span)
         self.log_tau = nn.Parameter(torch.full((n_heads, 1, 1), math.log(tau_init)))
 
@@ -21,12 +24,4 @@ class DecaySpan(SpanPolicy):
         return torch.exp(-dist / self.log_tau.exp())
 
 
-@variants.register("decay")
-def decay(tau_init: float = 20.0, **cfg) -> Attention:
-    """Decay span + talking heads; `tau_init` is this plugin's own option (model.attn.tau_init),
-    the other options are Attention's."""
-    if tau_init <= 0:
-        raise ValueError(f"tau_init={tau_init!r} is invalid: expected tau > 0")
-    layer = Attention(**{"mixing": "both", **cfg})
-    layer.span_policy = DecaySpan(layer.span_policy.n_heads, layer.S, tau_init)
-    return layer
+variants.register("decay", span_policy=DecaySpan, mixing="both")  # decay span + talking heads

@@ -10,9 +10,9 @@ import pytest
 import torch
 
 from bench import anchors
-from bench.config import parse_sets, resolve
-from bench.flops import analytic_flops
-from bench.train import build_model
+from bench.measure import anchors as anchor_lib
+from bench.model import create_model
+from bench.model.cost import analytic_flops
 
 NANOGPT = '''
 from dataclasses import dataclass
@@ -157,8 +157,8 @@ def untimed(monkeypatch):
     """Fail the test if anything is timed."""
     def timed(*args, **kwargs):
         raise AssertionError("timed before the input was checked")
-    monkeypatch.setattr(anchors, "matmul_peak", timed)
-    monkeypatch.setattr(anchors, "time_steps", timed)
+    monkeypatch.setattr(anchor_lib, "matmul_peak", timed)
+    monkeypatch.setattr(anchor_lib, "time_steps", timed)
 
 
 def argv(nano, ref, corpus, *extra):
@@ -212,15 +212,15 @@ def test_end_to_end_json(checkouts, monkeypatch, capsys):
     the tokens/s it reports, MFU against the median of the peaks measured once per round
     (stubbed: 1, 3, 2 GFLOP/s); the table says the same."""
     peaks = [1e9, 3e9, 2e9]
-    monkeypatch.setattr(anchors, "matmul_peak", lambda dev: peaks.pop(0))
-    make, built, before = anchors.systems, {}, {}
+    monkeypatch.setattr(anchor_lib, "matmul_peak", lambda dev: peaks.pop(0))
+    make, built, before = anchor_lib.systems, {}, {}
 
     def systems(*args):
         built.update(make(*args))
         before.update({k: [p.detach().clone() for p in s.model.parameters()]
                        for k, s in built.items()})
         return built
-    monkeypatch.setattr(anchors, "systems", systems)
+    monkeypatch.setattr(anchor_lib, "systems", systems)
     assert anchors.main(argv(*checkouts, "--steps", "2", "--rounds", "3", "--json")) == 0
     assert peaks == []  # one peak per round
     out = json.loads(capsys.readouterr().out)  # nothing else on stdout (nanoGPT's print)
@@ -234,17 +234,18 @@ def test_end_to_end_json(checkouts, monkeypatch, capsys):
     tok_s = {k: r["tok_s"] for k, r in rows.items()}
     assert all(r["tok_s"] == pytest.approx(2 * 8 * 1e3 / r["ms_step"]) for r in rows.values())
     targets = {t["target"]: t for t in out["targets"]}
-    for name, a, b, at in anchors.TARGETS:
+    for name, a, b, at in anchor_lib.TARGETS:
         assert targets[name]["value"] == pytest.approx(tok_s[a] / tok_s[b])
         assert targets[name]["threshold"] == at
         assert targets[name]["pass"] == (targets[name]["value"] >= at)
-    flops = analytic_flops(build_model(resolve(parse_sets(SMALL)), 256), "max")
+    fixed = anchor_lib.configs(checkouts[2], SMALL)["fixed"]  # the ramp is adaptive's only
+    flops = analytic_flops(create_model(fixed.model, 256), "max")
     mfu = targets["attnbench fixed MFU"]["value"]
     assert mfu == pytest.approx(6 * flops * tok_s["attnbench fixed"] / 2e9)
     assert out["setting"]["matmul_gflops"] == 2
     assert out["setting"]["steps"] == 2 and out["setting"]["d_model"] == 16
 
-    anchors.show(out)  # the text form of the same results
+    anchor_lib.show(out)  # the text form of the same results
     text = capsys.readouterr().out
     assert "| system" in text and "| attnbench adaptive |" in text
     verdicts = [line for line in text.splitlines() if "(target >= " in line]

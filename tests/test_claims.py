@@ -8,7 +8,8 @@ import pytest
 import yaml
 from scipy.stats import linregress, ttest_1samp, ttest_rel
 
-from bench import claims, run, stats
+from bench import run
+from bench.findings import claims, stats
 from tests.test_grid import write_grid
 
 SEEDS = (0, 1, 2)
@@ -229,7 +230,7 @@ def test_dry_run_prints_the_plan_and_the_claims(tmp_path, capsys):
 @pytest.mark.parametrize("name", ["heads_grid", "span_limit", "adaptive_vs_dynamic",
                                   "projections"])
 def test_shipped_paper_grids_declare_valid_claims_with_three_seeds(name):
-    from bench.grid import load_grid
+    from bench.sweep.grid import load_grid
     from tests.test_grid import ROOT
 
     grid = load_grid(ROOT / "ablations" / f"{name}.yaml")

@@ -11,7 +11,7 @@ import torch
 import torch.nn.functional as F
 
 from bench import data
-from bench.data import DataError
+from bench.data import DataError, text
 
 SHARED = Path(__file__).parents[1].parent / "shared" / "data"
 
@@ -42,9 +42,9 @@ def uniform_bpc(split: np.ndarray, vocab_size: int, batch_size: int, block: int)
 @pytest.mark.parametrize("name", ["enwik8", "text8", "synthetic"])
 def test_uniform_predictor_scores_log2_vocab(name):
     if name == "synthetic":
-        corpus = data.load("synthetic", n_chars=200_000)
+        corpus = data.build("synthetic", n_chars=200_000)
     else:
-        corpus = data.load(name, path=str(shared_file(f"{name}.head")))
+        corpus = data.build(name, path=str(shared_file(f"{name}.head")))
     bpc = uniform_bpc(corpus.dev, corpus.vocab_size, batch_size=7, block=100)
     assert bpc == pytest.approx(math.log2(corpus.vocab_size), rel=1e-6)
 
@@ -94,7 +94,7 @@ def test_train_batches_rows_are_consecutive_and_wrap():
 
 def test_enwik8_prefix():
     path = shared_file("enwik8.head")
-    corpus = data.load("enwik8", path=str(path))
+    corpus = data.build("enwik8", path=str(path))
     assert corpus.meta["sha256"] == readme_sha256("enwik8.head")
     assert corpus.meta["prefix"] is True and corpus.vocab_size == 256
     assert corpus.meta["split_sizes"] == {"train": 3_285_000, "dev": 182_500, "test": 182_500}
@@ -105,7 +105,7 @@ def test_enwik8_prefix():
 
 def test_text8_prefix_maps_to_27_symbols():
     path = shared_file("text8.head")
-    corpus = data.load("text8", path=str(path))
+    corpus = data.build("text8", path=str(path))
     assert corpus.meta["sha256"] == readme_sha256("text8.head")
     assert corpus.meta["prefix"] is True and corpus.vocab_size == 27
     symbols = corpus.meta["symbols"]
@@ -118,8 +118,8 @@ def test_text8_prefix_maps_to_27_symbols():
 def test_full_size_file_gets_standard_split(tmp_path):
     full = tmp_path / "enwik8"
     with open(full, "wb") as f:
-        f.truncate(data.FULL_BYTES)  # sparse: cheap
-    corpus = data.load("enwik8", path=str(full))
+        f.truncate(text.FULL_BYTES)  # sparse: cheap
+    corpus = data.build("enwik8", path=str(full))
     assert [len(corpus.train), len(corpus.dev), len(corpus.test)] == [
         90_000_000,
         5_000_000,
@@ -127,14 +127,14 @@ def test_full_size_file_gets_standard_split(tmp_path):
     ]
     assert corpus.meta["prefix"] is False
     with pytest.raises(DataError, match="standard 90M/5M/5M"):
-        data.load("enwik8", path=str(full), fractions=(0.8, 0.1, 0.1))
+        data.build("enwik8", path=str(full), fractions=(0.8, 0.1, 0.1))
 
 
 def test_text8_rejects_bytes_outside_its_alphabet(tmp_path):
     bad = tmp_path / "text8"
     bad.write_bytes(b"hello world and Hello again" + b" and again" * 10)
     with pytest.raises(DataError, match=rf"{re.escape(str(bad))}.*'H'.*offset 16"):
-        data.load("text8", path=str(bad))
+        data.build("text8", path=str(bad))
 
 
 @pytest.fixture
@@ -147,8 +147,8 @@ def hosted_zip(tmp_path, monkeypatch):
 
     def pin(blob: bytes) -> None:
         archive.write_bytes(blob)
-        source = data.Source(archive.as_uri(), len(blob), hashlib.sha256(blob).hexdigest())
-        monkeypatch.setitem(data.SOURCES, "enwik8", source)
+        source = text.Source(archive.as_uri(), len(blob), hashlib.sha256(blob).hexdigest())
+        monkeypatch.setitem(text.SOURCES, "enwik8", source)
 
     pin(archive.read_bytes())
     return archive, payload, pin
@@ -157,11 +157,11 @@ def hosted_zip(tmp_path, monkeypatch):
 def test_download_verifies_and_extracts(tmp_path, hosted_zip):
     archive, payload, _ = hosted_zip
     cache = tmp_path / "cache"
-    corpus = data.load("enwik8", data_dir=str(cache), url=archive.as_uri())
+    corpus = data.build("enwik8", data_dir=str(cache), url=archive.as_uri())
     assert os.listdir(cache) == ["enwik8"] and (cache / "enwik8").read_bytes() == payload
     assert corpus.meta["sha256"] == hashlib.sha256(payload).hexdigest()
     assert corpus.meta["prefix"] is True
-    again = data.load("enwik8", data_dir=str(cache), download=False)
+    again = data.build("enwik8", data_dir=str(cache), download=False)
     np.testing.assert_array_equal(again.test, corpus.test)
 
 
@@ -170,7 +170,7 @@ def test_failed_download_leaves_nothing(tmp_path, hosted_zip, monkeypatch, fault
     archive, _, pin = hosted_zip
     blob, url = archive.read_bytes(), archive.as_uri()
     if fault == "checksum":
-        monkeypatch.setitem(data.SOURCES, "enwik8", data.Source(url, len(blob), "0" * 64))
+        monkeypatch.setitem(text.SOURCES, "enwik8", text.Source(url, len(blob), "0" * 64))
         expected = f"expected {len(blob):,} bytes with sha256 {'0' * 64}"
     elif fault == "truncated download":
         archive.write_bytes(blob[: len(blob) // 2])
@@ -183,23 +183,23 @@ def test_failed_download_leaves_nothing(tmp_path, hosted_zip, monkeypatch, fault
         expected = "could not download"
     cache = tmp_path / "cache"
     with pytest.raises(DataError, match=re.escape(expected)) as error:
-        data.load("enwik8", data_dir=str(cache), url=url)
+        data.build("enwik8", data_dir=str(cache), url=url)
     assert url in str(error.value)
     assert os.listdir(cache) == []
 
 
 def test_data_dir_precedence(tmp_path, monkeypatch):
     monkeypatch.delenv("ATTNBENCH_DATA", raising=False)
-    assert data.data_dir().name == "attnbench"
+    assert text.data_dir().name == "attnbench"
     monkeypatch.setenv("ATTNBENCH_DATA", str(tmp_path / "env"))
-    assert data.data_dir() == tmp_path / "env"
-    assert data.data_dir(str(tmp_path / "explicit")) == tmp_path / "explicit"
+    assert text.data_dir() == tmp_path / "env"
+    assert text.data_dir(str(tmp_path / "explicit")) == tmp_path / "explicit"
 
 
 @pytest.mark.parametrize(
     "kwargs,expected",
     [
-        ({"name": "enwik9"}, "enwik9.*enwik8, text8, file, synthetic"),
+        ({"name": "enwik9"}, "enwik9.*enwik8, file, synthetic, text8"),
         ({"name": "file", "path": "{tmp}/nope.txt"}, "file not found: {tmp}/nope.txt"),
         ({"name": "text8", "path": "{tmp}/nope"}, "text8: file not found"),
         ({"name": "file"}, "file: path= is required"),
@@ -213,11 +213,11 @@ def test_data_dir_precedence(tmp_path, monkeypatch):
         ({"name": "synthetic", "n_chars": 20}, "synthetic \\(n_chars=20\\).*dev split 1 tokens"),
         ({"name": "synthetic", "copy_length": 3}, "unknown options \\['copy_length'\\]"),
         ({"name": "synthetic", "p_copy": 1.5}, "bad p_copy=1.5"),
-        ({"name": "text8", "n_chars": 10}, "text8: unexpected options \\['n_chars'\\]"),
+        ({"name": "text8", "n_chars": 10}, "text8: unknown options \\['n_chars'\\]"),
     ],
 )
 def test_bad_input_raises_data_error_naming_it(tmp_path, kwargs, expected):
     (tmp_path / "tiny").write_bytes(b"0123456789")
     kwargs = {k: v.format(tmp=tmp_path) if isinstance(v, str) else v for k, v in kwargs.items()}
     with pytest.raises(DataError, match=expected.format(tmp=re.escape(str(tmp_path)))):
-        data.load(**kwargs)
+        data.build(**kwargs)

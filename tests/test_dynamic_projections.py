@@ -8,8 +8,9 @@ import pytest
 import torch
 
 import variants
-from bench.flops import analytic_flops, counted_flops, layer_span, set_spans
 from bench.model import TransformerLM
+from bench.model.cost import analytic_flops, layer_span, set_spans
+from bench.model.count import counted_flops
 
 D, H, S = 32, 4, 24
 DYN = ["P_Xl", "P_Ml", "P_Xw", "P_Mw"]

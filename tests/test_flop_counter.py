@@ -11,8 +11,9 @@ import torch
 from torch.utils.flop_counter import FlopCounterMode
 
 import variants
-from bench.flops import _step_inputs, counted_flops, set_spans
 from bench.model import TransformerLM
+from bench.model.cost import set_spans
+from bench.model.count import _step_inputs, counted_flops
 
 V = 64
 SHAPES = {  # (d_model, n_layers, n_heads, d_ff, span, learned spans z: (lo, hi) or None)

@@ -4,18 +4,9 @@ import pytest
 import torch
 
 import variants
-from bench.flops import (
-    CONTRACTIONS,
-    MATMUL_LIKE,
-    ZERO_OPS,
-    analytic_flops,
-    counted_flops,
-    flops_parts,
-    flops_report,
-    layer_span,
-    set_spans,
-)
 from bench.model import TransformerLM
+from bench.model.cost import analytic_flops, cost, flops_parts, layer_span, set_spans
+from bench.model.count import CONTRACTIONS, MATMUL_LIKE, ZERO_OPS, counted_flops
 
 V = 64
 # (d_model, n_layers, n_heads, d_ff, span, attention options, learned effective spans z + R:
@@ -37,8 +28,10 @@ COMPOSITIONS = [  # variants.build options beyond the registered presets
 
 def build(variant, cfg="base", **extra):
     D, L, H, F, S, attn, z = CONFIGS[cfg]
+    takes = variants.options(variant, **extra)  # the config's span options, where they apply
     torch.manual_seed(0)
-    model = TransformerLM(V, D, L, H, F, span=S, variant=variant, attn={**attn, **extra})
+    model = TransformerLM(V, D, L, H, F, span=S, variant=variant,
+                          attn={**{k: v for k, v in attn.items() if k in takes}, **extra})
     learned = model.blocks[0].attn.describe()["learned_spans"]
     if z is not None and learned:  # spans spread over the heads: mean span != the window
         set_spans(model, torch.linspace(*z, model.blocks[0].attn.span_policy.n_heads))
@@ -109,12 +102,12 @@ def test_no_matmul_like_op_is_skipped():
     assert not any(MATMUL_LIKE.search(op) for op in ZERO_OPS)
 
 
-def test_flops_report():
+def test_cost():
     model = build("adaptive", "trimmed")
-    r = flops_report(model)
+    r, c = cost(model), counted_flops(model)
     assert r["params"] == sum(p.numel() for p in model.parameters())
     assert r["params"] - r["params_non_embedding"] == 2 * V * 32 + V  # embedding, output layer
-    counted = r["flops_executed"] - r["flops_cache_reprojection"]
+    counted = c["flops_counted_executed"] - c["cache_reprojection"]
     assert counted == pytest.approx(r["flops_max"] + r["flops_position"], rel=5e-3)
     assert r["flops_mean"] < r["flops_max"] < r["flops_full"]
 

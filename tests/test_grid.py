@@ -9,9 +9,9 @@ from pathlib import Path
 import pytest
 import yaml
 
-from bench import grid as grids
 from bench import run
 from bench.config import resolve
+from bench.sweep import grid as grids
 
 ROOT = Path(__file__).resolve().parents[1]
 SMOKE = ROOT / "ablations" / "smoke.yaml"
@@ -36,7 +36,7 @@ BAD = {
     "grid values not a list": ({"grid": {"model.n_heads": 4}}, [], "grid.model.n_heads"),
     "unknown base key": ({"base": {"model": {"d_modle": 8}}}, [], "model.d_modle"),
     "bad --set value": ({}, ["--set", "train.lr=-1"], "train.lr"),
-    "bad synthetic option": ({"base": {"data": {"synthetic": {"n_char": 5}}}}, [], "n_char"),
+    "bad synthetic option": ({"base": {"data": {"n_char": 5}}}, [], "n_char"),
     "exclude on a non-grid key": ({"exclude": [{"model.n_heads": 4}]}, [], "exclude.0"),
     "unknown scheduler": ({"scheduler": "hyperband"}, [], "scheduler.type"),
 }
@@ -85,4 +85,19 @@ def test_cli_preset_wins_over_base_sizes_but_not_grid_axes():
     base, preset = grids.apply_cli(grid, cli)
     cfg = resolve(base, preset)
     assert (cfg.model.d_model, cfg.model.n_layers, cfg.data.name) == (512, 12, "enwik8")
-    assert cfg.data.synthetic == {} and grid.grid["model.n_heads"] == [32, 8, 2]
+    assert cfg.data.options == {} and grid.grid["model.n_heads"] == [2, 8, 32]
+
+
+def test_an_option_some_variants_take_is_ignored_by_the_others(tmp_path, capsys):
+    """span_limit sets the ramp for fixed and adaptive alike: the fixed trials drop it and say
+    so; a grid whose variants all refuse an option is refused, naming it."""
+    trials = grids.resolve_trials(grids.load_grid(ROOT / "ablations" / "span_limit.yaml"),
+                                  argparse.Namespace(preset=None, sets=[], data=None,
+                                                     seeds=None), dry_run=True)
+    for t in trials:
+        fixed = t.cfg.model.variant == "fixed"
+        assert t.ignored == (["model.attn.ramp"] if fixed else [])
+        assert ("ramp" in t.cfg.model.attn) is not fixed
+    grid = write_grid(tmp_path, "noramp", base={"model": {"attn": {"ramp": 8}}})
+    assert run.main([str(grid), "--dry-run"]) == 2
+    assert "model.attn.ramp=8: unknown option of variant 'fixed'" in capsys.readouterr().err

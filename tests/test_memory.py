@@ -6,7 +6,7 @@ import sys
 import pytest
 import torch
 
-from bench.memory import CLEAR_REFS, keep_heap, peak_memory_mb, peak_rss_mb, start_run
+from bench.training.memory import CLEAR_REFS, keep_heap, peak_memory_mb, peak_rss_mb, start_run
 
 CPU = torch.device("cpu")
 MB = 2**20

@@ -7,8 +7,8 @@ import torch
 from scipy.stats import ks_2samp
 
 from bench.config import resolve
-from bench.pairing import build_paired
-from bench.train import build_model
+from bench.model import create_model
+from bench.model.pairing import build_paired
 
 SIZES = {"d_model": 32, "n_layers": 2, "n_heads": 4, "d_ff": 64, "span": 32}
 VARIANTS = ("fixed", "talking-heads", "adaptive", "dynamic", "gbma")
@@ -16,7 +16,7 @@ VARIANTS = ("fixed", "talking-heads", "adaptive", "dynamic", "gbma")
 
 def params(variant: str, seed: int, paired: bool = True, **model) -> dict[str, torch.Tensor]:
     cfg = resolve({"model": {**SIZES, "variant": variant, **model}})
-    build = lambda: build_model(cfg, 50)  # noqa: E731
+    build = lambda: create_model(cfg.model, 50)  # noqa: E731
     model = build_paired(build, seed) if paired else build()
     return {n: p.detach().clone() for n, p in model.named_parameters()}
 

@@ -25,7 +25,7 @@ PLUGIN = ROOT / "examples" / "decay_plugin.py"
 TINY = ["model.d_model=32", "model.n_layers=1", "model.n_heads=2", "model.d_ff=64",
         "model.span=32", "train.block=32", "train.batch_size=4", "train.steps=4",
         "train.eval_every=4", "train.eval_tokens=500", "train.warmup=2",
-        "data.synthetic.n_chars=20000"]
+        "data.n_chars=20000"]
 
 
 @pytest.fixture
@@ -33,10 +33,10 @@ def clean(monkeypatch):
     """Restore the registry and drop imported file plugins afterwards; no plugin env."""
     monkeypatch.delenv(plugins.ENV, raising=False)
     monkeypatch.delenv("MLFLOW_TRACKING_URI", raising=False)
-    saved = dict(registry._FACTORIES)
+    saved = dict(registry._PRESETS)
     yield
-    registry._FACTORIES.clear()
-    registry._FACTORIES.update(saved)
+    registry._PRESETS.clear()
+    registry._PRESETS.update(saved)
     for name in [m for m in sys.modules if m.startswith("attnbench_plugin_")]:
         del sys.modules[name]
 
@@ -109,8 +109,8 @@ def test_plugin_loads_once_from_env_and_grid(clean, monkeypatch, tmp_path):
     monkeypatch.setenv(plugins.ENV, " examples/decay_plugin.py , ")
     assert plugins.load([str(PLUGIN)]) == [str(PLUGIN)]
     assert plugins.load() == [str(PLUGIN)] and "decay" in variants.names()
-    assert plugins.from_grid(str(grid_file(tmp_path, plugins=["a", "b.py"]))) == ["a", "b.py"]
-    assert plugins.from_grid("smoke") == []
+    assert plugins.from_grid(grid_file(tmp_path, plugins=["a", "b.py"])) == ["a", "b.py"]
+    assert plugins.from_grid(None) == []
 
 
 # --- typed options ----------------------------------------------------------------------------
@@ -118,44 +118,50 @@ def test_plugin_loads_once_from_env_and_grid(clean, monkeypatch, tmp_path):
 def test_options_are_converted_by_the_signature(clean):
     plugins.load([str(PLUGIN)])
     cfg = resolve(parse_sets(["model.variant=adaptive", "model.attn.span_loss=2e-6",
-                              "model.attn.ramp=16", "data.synthetic.distances=[8,24]",
-                              "data.synthetic.distance_probs=[0.5,0.5]"]))
+                              "model.attn.ramp=16", "data.distances=[8,24]",
+                              "data.distance_probs=[0.5,0.5]"]))
     assert cfg.model.attn == {"span_loss": 2e-6, "ramp": 16.0}
-    assert type(cfg.model.attn["ramp"]) is float and cfg.data.synthetic["distances"] == (8, 24)
+    assert type(cfg.model.attn["ramp"]) is float and cfg.data.options["distances"] == (8, 24)
     cfg = resolve(parse_sets(["model.variant=decay", "model.attn.tau_init=8",
                               "model.attn.mixing=logits"]))
     assert cfg.model.attn == {"tau_init": 8.0, "mixing": "logits"}
 
 
-BAD_OPTIONS = {  # grid base changes -> what the error line must say
+BAD_OPTIONS = {  # grid base changes -> what the error line must say (variant talking-heads,
+    # or the one named: an option of another variant's part is unknown to talking heads)
     "lambda not a number": ({"model": {"attn": {"span_loss": "2e-6x"}}},
-                            "model.attn.span_loss='2e-6x': expected float"),
+                            "model.attn.span_loss='2e-6x': expected float", "adaptive"),
     "ramp a word": ({"model": {"attn": {"ramp": "wide"}}},
-                    "model.attn.ramp='wide': expected float"),
+                    "model.attn.ramp='wide': expected float", "dynamic"),
     "chunk a float": ({"model": {"attn": {"chunk": 2.5}}},
-                      "model.attn.chunk=2.5: expected int | None"),
+                      "model.attn.chunk=2.5: expected int | None", "talking-heads"),
     "trim not a bool": ({"model": {"attn": {"trim": "maybe"}}},
-                        "model.attn.trim='maybe': expected bool"),
-    "unknown option": ({"model": {"attn": {"tau": 3}}}, "model.attn.tau=3: unknown option"),
+                        "model.attn.trim='maybe': expected bool", "adaptive"),
+    "unknown option": ({"model": {"attn": {"tau": 3}}},
+                       "model.attn.tau=3: unknown option of variant 'talking-heads'",
+                       "talking-heads"),
+    "span option on a fixed span": ({"model": {"attn": {"trim_step": 32}}},
+                                    "model.attn.trim_step=32: unknown option of variant "
+                                    "'talking-heads'", "talking-heads"),
     "plugin option": ({"model": {"attn": {"tau_init": "long"}}},
-                      "model.attn.tau_init='long': expected float"),
+                      "model.attn.tau_init='long': expected float", "decay"),
     "plugin option on another variant": ({"model": {"attn": {"tau_init": 8}}},
-                                         "model.attn.tau_init=8: unknown option"),
-    "synthetic n_chars": ({"data": {"synthetic": {"n_chars": "lots"}}},
-                          "data.synthetic.n_chars='lots': expected int"),
-    "synthetic distances": ({"data": {"synthetic": {"distances": [4, "far"]}}},
-                            "data.synthetic.distances=[4, 'far']: expected tuple[int, ...]"),
+                                         "model.attn.tau_init=8: unknown option",
+                                         "talking-heads"),
+    "synthetic n_chars": ({"data": {"n_chars": "lots"}}, "data.n_chars='lots': expected int",
+                          "talking-heads"),
+    "synthetic distances": ({"data": {"distances": [4, "far"]}},
+                            "data.distances=[4, 'far']: expected tuple[int, ...]",
+                            "talking-heads"),
 }
 
 
 @pytest.mark.parametrize("case", BAD_OPTIONS, ids=list(BAD_OPTIONS))
 def test_bad_option_exits_2_before_ray_and_mlflow(case, clean, tmp_path, monkeypatch, capsys):
-    changes, line = BAD_OPTIONS[case]
-    variant = "decay" if case == "plugin option" else "talking-heads"
+    changes, line, variant = BAD_OPTIONS[case]
     base = yaml.safe_load(SMOKE.read_text())["base"]
     for section, values in changes.items():
         base[section] = {**base.get(section, {}), **values}
-    base["model"]["variant"] = variant  # the base is validated on its own first
     grid = grid_file(tmp_path, base=base, grid={"model.variant": [variant]},
                      plugins=[str(PLUGIN)])
     monkeypatch.setattr(tempfile, "tempdir", str(tmp_path / "tmp"))

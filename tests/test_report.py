@@ -1,9 +1,9 @@
 """bench.report on sweeps logged by the test, in the runner's MLflow schema, with known values."""
 
-import argparse
 import contextlib
 import io
 import math
+from pathlib import Path
 
 import numpy as np
 import pandas as pd
@@ -14,9 +14,14 @@ from PIL import Image
 from scipy.stats import ttest_rel
 
 import variants
-from bench import report
-from bench.record import RunResult
-from bench.tracking import flatten
+from bench import report as report_cli
+from bench.findings import figures, report, tables
+from bench.findings.layouts import FIGURES
+from bench.findings.runs import Sweep, _derive
+from bench.findings.spec import GridSpec
+from bench.tracking.names import TRIALS
+from bench.tracking.writer import flatten
+from bench.training.record import RunResult
 
 D = 64
 # dev bpc per (variant, S) and seed: adaptive is clearly better at S=64, not at S=128
@@ -68,9 +73,31 @@ def record(**fields) -> RunResult:
     return RunResult(**blank | fields)
 
 
-def new_sweep(client, root, name):
-    exp = client.create_experiment(name, artifact_location=(root / name).as_uri())
-    return exp, client.create_run(exp, tags={"attnbench.role": "sweep"}).info.run_id
+GRIDS = {  # what each test sweep's grid file says of its report (axes in the table's order)
+    "span_limit": "grid: {model.variant: [fixed, adaptive], model.span: [64, 128]}\n"
+                  "report: {table: as_table1}\n",
+    "heads": "grid: {model.variant: [fixed, talking-heads, gbma], model.n_heads: [2, 4]}\n"
+             "report: {table: th_table1}\n",
+    "adaptive_vs_dynamic": "grid: {model.variant: [adaptive, dynamic]}\n"
+                           "report: {table: as_table3}\n",
+    "projections": "grid: {model.variant: [fixed, logits-only, weights-only, talking-heads]}\n"
+                   "report: {table: th_table3}\n",
+    "lr_sweep": "grid: {train.lr: [0.1, 0.03]}\n",  # no report: declared: the generic table
+}
+
+
+def new_sweep(client, root, name, grid=None, trials=None, start_time=None):
+    """An experiment (made once) and a sweep run in it, with the grid file and the trial hashes
+    the runner logs with a sweep."""
+    exp = client.get_experiment_by_name(name)
+    exp = exp.experiment_id if exp else client.create_experiment(
+        name, artifact_location=(root / name).as_uri())
+    run = client.create_run(exp, tags={"attnbench.role": "sweep"}, start_time=start_time)
+    if grid is not None:
+        client.log_text(run.info.run_id, f"name: {name}\n{grid}", f"{name}.yaml")
+    if trials is not None:
+        client.log_dict(run.info.run_id, {"trials": trials}, TRIALS)
+    return exp, run.info.run_id
 
 
 @pytest.fixture(scope="module")
@@ -80,7 +107,7 @@ def store(tmp_path_factory):
     client = MlflowClient(uri)
     rng = np.random.default_rng(0)
 
-    exp, parent = new_sweep(client, root, "span_limit")
+    exp, parent = new_sweep(client, root, "span_limit", GRIDS["span_limit"])
     keys = "model.variant,model.span"
     for (variant, S), devs in SPAN_DEV.items():
         for seed, dev in enumerate(devs):
@@ -99,7 +126,7 @@ def store(tmp_path_factory):
     log_trial(client, exp, parent, {"model.variant": "fixed", "model.span": 128}, {}, seed=3,
               status="RUNNING", grid_keys=keys)
 
-    exp, _ = new_sweep(client, root, "heads")
+    exp, _ = new_sweep(client, root, "heads", GRIDS["heads"])
     log_trial(client, exp, None, {"model.variant": "gbma", "model.n_heads": 2},
               {"final_dev_bpc": 1.6, "final_test_bpc": 1.6, "params": 9000, "flops_max": 9000},
               grid_keys="model.variant,model.n_heads")
@@ -116,7 +143,7 @@ def store(tmp_path_factory):
                 log_trial(client, exp, None, {"model.variant": variant, "model.n_heads": H},
                           final, seed=seed, result=mix, grid_keys="model.variant,model.n_heads")
 
-    exp, _ = new_sweep(client, root, "adaptive_vs_dynamic")
+    exp, _ = new_sweep(client, root, "adaptive_vs_dynamic", GRIDS["adaptive_vs_dynamic"])
     text = "the overlook of the tower, and the river below it"
     for variant in ("adaptive", "dynamic"):
         for seed in range(2):
@@ -128,7 +155,7 @@ def store(tmp_path_factory):
                 "final_dev_bpc": AVD_DEV[variant][seed], "final_test_bpc": 1.25,
                 "mean_span": 120}, seed=seed, result=result)
 
-    exp, _ = new_sweep(client, root, "projections")
+    exp, _ = new_sweep(client, root, "projections", GRIDS["projections"])
     th = {"model.variant": "talking-heads", "model.n_heads": 4}  # two stale runs of one trial
     log_trial(client, exp, None, th, {}, status="FAILED", failure="killed", start_time=1)
     log_trial(client, exp, None, th, {"final_dev_bpc": 9.0}, start_time=2)
@@ -137,7 +164,7 @@ def store(tmp_path_factory):
                   {"final_dev_bpc": 1.3 - 0.01 * i, "final_test_bpc": 1.3, "params": 5000,
                    "flops_max": 1000.0 + i})
 
-    exp, _ = new_sweep(client, root, "lr_sweep")
+    exp, _ = new_sweep(client, root, "lr_sweep", GRIDS["lr_sweep"])
     for lr in (0.1, 0.03):
         log_trial(client, exp, None, {"model.variant": "fixed", "train.lr": lr},
                   {"final_dev_bpc": 1.5 + lr, "final_test_bpc": 1.5, "mean_span": 24},
@@ -153,7 +180,7 @@ def render(store, name, tmp_path, **kw):
     uri, _, _ = store
     out = io.StringIO()
     with contextlib.redirect_stdout(out):
-        paths = report.render_sweep(name, uri, tmp_path, **kw)
+        paths = report.render_sweep(uri, name, tmp_path, **kw)
     return paths, out.getvalue()
 
 
@@ -237,10 +264,11 @@ def test_partly_failed_sweep_lists_what_is_missing(span_report):
 def check_images(paths, stems):
     pngs = {p.stem: p for p in paths if p.suffix == ".png"}
     assert set(pngs) == set(stems)
+    heights = dict(FIGURES.values())
     for stem, path in pngs.items():
-        height, _ = report.FIGURES[stem]
         img = np.asarray(Image.open(path).convert("L"))
-        assert img.shape == (round(height * report.DPI), round(report.WIDTH * report.DPI))
+        assert img.shape == (round(heights[stem] * figures.DPI),
+                             round(figures.WIDTH * figures.DPI))
         assert img.min() < 100 and (img < 250).mean() > 0.01, stem  # something is drawn
         pdf = path.with_suffix(".pdf")
         assert pdf.read_bytes()[:4] == b"%PDF" and pdf.stat().st_size > 2000
@@ -271,8 +299,8 @@ def test_heads_table_and_mixing_figure(store, tmp_path):
     for H in (2, 4):
         assert rows[f"fixed h={H}"][1:4] == [str(H), str(D // H), str(D // H)]
         bold = "**" if H == 2 else ""  # the fewest multiplies
-        assert rows[f"fixed h={H}"][5] == f"{bold}{report.human(1000 * H)}{bold}"
-        assert rows[f"talking-heads h={H}"][5] == report.human(1001 * H)  # counted when logged
+        assert rows[f"fixed h={H}"][5] == f"{bold}{tables.human(1000 * H)}{bold}"
+        assert rows[f"talking-heads h={H}"][5] == tables.human(1001 * H)  # counted when logged
     assert rows["gbma h=2"][1:4] == ["2", str(D), str(D)]  # GBMA: full D x D per head
 
 
@@ -293,22 +321,24 @@ def test_generic_table_for_other_grids(store, tmp_path):
     render(store, "lr_sweep", tmp_path)
     header, rows = md_rows(tmp_path / "generic.md")
     assert header[0] == "Model" and "dev" in header and "test" in header
-    assert list(rows) == ["fixed lr=0.03", "fixed lr=0.1"]  # sorted by the grid key
-    assert rows["fixed lr=0.03"][header.index("dev")] == "**1.530**"
+    assert list(rows) == ["fixed lr=0.1", "fixed lr=0.03"]  # in the grid file's order
+    dev = header.index("dev")  # against the first row, the grid's first value (n = 1: †)
+    assert rows["fixed lr=0.1"][dev] == "1.600" and rows["fixed lr=0.03"][dev] == "**1.530†**"
 
 
 def test_artifacts_logged_to_parent(store, tmp_path):
     _, client, _ = store
     exp = client.get_experiment_by_name("projections")
     parent = client.search_runs([exp.experiment_id], "tags.`attnbench.role` = 'sweep'")[0]
-    paths, _ = render(store, "projections", tmp_path, parent_run_id=parent.info.run_id)
+    paths, _ = render(store, "projections", tmp_path, sweep=parent.info.run_id)
     logged = {f.path for f in client.list_artifacts(parent.info.run_id, "report")}
     assert logged == {f"report/{p.name}" for p in paths}
 
 
 def test_cli_exit_codes(store, tmp_path, capsys):
     uri, _, _ = store
-    assert report.main(["projections", "--tracking-uri", uri, "--out", str(tmp_path / "o")]) == 0
+    assert report_cli.main(["projections", "--tracking-uri", uri, "--out",
+                            str(tmp_path / "o")]) == 0
     assert (tmp_path / "o" / "th_table3.md").exists()
     for args, code, msg in (
         (["all_failed"], 1, "all_failed: no finished trials yet (1 failed)"),
@@ -316,51 +346,60 @@ def test_cli_exit_codes(store, tmp_path, capsys):
         ([str(tmp_path / "missing.yaml")], 2, "not found"),
     ):
         capsys.readouterr()
-        assert report.main([*args, "--tracking-uri", uri, "--out", str(tmp_path)]) == code
+        assert report_cli.main([*args, "--tracking-uri", uri, "--out", str(tmp_path)]) == code
         err = capsys.readouterr().err
         assert msg in err and len(err.strip().splitlines()) == 1 and "Traceback" not in err
     no_store = f"sqlite:///{tmp_path / 'none.db'}"
-    assert report.main(["x", "--tracking-uri", no_store]) == 2
+    assert report_cli.main(["x", "--tracking-uri", no_store]) == 2
     assert not (tmp_path / "none.db").exists()
 
 
-def test_grid_file_reports_exactly_its_trials(store, tmp_path, capsys):
-    """The experiment keeps the runs of every configuration a grid had (its file edited since,
-    or run with --set): a grid file reports exactly its own trials, by the trial hashes
-    bench.run gives them under the same --set / --seeds; an experiment name reports every run."""
+def test_a_report_covers_exactly_its_sweeps_trials(store, tmp_path, capsys):
+    """The experiment keeps the runs of every configuration a grid ever had; a report covers the
+    trials its sweep recorded (the newest sweep, or --sweep RUN_ID), by their hashes, without
+    expanding the grid or touching a corpus; an experiment without sweeps: every run."""
     uri, client, root = store
-    grid = tmp_path / "edited.yaml"
-    grid.write_text("name: edited\nbase: {data: {synthetic: {n_chars: 20000}}}\n"
-                    "grid: {model.variant: [fixed]}\nseeds: [0, 1]\n")
-
-    def trial(seed, *sets):  # the hash bench.run gives the grid's trial of `seed` under --set
-        ns = argparse.Namespace(sets=list(sets), preset=None, data=None, seeds=[seed])
-        (h,) = report.grid_trials(grid, ns)
-        return h
-
-    exp, parent = new_sweep(client, root, "edited")
-    for seed in (0, 1):  # the grid as its file says now, and as first run with a --set
-        for sets, dev in (([], 1.5), (["train.steps=20"], 1.2)):
-            log_trial(client, exp, parent, {"model.variant": "fixed"},
-                      {"final_dev_bpc": dev + 0.1 * seed, "final_test_bpc": dev}, seed=seed,
-                      trial_hash=trial(seed, *sets))
-    assert trial(0) != trial(1) and trial(0) != trial(0, "train.steps=20")
+    grid = "grid: {model.variant: [fixed]}\n"
+    _, first = new_sweep(client, root, "edited", grid, ["a0", "a1"], start_time=1)
+    exp, newest = new_sweep(client, root, "edited", grid, ["b0", "b1"], start_time=2)
+    for hashes, dev in (("a0", 1.2), ("a1", 1.3), ("b0", 1.5), ("b1", 1.6), ("c0", 9.0)):
+        log_trial(client, exp, newest, {"model.variant": "fixed"},
+                  {"final_dev_bpc": dev, "final_test_bpc": dev}, seed=int(hashes[1]),
+                  trial_hash=hashes)
 
     def dev_and_n(*cli):
         out = tmp_path / str(len(list(tmp_path.iterdir())))
-        capsys.readouterr()
-        assert report.main([*cli, "--tracking-uri", uri, "--out", str(out)]) == 0
+        assert report_cli.main([*cli, "--tracking-uri", uri, "--out", str(out)]) == 0
         header, rows = md_rows(out / "generic.md")
         return rows["fixed"][header.index("dev")], rows["fixed"][header.index("n")]
 
-    assert dev_and_n(str(grid)) == ("**1.550 ± 0.071**", "2")
-    assert "2 runs of other configurations of the grid left out" in capsys.readouterr().out
-    assert dev_and_n(str(grid), "--set", "train.steps=20") == ("**1.250 ± 0.071**", "2")
-    assert dev_and_n(str(grid), "--set", "train.steps=20", "--seeds", "1")[1] == "1"
-    assert dev_and_n("edited")[1] == "4"  # no grid file: every run of the experiment
-    assert report.main([str(grid), "--set", "train.steps=99", "--tracking-uri", uri]) == 1
-    err = capsys.readouterr().err
-    assert "none of the grid's 2 trials has a run" in err and "--set" in err
+    assert dev_and_n("edited") == ("**1.550 ± 0.071**", "2")
+    assert dev_and_n("edited", "--sweep", first) == ("**1.250 ± 0.071**", "2")
+    _, lost = new_sweep(client, root, "edited", grid, ["d0", "d1"], start_time=3)
+    capsys.readouterr()
+    assert report_cli.main(["edited", "--tracking-uri", uri]) == 1
+    assert "none of the 2 trials of sweep" in capsys.readouterr().err
+    assert report_cli.main(["edited", "--sweep", "nope", "--tracking-uri", uri]) == 2
+
+
+def test_a_user_grid_declares_its_table_and_unknown_names_exit_2(store, tmp_path, capsys):
+    """mygrid.yaml names talking-heads Table 1: it renders it, rows in its axes' order; an
+    unknown layout or figure name is refused with the known names."""
+    uri, client, root = store
+    grid = tmp_path / "mygrid.yaml"
+    grid.write_text("name: heads\ngrid: {model.n_heads: [4, 2], model.variant: [talking-heads, "
+                    "fixed, gbma]}\nreport: {table: th_table1, figures: [mixing]}\n")
+    assert report_cli.main([str(grid), "--tracking-uri", uri, "--out", str(tmp_path / "o")]) == 0
+    _, rows = md_rows(tmp_path / "o" / "th_table1.md")
+    assert list(rows)[:3] == ["talking-heads h=4", "fixed h=4", "talking-heads h=2"]
+    assert {p.name for p in (tmp_path / "o").glob("*.png")} == {"th_fig1_mixing.png"}
+    for bad, known in (("table: th_table9", "as_table1, as_table3, th_table1, th_table3"),
+                       ("figures: [mixng]", "span_limit, head_spans, dynamic_span, mixing")):
+        grid.write_text(f"name: heads\ngrid: {{model.variant: [fixed]}}\nreport: {{{bad}}}\n")
+        capsys.readouterr()
+        assert report_cli.main([str(grid), "--tracking-uri", uri]) == 2
+        err = capsys.readouterr().err
+        assert bad.split(": ")[1].strip("[]") in err and known in err, err
 
 
 CLAIMED = """name: claimed
@@ -400,7 +439,7 @@ def test_findings_from_the_sweeps_grid_file(store, tmp_path):
                     "flops_mean": 1e5 * S * (0.3 + 0.01 * seed if variant == "adaptive" else 1)},
                     seed=seed, grid_keys=keys,
                     result={"head_spans": spans} if variant == "adaptive" else None)
-    paths, printed = render(store, "claimed", tmp_path / "out", parent_run_id=parent)
+    paths, printed = render(store, "claimed", tmp_path / "out", sweep=parent)
     assert {"findings.md", "findings.csv"} <= {p.name for p in paths}
     csv = pd.read_csv(tmp_path / "out" / "findings.csv")
     assert list(csv.columns[:6]) == ["claim", "effect", "ci_low", "ci_high", "p", "verdict"]
@@ -435,15 +474,15 @@ def test_identity_distance_under_the_mixing_heatmaps(store):
     start it was trained from."""
     from matplotlib.figure import Figure
 
-    assert report.identity_distance(np.eye(3)) == 0
-    assert report.identity_distance(np.eye(2, 4) * 3) == pytest.approx(2.0)
-    assert report.identity_distance(np.zeros((4, 4))) == 1
-    sweep = report.load_sweep("heads", store[0])
+    assert figures.identity_distance(np.eye(3)) == 0
+    assert figures.identity_distance(np.eye(2, 4) * 3) == pytest.approx(2.0)
+    assert figures.identity_distance(np.zeros((4, 4))) == 1
+    sweep, _ = report.load(store[0], "heads")
     fig = Figure()
-    assert report.fig_mixing(sweep, fig)
-    P = np.array(report._result(sweep, report._pick(sweep.runs, sweep.runs["mixing"] == "both"))
+    assert figures.fig_mixing(sweep, fig)
+    P = np.array(figures.run_result(figures._pick(sweep.runs, sweep.runs["mixing"] == "both"))
                  .mixing[-1]["P_l"])
-    assert f"= {report.identity_distance(P):.2f}" in fig.axes[0].get_xlabel()
+    assert f"= {figures.identity_distance(P):.2f}" in fig.axes[0].get_xlabel()
     assert "identity + noise, the default" in fig._suptitle.get_text()
 
 
@@ -453,7 +492,7 @@ def test_policies_come_from_the_runs_layer_description():
                        ["DecaySpan"], "layer.mixing": ["both"], "layer.P_l": ["true"],
                        "layer.P_w": ["true"], "layer.h_k": [4], "layer.h": [6],
                        "layer.h_v": [4], "layer.d_k": [16], "layer.d_v": [16]})
-    row = report._derive(df, ["model.variant"]).iloc[0]
+    row = _derive(df, ["model.variant"]).iloc[0]
     assert (row["span_policy"], row["mixing"], row["P_l"], row["P_w"], row["h"]) == (
         "DecaySpan", "both", "yes", "yes", 6)
 
@@ -464,13 +503,13 @@ def test_tables_and_findings_say_what_the_runs_trained_on(span_report):
                          "dataset.n_bytes": [3_650_000, 3_650_000, 300_000],
                          "dataset.sha256": ["ab" * 32, "ab" * 32, "cd" * 32],
                          "dataset.prefix": ["True", "True", "False"]})
-    line = report.data_line(report.Sweep("g", runs[:2], pd.DataFrame(), [], None))
+    line = tables.data_line(Sweep("g", runs[:2], pd.DataFrame(), [], GridSpec(), None))
     assert line == ("Data: a 3,650,000-byte prefix of enwik8, sha256 abababababab. Prefix "
                     "results: split 90/5/5, not comparable with the papers' full-corpus numbers.")
-    both = report.data_line(report.Sweep("g", runs, pd.DataFrame(), [], None))
+    both = tables.data_line(Sweep("g", runs, pd.DataFrame(), [], GridSpec(), None))
     assert "; synthetic (300,000 bytes), sha256 cdcdcdcdcdcd." in both and "Prefix" in both
-    unknown = report.data_line(report.Sweep("g", runs[["dataset.prefix"]], pd.DataFrame(), [],
-                                            None))
+    unknown = tables.data_line(Sweep("g", runs[["dataset.prefix"]], pd.DataFrame(), [],
+                                     GridSpec(), None))
     assert unknown == "Data: not recorded by these runs."
     _, _, out = span_report
     assert (out / "as_table1.md").read_text().splitlines()[2] == unknown  # under the title
@@ -488,14 +527,14 @@ def test_learning_curves_legend_fits_and_axis_names_the_evaluated_prefix(monkeyp
     history = pd.DataFrame([{"dev_bpc": 3.0 - 0.1 * k - 0.01 * i, "tokens": 1000 * k,
                              "train_time_s": 10.0 * k, "run": f"r{i}", "label": label}
                             for i, label in enumerate(labels) for k in range(1, 4)])
-    monkeypatch.setattr(report, "_history", lambda sweep: history)
+    monkeypatch.setattr(figures, "_history", lambda sweep: history)
     runs = pd.DataFrame({"run_id": [f"r{i}" for i in range(4)], "label": labels,
                          "train.eval_tokens": 8000})
-    sweep = report.Sweep("curves", runs, pd.DataFrame(), ["model.variant"], None)
-    with mpl.rc_context(report.RC):
-        fig = Figure(figsize=(report.WIDTH, 2.4), layout="constrained")
+    sweep = Sweep("curves", runs, pd.DataFrame(), ["model.variant"], GridSpec(), None)
+    with mpl.rc_context(figures.RC):
+        fig = Figure(figsize=(figures.WIDTH, 2.4), layout="constrained")
         FigureCanvasAgg(fig)
-        assert report.fig_curves(sweep, fig)
+        assert figures.fig_curves(sweep, fig)
         legend = fig.legends[0]
         assert legend.get_window_extent(fig.canvas.get_renderer()).width <= fig.bbox.width
         assert legend._ncols < 3
@@ -513,12 +552,31 @@ def test_learning_curves_keep_a_legend_when_no_column_count_fits(monkeypatch):
     history = pd.DataFrame([{"dev_bpc": 3.0 - 0.1 * k, "tokens": 1000 * k,
                              "train_time_s": 10.0 * k, "run": f"r{i}", "label": label}
                             for i, label in enumerate(labels) for k in range(1, 3)])
-    monkeypatch.setattr(report, "_history", lambda sweep: history)
+    monkeypatch.setattr(figures, "_history", lambda sweep: history)
     runs = pd.DataFrame({"run_id": ["r0", "r1"], "label": labels})
-    sweep = report.Sweep("curves", runs, pd.DataFrame(), ["model.variant"], None)
-    with mpl.rc_context(report.RC):
-        fig = Figure(figsize=(report.WIDTH, 2.4), layout="constrained")
+    sweep = Sweep("curves", runs, pd.DataFrame(), ["model.variant"], GridSpec(), None)
+    with mpl.rc_context(figures.RC):
+        fig = Figure(figsize=(figures.WIDTH, 2.4), layout="constrained")
         FigureCanvasAgg(fig)
-        assert report.fig_curves(sweep, fig)
+        assert figures.fig_curves(sweep, fig)
         assert len(fig.legends) == 1
         assert [t.get_text() for t in fig.legends[0].get_texts()] == labels
+
+
+def test_the_report_never_imports_the_trainer(tmp_path):
+    """bench.report reads MLflow and the grid file: importing it and rendering a report must not
+    reach the training loop (a module finder that refuses it would raise)."""
+    import subprocess
+    import sys
+
+    code = ("import sys\n"
+            "class Refuse:\n"
+            "    def find_spec(self, name, path=None, target=None):\n"
+            "        if name in ('bench.train', 'bench.training.loop', 'bench.sweep.runner'):\n"
+            "            raise ImportError(f'the report reached {name}')\n"
+            "sys.meta_path.insert(0, Refuse())\n"
+            "import bench.report\n"
+            f"sys.exit(bench.report.main(['x', '--tracking-uri', 'sqlite:///{tmp_path}/n.db']))\n")
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                          cwd=Path(__file__).resolve().parents[1])
+    assert done.returncode == 2 and "no MLflow store" in done.stderr, done.stderr

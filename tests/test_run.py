@@ -23,8 +23,8 @@ import pytest
 import yaml
 from mlflow import MlflowClient
 
-from bench import grid as grids
-from bench import tracking
+from bench.sweep import grid as grids
+from bench.tracking import names, reader, store
 
 ROOT = Path(__file__).resolve().parents[1]
 SMOKE = ROOT / "ablations" / "smoke.yaml"
@@ -133,6 +133,8 @@ def test_smoke_sweep_logs_one_finished_run_per_trial(smoke_sweep):
     runs = trial_runs(tmp, "smoke")
     assert len(parent) == 1 and parent[0].info.status == "FINISHED"
     assert parent[0].data.params["n_trials"] == "2"
+    recorded = c.download_artifacts(parent[0].info.run_id, "trials.json", str(tmp))
+    assert set(json.loads(Path(recorded).read_text())["trials"]) == expected_hashes(SMOKE)
     # MLflow's own schema: the experiment is a training one, runs name their source and commit
     assert c.get_experiment(exp).tags["mlflow.experimentKind"] == "custom_model_development"
     note = parent[0].data.tags["mlflow.note.content"]
@@ -162,7 +164,7 @@ def test_smoke_sweep_logs_one_finished_run_per_trial(smoke_sweep):
         assert (ds.dataset.name, ds.dataset.source_type) == ("synthetic", "code")
         assert ds.dataset.digest == p["dataset.sha256"][:16] == profile["sha256"][:16]
         assert profile["split_sizes"]["train"] == 54000 and profile["prefix"] is False
-        assert 0 < profile["floor_bpc"] < 8
+        assert 0 < profile["entropy_rate"] < 8 and float(p["dataset.entropy_rate"]) > 0
         m = r.data.metrics
         assert m["steps"] == 20 and m["final_tokens"] == 20 * 4 * 32 and m["params"] > 0
         assert m["peak_rss_mb"] > 0 and m["final_peak_rss_mb"] >= m["peak_rss_mb"]
@@ -176,6 +178,7 @@ def test_smoke_sweep_logs_one_finished_run_per_trial(smoke_sweep):
         assert {"train_bpc", "lr", "mean_span", "tokens_per_s"} <= set(m)
         arts = {a.path for a in c.list_artifacts(r.info.run_id)}
         assert {"config.json", "result.json"} <= arts
+        assert json.loads(p["layer.options.chunk"]) is None  # the layer's resolved options
         assert (tmp / "results" / "smoke" / "trials" / h / "result.json").exists()
 
 
@@ -336,9 +339,9 @@ def test_stale_result_is_reported_reused_then_rerun_with_rerun_stale(short_tmp):
     grid = write_grid(short_tmp, "stale")
     old, other = sorted(expected_hashes(grid))
     uri = f"sqlite:///{short_tmp / 'results' / 'mlflow.db'}"
-    c = tracking.open_store(uri)
-    exp = tracking.experiment_id(c, "stale", uri)
-    seeded = c.create_run(exp, tags={tracking.ROLE: "trial", tracking.HASH: old}).info.run_id
+    c = store.open_store(uri)
+    exp = store.experiment_id(c, "stale", uri)
+    seeded = c.create_run(exp, tags={names.ROLE: "trial", names.HASH: old}).info.run_id
     c.log_param(seeded, "git_commit", "0" * 40)
     c.set_terminated(seeded, "FINISHED")
     first = bench_run([grid], short_tmp)
@@ -349,7 +352,7 @@ def test_stale_result_is_reported_reused_then_rerun_with_rerun_stale(short_tmp):
     again = bench_run([grid, "--rerun-stale"], short_tmp)
     assert again.returncode == 0, again.stdout[-3000:] + again.stderr[-3000:]
     assert "1 already finished, 1 to run" in again.stdout and "rerunning them" in again.stderr
-    runs = tracking.trial_runs(c, exp)
+    runs = reader.trial_runs(c, exp)
     assert [r.info.run_id for r in runs[old]][1:] == [seeded]  # a new run, the old one kept
     assert runs[old][0].info.status == "FINISHED" and len(runs[other]) == 1
     assert "stale: " + "0" * 40 not in again.stdout
@@ -439,7 +442,7 @@ def test_smoke_sweep_on_a_ray_cluster(short_tmp):
 WRITER = """
 import sys, time
 from mlflow import MlflowClient
-from bench.tracking import TrialRun
+from bench.tracking.writer import TrialRun
 uri, exp, start = sys.argv[1], sys.argv[2], float(sys.argv[3])
 run_id = MlflowClient(uri).create_run(exp).info.run_id
 while time.time() < start:
@@ -455,7 +458,7 @@ trial.client.set_terminated(run_id)
 def test_concurrent_trials_lose_nothing_in_sqlite(tmp_path):
     uri = f"sqlite:///{tmp_path / 'mlflow.db'}"
     c = MlflowClient(uri)
-    exp = tracking.experiment_id(c, "concurrent", uri)
+    exp = store.experiment_id(c, "concurrent", uri)
     start = time.time() + 12  # past every writer's imports: they all write at once
     writers = [subprocess.Popen([sys.executable, "-c", WRITER, uri, exp, str(start)], cwd=ROOT,
                                 stderr=subprocess.PIPE, text=True) for _ in range(4)]

@@ -5,10 +5,13 @@ import json
 import pytest
 import torch
 
-from bench import precision, speed
+from bench import speed as speed_cli
 from bench.config import resolve
-from bench.flops import analytic_flops
-from bench.train import maybe_compile
+from bench.measure import speed
+from bench.model import create_model
+from bench.model.cost import analytic_flops
+from bench.training import precision
+from bench.training.step import maybe_compile
 
 SMALL = {"model": {"d_model": 32, "n_layers": 2, "d_ff": 64},
          "train": {"batch_size": 2, "block": 32, "device": "cpu"}}
@@ -53,7 +56,8 @@ def test_json_table_ratios(capsys):
     sets = ["model.d_model=32", "model.n_layers=2", "model.d_ff=64", "train.batch_size=2",
             "train.block=32", "train.device=cpu"]
     argv = [a for s in sets for a in ("--set", s)]
-    assert speed.main([*argv, "--spans", "256", "--heads", "2", "--repeats", "1", "--json"]) == 0
+    assert speed_cli.main([*argv, "--spans", "256", "--heads", "2", "--repeats", "1",
+                           "--json"]) == 0
     rows = {r["variant"]: r for r in json.loads(capsys.readouterr().out)["rows"]}
     fixed, adaptive, th = rows["fixed"], rows["adaptive@26"], rows["talking-heads"]
     assert fixed["train_x"] == fixed["flops_x"] == fixed["mem_x"] == 1
@@ -61,7 +65,7 @@ def test_json_table_ratios(capsys):
     assert th["train_x"] == pytest.approx(th["train_tok_s"] / fixed["train_tok_s"])
     cfg = resolve({"model": {"d_model": 32, "n_layers": 2, "d_ff": 64, "n_heads": 2,
                              "variant": "talking-heads"}})
-    model = speed.build_model(cfg, 256)
+    model = create_model(cfg.model, 256)
     assert th["flops_per_tok"] == analytic_flops(model, "max") > fixed["flops_per_tok"]
 
 
@@ -76,7 +80,7 @@ def test_amp_side_by_side(native, capsys, monkeypatch):
     sets = ["model.d_model=32", "model.n_layers=2", "model.d_ff=64", "train.batch_size=2",
             "train.block=32", "train.device=cpu"]
     argv = [a for s in sets for a in ("--set", s)]
-    assert speed.main([*argv, "--spans", "64", "--heads", "2", "--variants", "talking-heads",
+    assert speed_cli.main([*argv, "--spans", "64", "--heads", "2", "--variants", "talking-heads",
                        "--repeats", "1", "--amp", "--json"]) == 0
     out = capsys.readouterr()
     table = json.loads(out.out)
@@ -105,7 +109,7 @@ def test_amp_side_by_side(native, capsys, monkeypatch):
 ])
 def test_bad_config_exits_2_before_timing(argv, message, capsys, monkeypatch):
     monkeypatch.setattr(speed, "run", lambda *a: pytest.fail("timed before validating"))
-    assert speed.main(argv) == 2
+    assert speed_cli.main(argv) == 2
     assert message in capsys.readouterr().err
 
 
@@ -119,7 +123,7 @@ def test_bad_config_exits_2_before_timing(argv, message, capsys, monkeypatch):
 ])
 def test_bad_arguments_exit_2(argv, message, capsys):
     with pytest.raises(SystemExit) as exc:
-        speed.main(argv)
+        speed_cli.main(argv)
     assert exc.value.code == 2 and message in capsys.readouterr().err
 
 

@@ -6,7 +6,7 @@ import pandas as pd
 import pytest
 from scipy.stats import ttest_rel
 
-from bench import stats
+from bench.findings import stats
 
 A = pd.Series([2.10, 1.95, 2.30, 2.02], index=[0, 1, 2, 3])  # by seed
 B = pd.Series([2.15, 2.05, 2.33, 2.01, 9.9], index=[0, 1, 2, 3, 4])  # seed 4 has no pair

@@ -6,8 +6,17 @@ import math
 import numpy as np
 import pytest
 
-from bench import data, synthetic
-from bench.synthetic import Synthetic, _stationary
+from bench import data
+from bench.data.synthetic import Synthetic, _stationary
+
+DEFAULTS = {k: p.default for k, p in data.options("synthetic").items()
+            if k not in ("n_chars", "fractions")}
+
+
+def make(**options) -> Synthetic:
+    """The generator with the corpus builder's defaults, `options` on top."""
+    return Synthetic(**{**DEFAULTS, **options})
+
 
 SMALL = {"alphabet": 5, "concentration": 1.0, "frame": 4, "p_copy": 0.3, "distances": (4, 12),
          "distance_probs": (0.5, 0.5), "seed": 3}
@@ -58,7 +67,7 @@ def mean_with_se(bits: np.ndarray) -> tuple[float, float]:
 
 @pytest.mark.parametrize("options", [{}, SMALL], ids=["default", "small"])
 def test_floor_per_span_matches_a_predictor_that_sees_exactly_span_back(options):
-    gen = Synthetic(**options)
+    gen = make(**options)
     s = gen.stream(400_000)
     steps = [S for S, _ in gen.floor_steps()]
     spans = sorted({*steps, *(S - 1 for S in steps if S > gen.frame)})
@@ -73,7 +82,7 @@ def test_floor_per_span_matches_a_predictor_that_sees_exactly_span_back(options)
 
 @pytest.mark.parametrize("options", [{}, SMALL], ids=["default", "small"])
 def test_true_bits_average_to_the_entropy_rate(options):
-    gen = Synthetic(**options)
+    gen = make(**options)
     s = gen.stream(400_000)
     warm = max(gen.distances)
     mean, se = mean_with_se(s.bits[warm:])
@@ -87,23 +96,25 @@ def test_true_bits_average_to_the_entropy_rate(options):
         assert ((s.tokens[at] - 1 - n_d) // k == gen.distances.index(d) + 1).all()
 
 
-def test_floor_steps_and_floor_at_agree():
-    gen = Synthetic()
-    meta = data.load("synthetic", n_chars=20_000).meta
-    assert meta["floor_steps"] == [list(x) for x in gen.floor_steps()] or \
-        meta["floor_steps"] == gen.floor_steps()
-    for S in (16, 40, 64, 100, 128, 255, 256, 4096):
-        assert synthetic.floor_at(meta, S) == pytest.approx(gen.floor_bpc(S))
-    assert synthetic.floor_at({"floor_bpc": None}, 64) is None
+def test_the_corpus_gives_its_generators_floors():
+    gen = make()
+    corpus = data.build("synthetic", n_chars=20_000)
+    steps = dict(gen.floor_steps())
+    for S in (16, 40, 64, 100, 128, 255, 256, 4096):  # a step function: the last step <= S
+        assert corpus.floor_bpc(S) == pytest.approx(steps[max(k for k in steps if k <= S)])
+    assert corpus.floor_bpc(3) == gen.floor_bpc(gen.frame)  # below the frame: the frame's
+    assert corpus.describe()["entropy_rate"] == gen.floor_bpc()
+    assert corpus.planted() == list(gen.distances)
+    assert data.build("file", path=__file__).floor_bpc(64) is None
 
 
 def test_synthetic_is_deterministic_per_seed():
-    a, b = (data.load("synthetic", n_chars=50_000, seed=0) for _ in range(2))
-    other = data.load("synthetic", n_chars=50_000, seed=1)
+    a, b = (data.build("synthetic", n_chars=50_000, seed=0) for _ in range(2))
+    other = data.build("synthetic", n_chars=50_000, seed=1)
     for split in data.SPLITS:
         np.testing.assert_array_equal(getattr(a, split), getattr(b, split))
         assert not np.array_equal(getattr(a, split), getattr(other, split))
-    assert a.meta == b.meta and a.meta["floor_bpc"] != other.meta["floor_bpc"]
+    assert a.meta == b.meta and a.floor_bpc() != other.floor_bpc()
     assert not np.array_equal(a.dev, a.test[: len(a.dev)])
     assert a.meta["split_sizes"] == {"train": 45_000, "dev": 2_500, "test": 2_500}
     assert a.vocab_size == len(a.meta["symbols"]) == 36 and a.train.max() < 36
@@ -114,4 +125,4 @@ def test_synthetic_is_deterministic_per_seed():
 def test_bad_options_name_the_key(bad):
     key = next(iter(bad))
     with pytest.raises(data.DataError, match=f"bad {key}="):
-        Synthetic(**bad)
+        make(**bad)

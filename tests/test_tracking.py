@@ -13,11 +13,16 @@ import torch
 from mlflow import MlflowClient
 from mlflow.entities import Param
 
-from bench import grid as grids
-from bench import provenance, report, run, tracking
+from bench import data
 from bench.config import resolve
-from bench.synthetic import synthetic_corpus
-from bench.train import load_checkpoint, train
+from bench.data.synthetic import synthetic as synthetic_corpus
+from bench.findings import report
+from bench.sweep import grid as grids
+from bench.sweep import runner
+from bench.tracking import names, reader, store, writer
+from bench.training import provenance
+from bench.training.checkpoint import load_checkpoint
+from bench.training.loop import train
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -52,28 +57,28 @@ def test_stale_results_name_their_commits(tmp_path):
     current commit's, unfinished ones and runs without a recorded commit are not."""
     uri = f"sqlite:///{tmp_path / 'mlflow.db'}"
     client = MlflowClient(uri)
-    exp = tracking.experiment_id(client, "smoke", uri)
+    exp = store.experiment_id(client, "smoke", uri)
     trials = smoke_trials([])
     now = {"code_version": "code-" + "a" * 12, "git_commit": "a" * 40 + "-dirty.0123abcd"}
     logged = [(trials[0], {"git_commit": "b" * 40}),  # from before code versions: by commit
               (trials[1], {"git_commit": "c" * 40, **now})]  # another commit, the same code
     for t, params in logged:
-        r = client.create_run(exp, tags={tracking.ROLE: "trial", tracking.HASH: t.hash})
+        r = client.create_run(exp, tags={names.ROLE: "trial", names.HASH: t.hash})
         client.log_batch(r.info.run_id, params=[Param(k, v) for k, v in params.items()])
         client.set_terminated(r.info.run_id, "FINISHED")
-    runs = tracking.trial_runs(client, exp)
-    assert run.stale_results(trials, runs, now) == {trials[0].hash: "b" * 40}
+    runs = reader.trial_runs(client, exp)
+    assert runner.stale_results(trials, runs, now) == {trials[0].hash: "b" * 40}
     other = {"code_version": "code-" + "f" * 12, "git_commit": "b" * 40}
-    assert run.stale_results(trials, runs, other) == {trials[1].hash: now["code_version"]}
-    assert tracking.stale({}, now) is None
-    assert tracking.stale({"git_commit": "unknown"}, now) is None
+    assert runner.stale_results(trials, runs, other) == {trials[1].hash: now["code_version"]}
+    assert reader.stale({}, now) is None
+    assert reader.stale({"git_commit": "unknown"}, now) is None
 
 
 def test_code_version_follows_the_training_code_only(tmp_path, monkeypatch):
     """The same training code, the same version, whatever else differs; one changed byte in it,
-    another. RESULT_CODE covers every module of this checkout that bench.train imports."""
+    another. RESULT_CODE covers every module of this checkout that the training loop imports."""
     loaded = subprocess.run(
-        [sys.executable, "-c", "import sys, bench.train; print(*(m.__file__ for m in "
+        [sys.executable, "-c", "import sys, bench.training.loop; print(*(m.__file__ for m in "
          "list(sys.modules.values()) if getattr(m, '__file__', None)), sep='\\n')"],
         cwd=provenance.ROOT, capture_output=True, text=True, check=True).stdout.split()
     ours = {Path(f) for f in loaded if Path(f).is_absolute() and Path(f).is_relative_to(
@@ -101,33 +106,38 @@ def test_report_labels_rows_from_other_code(tmp_path):
     client = MlflowClient(uri)
     exp = client.create_experiment("g", artifact_location=(tmp_path / "art").as_uri())
     for seed, commit in enumerate([provenance.git_commit(), provenance.git_commit(), "c" * 40]):
-        r = client.create_run(exp, tags={tracking.ROLE: "trial", tracking.HASH: str(seed),
-                                         tracking.GRID_KEYS: "model.variant"})
+        r = client.create_run(exp, tags={names.ROLE: "trial", names.HASH: str(seed),
+                                         names.GRID_KEYS: "model.variant"})
         client.log_batch(r.info.run_id, params=[Param(k, str(v)) for k, v in {
             "model.variant": "fixed", "seed": seed, "git_commit": commit}.items()])
         client.log_metric(r.info.run_id, "final_dev_bpc", 1.5 + seed)
         client.log_metric(r.info.run_id, "final_mean_span", 10.0 * (seed + 1))
         client.set_terminated(r.info.run_id)
-    sweep = report.load_sweep("g", uri)
+    sweep, _ = report.load(uri, "g")
     labels = sweep.runs.groupby("label")["final_dev_bpc"].mean().to_dict()
     assert labels == {"fixed": 2.0, f"fixed (@{'c' * 7})": 3.5}
     assert sorted(sweep.runs["mean_span"]) == [10, 20, 30]  # the final summary, by its name
 
 
 def test_corpus_as_mlflow_dataset():
-    corpus = synthetic_corpus((0.9, 0.05, 0.05), n_chars=20_000)
-    ds = tracking.corpus_dataset(corpus.meta)._to_mlflow_entity()
+    """What MLflow shows of a corpus comes from the corpus's own description: a generated one
+    by its builder's options, a file by its path."""
+    corpus = synthetic_corpus(n_chars=20_000)
+    ds = writer.corpus_dataset(corpus.describe())._to_mlflow_entity()
     profile = json.loads(ds.profile)
     assert (ds.name, ds.source_type, ds.digest) == ("synthetic", "code",
                                                    corpus.meta["sha256"][:16])
     assert profile["sha256"] == corpus.meta["sha256"] and profile["n_bytes"] == 20_000
-    assert profile["floor_bpc"] == corpus.meta["floor_bpc"] and profile["prefix"] is False
-    assert json.loads(ds.source)["tags"]["distances"] == list(corpus.meta["distances"])
+    assert profile["entropy_rate"] == corpus.floor_bpc() and profile["prefix"] is False
+    assert json.loads(ds.source)["tags"]["distances"] == list(corpus.planted())
+    text = data.build("file", path=Path(__file__))
+    ds = writer.corpus_dataset(text.describe())._to_mlflow_entity()
+    assert ds.source_type == "local" and json.loads(ds.profile)["entropy_rate"] is None
 
 
 def test_unreadable_checkpoint_starts_fresh(tmp_path, capsys):
     cfg = resolve({"model": {"d_model": 16, "n_layers": 1, "n_heads": 2, "d_ff": 32, "span": 16},
-                   "data": {"synthetic": {"n_chars": 20_000}},
+                   "data": {"n_chars": 20_000},
                    "train": {"block": 16, "batch_size": 2, "steps": 4, "eval_every": 2,
                              "eval_tokens": 200, "warmup": 1}}, "tiny")
     first = train(cfg, tmp_path / "a", progress=False)
@@ -148,9 +158,9 @@ def test_flops_counting_failure_keeps_the_trained_result(tmp_path, monkeypatch, 
     def reject(model):
         raise RuntimeError("fvcore skipped matmul-like ops ['aten::new_op']")
 
-    monkeypatch.setattr("bench.train.counted_flops", reject)
+    monkeypatch.setattr("bench.training.loop.counted_flops", reject)
     cfg = resolve({"model": {"d_model": 16, "n_layers": 1, "n_heads": 2, "d_ff": 32, "span": 16},
-                   "data": {"synthetic": {"n_chars": 20_000}},
+                   "data": {"n_chars": 20_000},
                    "train": {"block": 16, "batch_size": 2, "steps": 2, "eval_every": 2,
                              "eval_tokens": 200, "warmup": 1}}, "tiny")
     result = train(cfg, tmp_path, progress=False)
@@ -159,12 +169,12 @@ def test_flops_counting_failure_keeps_the_trained_result(tmp_path, monkeypatch, 
     assert "counting FLOPs failed" in capsys.readouterr().err
     uri = f"sqlite:///{tmp_path / 'mlflow.db'}"
     client = MlflowClient(uri)
-    exp = tracking.experiment_id(client, "g", uri)
-    trial = tracking.TrialRun(uri, client.create_run(exp).info.run_id)
+    exp = store.experiment_id(client, "g", uri)
+    trial = writer.TrialRun(uri, client.create_run(exp).info.run_id)
     trial.finish(result, tmp_path)
     finished = client.get_run(trial.run_id)
     assert finished.info.status == "FINISHED"
-    assert "aten::new_op" in finished.data.tags[tracking.FLOPS_ERROR]
+    assert "aten::new_op" in finished.data.tags[names.FLOPS_ERROR]
     assert "flops_counted" not in finished.data.metrics and "final_dev_bpc" in finished.data.metrics
 
 
@@ -172,7 +182,7 @@ def _log_provenance(uri: str, exp: str, folder: str, go) -> str:
     """One trial worker: a run of its own, then its provenance (the dataset input) at `go`."""
     run_id = MlflowClient(uri).create_run(exp).info.run_id
     go.wait()
-    tracking.TrialRun(uri, run_id).log_provenance(Path(folder))
+    writer.TrialRun(uri, run_id).log_provenance(Path(folder))
     return run_id
 
 
@@ -182,11 +192,12 @@ def test_trials_logging_one_dataset_at_once(tmp_path):
     datasets...). Every run gets the input; the experiment holds the dataset once."""
     import multiprocessing as mp
 
-    corpus = synthetic_corpus((0.9, 0.05, 0.05), n_chars=20_000)
+    corpus = synthetic_corpus(n_chars=20_000)
     (tmp_path / "config.json").write_text(json.dumps({
-        "dataset": corpus.meta, **provenance.identity(), "versions": provenance.versions()}))
+        "dataset": corpus.describe(), **provenance.identity(),
+        "versions": provenance.versions()}))
     uri = f"sqlite:///{tmp_path / 'mlflow.db'}"
-    exp = tracking.experiment_id(tracking.open_store(uri), "race", uri)
+    exp = store.experiment_id(store.open_store(uri), "race", uri)
     ctx = mp.get_context("spawn")
     with ctx.Manager() as manager, ctx.Pool(6) as pool:
         go = manager.Barrier(6)

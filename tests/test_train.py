@@ -8,23 +8,28 @@ import numpy as np
 import pytest
 from pydantic import ValidationError
 
+import variants
 from bench import data
 from bench.config import parse_sets, resolve
-from bench.record import Evaluation, RunResult
 from bench.train import main, train
+from bench.training.record import Evaluation, RunResult
 
 SHARED = Path(__file__).resolve().parents[2] / "shared" / "data"
 needs_shared = pytest.mark.skipif(not (SHARED / "enwik8.head").exists(),
                                   reason=f"{SHARED} absent: real enwik8 prefix not available")
 
 SMALL = ["model.d_model=32", "model.n_layers=2", "model.n_heads=2", "model.d_ff=64",
-         "model.span=32", "model.dropout=0.1", "model.attn.ramp=8", "train.block=32",
+         "model.span=32", "model.dropout=0.1", "train.block=32",
          "train.batch_size=4", "train.steps=12", "train.eval_every=4", "train.eval_tokens=400",
-         "train.warmup=4", "data.synthetic.n_chars=40000"]
+         "train.warmup=4", "data.n_chars=40000"]
 
 
 def small_cfg(*extra):
-    return resolve(parse_sets(SMALL + list(extra)))
+    """SMALL with `extra` on top, and a ramp of 8 where the variant's spans are learned."""
+    tree = parse_sets(SMALL + list(extra))
+    if "ramp" in variants.options(tree["model"].get("variant", "fixed")):
+        tree["model"].setdefault("attn", {})["ramp"] = 8
+    return resolve(tree)
 
 
 class Interrupt(Exception):
@@ -88,7 +93,7 @@ def test_tiny_learns_enwik8(tmp_path, variant):
         f"model.variant={variant}", "data.name=enwik8", f"data.path={SHARED / 'enwik8.head'}",
         "train.steps=150", "train.block=64", "train.batch_size=16", "train.eval_every=150",
         "train.warmup=10", "train.eval_tokens=20000"]))
-    corpus = data.load("enwik8", path=str(SHARED / "enwik8.head"))
+    corpus = data.build("enwik8", path=str(SHARED / "enwik8.head"))
     uni = unigram_bpc(np.asarray(corpus.dev), np.asarray(corpus.train[:1_000_000]))
     r = train(cfg, tmp_path, progress=False)
     assert r.prefix is True
@@ -123,9 +128,9 @@ def eval_model(variant):
 
     from bench.model import TransformerLM
 
+    attn = {"adaptive": {"ramp": 4.0}, "dynamic": {"ramp": 4.0, "gate_bias": 0.0}}
     torch.manual_seed(0)
-    model = TransformerLM(64, 32, 3, 4, 64, span=32, variant=variant,
-                          attn={"ramp": 4.0, "gate_bias": 0.0})
+    model = TransformerLM(64, 32, 3, 4, 64, span=32, variant=variant, attn=attn.get(variant, {}))
     if variant == "adaptive":
         for b in model.blocks:
             b.attn.span_policy.z_prime.data.uniform_(0.1, 0.6)
@@ -139,7 +144,7 @@ def test_eval_bpc_independent_of_batch_size(variant):
     every character is scored with the context one stream gives it: batch 1 = batch 8."""
     import torch
 
-    from bench.train import evaluate
+    from bench.training.evaluate import evaluate
 
     model = eval_model(variant)
     split = np.random.default_rng(0).integers(0, 64, 1201).astype(np.uint8)
@@ -155,7 +160,7 @@ def test_dynamic_span_statistics_over_the_split():
     split (a one-pass forward over it gives the same), whatever the last forward was."""
     import torch
 
-    from bench.train import evaluate
+    from bench.training.evaluate import evaluate
 
     model = eval_model("dynamic").eval()
     split = np.random.default_rng(1).integers(0, 64, 801).astype(np.uint8)

@@ -57,7 +57,7 @@ def fold_into_gbma(layer):
     return g
 
 
-@pytest.mark.parametrize("name,cfg", [("fixed", {"mix_noise": 0.3}),
+@pytest.mark.parametrize("name,cfg", [("fixed", {}),
                                       ("talking-heads", {"mix_noise": 0.3}),
                                       ("talking-heads", {"mix_init": "random"})])
 def test_gbma_folded_equals_layer(name, cfg):
@@ -159,7 +159,8 @@ CACHED = [(n, {}) for n in ("fixed", "adaptive", "dynamic", "talking-heads", "gb
 
 @pytest.mark.parametrize("name,cfg", CACHED, ids=str)
 def test_cache_blocks_equal_one_pass(name, cfg):
-    model = TransformerLM(50, D, 3, H, 64, span=S, variant=name, attn={"ramp": 4.0, **cfg})
+    ramp = {"ramp": 4.0} if name in ("adaptive", "dynamic") else {}
+    model = TransformerLM(50, D, 3, H, 64, span=S, variant=name, attn={**ramp, **cfg})
     if name == "adaptive":
         for b in model.blocks:
             set_z(b.attn, torch.rand(H))
@@ -209,7 +210,9 @@ def test_parameter_counts():
     (dict(name="nope"), "variant"), (dict(mixing="talk"), "mixing"),
     (dict(span_policy="wide"), "span_policy"), (dict(n_heads=5), "n_heads"),
     (dict(span=0), "span"), (dict(ramp=0.0), "ramp"), (dict(dropout=1.0), "dropout"),
-    (dict(dropout=-0.1), "dropout"), (dict(mix_init="orthogonal"), "mix_init"),
+    (dict(dropout=-0.1), "dropout"), (dict(name="talking-heads", mix_init="orthogonal"),
+                                      "mix_init"),
+    (dict(name="fixed", span_loss=1e-6), "span_loss"), (dict(name="gbma", h_v=3), "h_v"),
 ])
 def test_bad_input(kwargs, key):
     name = kwargs.pop("name", "adaptive")
@@ -285,11 +288,11 @@ def test_small_preset_params_match_paper(data_name, vocab, paper):
     """Adaptive-span Table 1: the small model has 38M parameters on text8 and 39M on enwik8,
     with one relative-position table shared by the 12 layers (a table per layer: +5.8M)."""
     from bench.config import resolve
-    from bench.train import build_model
+    from bench.model import create_model
 
     cfg = resolve({"data": {"name": data_name}}, "small")
     with torch.device("meta"):
-        model = build_model(cfg, vocab)
+        model = create_model(cfg.model, vocab)
         per_layer = TransformerLM(vocab, 512, 12, 8, 2048, span=8192, shared_pe=False)
     params = n_params(model)
     assert abs(params - paper) / paper < 0.03, params
@@ -452,7 +455,8 @@ def test_layer_describes_itself():
                         d_v=12)
     assert th.describe() == {"span_policy": "fixed", "mixing": "both", "P_l": True, "P_w": True,
                              "h_k": 4, "h": 6, "h_v": 3, "d_k": 8, "d_v": 12, "S": S,
-                             "learned_spans": False}
+                             "learned_spans": False,
+                             "options": {"chunk": None, "mix_noise": 0.0, "mix_init": "identity"}}
     assert th.flops(10) == 2 * D * (32 + 36) + 10 * (32 + 36 + 4 * 6 + 6 * 3)
     fixed, gbma, ad = build("fixed"), build("gbma"), build("adaptive")
     assert fixed.flops(S) == 4 * D * D + 2 * D * S
@@ -494,3 +498,24 @@ def test_policies_passed_as_classes():
     assert by_class.describe() == by_name.describe()
     with pytest.raises(ValueError, match="mixing=.*subclass of MixingPolicy"):
         Attention(D, H, S, mixing=torch.nn.Linear)
+
+
+def test_a_variant_owns_its_options():
+    """Each option goes to the part whose constructor names it, with its default written there
+    once; `options(name)` is what the parts take (an override of a policy changes it); an
+    option no part takes is refused by name; describe() reports every option as resolved."""
+    assert "span_loss" in variants.options("adaptive") and "ramp" in variants.options("dynamic")
+    assert not {"ramp", "span_loss", "mix_init"} & set(variants.options("fixed"))
+    assert "mix_init" in variants.options("adaptive", mixing="both")
+    assert variants.options("talking-heads")["mixing"].default == "both"
+    layer = build("adaptive", ramp=5.0, mixing="logits", mix_noise=0.1)
+    assert layer.span_policy.ramp == 5.0 and layer.mixing.P_l is not None
+    assert layer.describe()["options"] == {"chunk": None, "z_init": 0.0, "ramp": 5.0,
+                                           "span_loss": 2e-6, "trim": True, "trim_step": 64,
+                                           "mix_noise": 0.1, "mix_init": "identity"}
+    with pytest.raises(ValueError, match=r"span_loss=1e-06 is not an option .*span policy fixed"):
+        build("fixed", span_loss=1e-6)
+    with pytest.raises(ValueError, match="already registered"):
+        variants.register("fixed")
+    with pytest.raises(ValueError, match=r"\['tau'\] are not options"):
+        variants.register("nope", tau=3)

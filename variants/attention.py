@@ -10,42 +10,63 @@ from . import mixing as mix
 from . import span as sp
 from .band import distances, valid_keys
 
+SpanArg = str | type[sp.SpanPolicy]
+MixingArg = str | type[mix.MixingPolicy]
+
 
 def _check(name: str, value, ok: bool, allowed: str) -> None:
     if not ok:
         raise ValueError(f"{name}={value!r} is invalid: expected {allowed}")
 
 
-SpanArg = str | type[sp.SpanPolicy]
-MixingArg = str | type[mix.MixingPolicy]
+def keyword_options(cls: type, follow: bool = True) -> dict[str, inspect.Parameter]:
+    """The keyword-only parameters of a class's constructor: a layer part's options. With
+    `follow`, a constructor that forwards **options to its base class takes the base's too."""
+    out: dict[str, inspect.Parameter] = {}
+    for owner in cls.__mro__:
+        if owner is nn.Module:
+            break
+        if "__init__" not in vars(owner):
+            continue
+        params = inspect.signature(vars(owner)["__init__"], eval_str=True).parameters.values()
+        out |= {p.name: p for p in params if p.kind is p.KEYWORD_ONLY and p.name not in out}
+        if not follow or not any(p.kind is p.VAR_KEYWORD for p in params):
+            break
+    return out
 
 
-def _policy(kind: str, value, names: dict, base: type) -> None:
-    ok = value in names if isinstance(value, str) else (
-        isinstance(value, type) and issubclass(value, base))
-    _check(kind, value, ok, f"one of {tuple(names)}, or a subclass of {base.__name__}")
+def policy_class(kind: str, value: SpanArg | MixingArg) -> tuple[type, dict]:
+    """A span or mixing policy, by registered name or as a class -> (class, the constructor
+    arguments the name fixes); a ValueError naming `kind` for anything else."""
+    names, base = (sp.POLICIES, sp.SpanPolicy) if kind == "span_policy" else (
+        mix.POLICIES, mix.MixingPolicy)
+    if isinstance(value, str) and value in names:
+        found = names[value]
+        return found if isinstance(found, tuple) else (found, {})
+    _check(kind, value, isinstance(value, type) and issubclass(value, base),
+           f"one of {tuple(names)}, or a subclass of {base.__name__}")
+    return value, {}
 
 
-def _construct(cls: type, options: dict, **fixed) -> nn.Module:
-    """cls(**the options its constructor names, **fixed): how a policy class is built."""
+def layer_options(span_policy: SpanArg = "fixed", mixing: MixingArg = "none"
+                  ) -> dict[str, inspect.Parameter]:
+    """Every option a layer of these policies takes: the layer's own keyword options and its
+    span and mixing policies' (their constructors' keyword-only parameters, defaults there)."""
+    return (keyword_options(Attention, follow=False)
+            | keyword_options(policy_class("span_policy", span_policy)[0])
+            | keyword_options(policy_class("mixing", mixing)[0]))
+
+
+def _build(cls: type, fixed: dict, shape: dict, options: dict) -> nn.Module:
+    """cls(the shape arguments its constructor names, the name's fixed ones, its options)."""
     params = inspect.signature(cls).parameters
-    return cls(**{k: v for k, v in options.items() if k in params}, **fixed)
+    return cls(**{k: v for k, v in shape.items() if k in params}, **fixed, **options)
 
 
-def check_options(d_model: int, n_heads: int, span: int, span_policy: SpanArg,
-                  mixing: MixingArg, h_k: int | None, h: int | None, h_v: int | None,
-                  d_k: int | None, d_v: int | None, ramp: float, trim_step: int, dropout: float,
-                  chunk: int | None) -> tuple[int, int, int, int, int]:
-    """Validate a layer's options before anything is allocated; return h_k, h, h_v, d_k, d_v."""
-    _policy("span_policy", span_policy, sp.POLICIES, sp.SpanPolicy)
-    _policy("mixing", mixing, mix.POLICIES, mix.MixingPolicy)
-    for name, v in (("d_model", d_model), ("n_heads", n_heads), ("span", span),
-                    ("trim_step", trim_step)):
-        _check(name, v, isinstance(v, int) and v > 0, "a positive int")
-    _check("chunk", chunk, chunk is None or isinstance(chunk, int) and chunk > 0,
-           "a positive int, or None for the device's default")
-    _check("ramp", ramp, ramp > 0, "R > 0")
-    _check("dropout", dropout, 0 <= dropout < 1, "a value in [0, 1)")
+def check_heads(d_model: int, n_heads: int, mixing: str | type, h_k: int | None, h: int | None,
+                h_v: int | None, d_k: int | None, d_v: int | None) -> tuple[int, ...]:
+    """Validate the heads and widths before anything is allocated; return h_k, h, h_v, d_k,
+    d_v (h_k, h, h_v default to n_heads, d_k and d_v to d_model over their heads)."""
     h_k, h, h_v = h_k or n_heads, h or n_heads, h_v or n_heads
     for name, heads, dim in (("h_k", h_k, d_k), ("h_v", h_v, d_v)):
         name = name if heads != n_heads else "n_heads"
@@ -66,38 +87,57 @@ class Attention(nn.Module):
     ever empty. forward(x (B, M, D), cache (B, C, D) | None) -> (B, M, D); the caller keeps the
     last `cache_size` inputs as the next block's cache (Transformer-XL, no gradient through it).
     Masks are applied after the pre-softmax mixing P_l, so mixing never sees -inf.
-    `span_policy` and `mixing` are registered names or policy classes (built with the options
-    their constructors name). `key_pe` (S, d_k) is a relative-position table owned by the caller
-    (the model body passes one table to every layer, as the adaptive-span reference does); None:
-    the layer has its own. The layer describes itself (`describe`, `flops`, `spans`,
-    `span_trace`) and sets learned spans (`set_spans`), so tools never probe its policies.
+
+    The positional arguments are the body's (width, heads, span limit, dropout, and `key_pe`
+    (S, d_k), a relative-position table the body shares between layers; None: the layer's own).
+    The keyword arguments are options: the layer's own (`span_policy` and `mixing`, registered
+    names or policy classes; heads h_k, h, h_v and widths d_k, d_v; query `chunk`), and every
+    other option goes to the policy whose constructor names it as a keyword-only parameter
+    (`layer_options` lists them). An option no part takes is refused. The layer describes
+    itself (`describe`, `flops`, `spans`, `span_trace`) and sets learned spans (`set_spans`), so
+    tools never probe its policies.
     """
 
-    def __init__(self, d_model: int, n_heads: int, span: int, *, span_policy: SpanArg = "fixed",
+    def __init__(self, d_model: int, n_heads: int, span: int, dropout: float = 0.0,
+                 key_pe: nn.Parameter | None = None, *, span_policy: SpanArg = "fixed",
                  mixing: MixingArg = "none", h_k: int | None = None, h: int | None = None,
                  h_v: int | None = None, d_k: int | None = None, d_v: int | None = None,
-                 ramp: float = 32.0, span_loss: float = 2e-6, trim: bool = True,
-                 trim_step: int = 64, gate_bias: float = -4.0, dropout: float = 0.0,
-                 mix_noise: float = 0.0, mix_init: str = "identity", dynamic_init: float = 0.01,
-                 chunk: int | None = None, key_pe: nn.Parameter | None = None) -> None:
+                 chunk: int | None = None, **options) -> None:
         super().__init__()
-        _check("mix_init", mix_init, mix_init in mix.INITS, f"one of {mix.INITS}")
-        h_k, h, h_v, d_k, d_v = check_options(d_model, n_heads, span, span_policy, mixing, h_k, h,
-                                              h_v, d_k, d_v, ramp, trim_step, dropout, chunk)
+        span_cls, span_fixed = policy_class("span_policy", span_policy)
+        mix_cls, mix_fixed = policy_class("mixing", mixing)
+        for name, v in (("d_model", d_model), ("n_heads", n_heads), ("span", span)):
+            _check(name, v, isinstance(v, int) and v > 0, "a positive int")
+        _check("chunk", chunk, chunk is None or isinstance(chunk, int) and chunk > 0,
+               "a positive int, or None for the device's default")
+        _check("dropout", dropout, 0 <= dropout < 1, "a value in [0, 1)")
+        takes = {part: keyword_options(cls) for part, cls in (("span", span_cls),
+                                                               ("mixing", mix_cls))}
+        if unknown := sorted(set(options) - set(takes["span"]) - set(takes["mixing"])):
+            taken = sorted({*keyword_options(Attention, follow=False), *takes["span"],
+                            *takes["mixing"]})
+            raise ValueError(f"{unknown[0]}={options[unknown[0]]!r} is not an option of this "
+                             f"layer (span policy {getattr(span_cls, 'name', span_cls)}, mixing "
+                             f"{mixing if isinstance(mixing, str) else mix_cls.__name__}); it "
+                             f"takes: {', '.join(taken)}")
+        heads = {"h_k": h_k, "h": h, "h_v": h_v, "d_k": d_k, "d_v": d_v}
+        named = {"h", *inspect.signature(mix_cls).parameters}  # the span policy takes h heads
+        if unused := [k for k, v in heads.items() if v is not None and k not in named]:
+            raise ValueError(f"{unused[0]}={heads[unused[0]]!r} is not an option of mixing "
+                             f"{mixing if isinstance(mixing, str) else mix_cls.__name__}")
+        h_k, h, h_v, d_k, d_v = check_heads(d_model, n_heads, mixing, h_k, h, h_v, d_k, d_v)
         if key_pe is not None:
             _check("key_pe", tuple(key_pe.shape), tuple(key_pe.shape) == (span, d_k),
                    f"a relative-position table of shape (span, d_k) = ({span}, {d_k})")
         self.S, self.chunk = span, chunk
-        options = dict(d_model=d_model, n_heads=h, span=span, ramp=ramp, span_loss=span_loss,
-                       trim=trim, trim_step=trim_step, gate_bias=gate_bias)
-        cls = sp.POLICIES[span_policy] if isinstance(span_policy, str) else span_policy
-        self.span_policy = _construct(cls, options)
-        options = dict(d_model=d_model, span=span, h_k=h_k, h=h, h_v=h_v, d_k=d_k, d_v=d_v,
-                       mix_noise=mix_noise, mix_init=mix_init, dynamic_init=dynamic_init,
-                       key_pe=key_pe)
-        cls, fixed = mix.POLICIES[mixing] if isinstance(mixing, str) else (mixing, {})
-        self.mixing = _construct(cls, options, **fixed)
+        pick = {part: {k: v for k, v in options.items() if k in takes[part]} for part in takes}
+        shape = dict(d_model=d_model, n_heads=h, span=span, h_k=h_k, h=h, h_v=h_v, d_k=d_k,
+                     d_v=d_v, key_pe=key_pe)
+        self.span_policy = _build(span_cls, span_fixed, shape, pick["span"])
+        self.mixing = _build(mix_cls, mix_fixed, shape, pick["mixing"])
         self.drop = nn.Dropout(dropout)
+        resolved = {k: p.default for part in takes.values() for k, p in part.items()}
+        self.options = {"chunk": chunk, **resolved, **options}  # for describe()
 
     @property
     def key_pe(self) -> nn.Parameter:
@@ -162,12 +202,15 @@ class Attention(nn.Module):
     def describe(self) -> dict:
         """What the layer is, as tables and reports name it: span policy, mixing (and whether it
         learns P_l, P_w), heads (h_k query/key, h softmax, h_v value), widths d_k, d_v, the span
-        limit S, and whether the spans are learned. Its cost per query at s keys is `flops(s)`."""
+        limit S, whether the spans are learned, and `options`: every option of its parts with the
+        value it was built with (defaults included). Its cost per query at s keys is
+        `flops(s)`."""
         m = self.mixing
         mats = m.matrices()
         return {"span_policy": self.span_policy.name, "mixing": m.name, "P_l": "P_l" in mats,
                 "P_w": "P_w" in mats, "h_k": m.h_k, "h": m.h, "h_v": m.h_v, "d_k": m.d_k,
-                "d_v": m.d_v, "S": self.S, "learned_spans": self.span_policy.learned}
+                "d_v": m.d_v, "S": self.S, "learned_spans": self.span_policy.learned,
+                "options": dict(self.options)}
 
     def set_spans(self, spans: Tensor | float) -> None:
         """Set the effective spans (z + R, at most S; one value or one per softmax head) as if

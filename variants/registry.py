@@ -1,61 +1,55 @@
-"""timm-style registry: `@register` a factory, `build(name, **cfg)` it, list `names()`; the
-factory's signature is the check of its options (`options(name)`)."""
+"""timm-style registry of variants: `register` a preset (a span policy, a mixing policy and
+defaults for their options), `build(name, **cfg)` it, list `names()`; what a variant accepts is
+its parts' signatures (`options(name)`)."""
 
 import inspect
-from collections.abc import Callable
 
-from torch import nn
+from .attention import Attention, MixingArg, SpanArg, layer_options
 
-from .attention import Attention
-
-_FACTORIES: dict[str, Callable[..., nn.Module]] = {}
+_PRESETS: dict[str, dict] = {}
 
 
-def register(name: str) -> Callable[[Callable[..., nn.Module]], Callable[..., nn.Module]]:
-    """Decorator: register `fn(**cfg) -> nn.Module` under `name`."""
-
-    def wrap(fn: Callable[..., nn.Module]) -> Callable[..., nn.Module]:
-        if name in _FACTORIES:
-            raise ValueError(f"variant {name!r} is already registered")
-        _FACTORIES[name] = fn
-        return fn
-
-    return wrap
+def register(name: str, *, span_policy: SpanArg = "fixed", mixing: MixingArg = "none",
+             **defaults) -> None:
+    """Register variant `name`: a layer of `span_policy` and `mixing` (registered names or
+    policy classes, e.g. a plugin's own) with `defaults` for any of its options. A ValueError
+    for a name already registered or a default no part of the layer takes."""
+    if name in _PRESETS:
+        raise ValueError(f"variant {name!r} is already registered")
+    preset = {"span_policy": span_policy, "mixing": mixing, **defaults}
+    if unknown := sorted(set(preset) - set(layer_options(span_policy, mixing))):
+        raise ValueError(f"variant {name!r}: {unknown} are not options of its layer")
+    _PRESETS[name] = preset
 
 
 def names() -> list[str]:
     """Registered variant names, sorted."""
-    return sorted(_FACTORIES)
+    return sorted(_PRESETS)
 
 
 def check_name(name: str) -> None:
     """Raise a ValueError naming `name` and the registered names if it is unknown."""
-    if name not in _FACTORIES:
+    if name not in _PRESETS:
         raise ValueError(f"variant: unknown name {name!r}; registered: {', '.join(names())}")
 
 
-def build(name: str, **cfg) -> nn.Module:
+def build(name: str, **cfg) -> Attention:
     """Build the attention layer registered as `name`; `cfg` overrides the preset's keys.
 
     `build(name, d_model=D, n_heads=H, span=S, **options)` returns a module mapping
     x (B, M, D) [and an optional cache (B, C, D)] to (B, M, D).
     """
     check_name(name)
-    return _FACTORIES[name](**cfg)
+    return Attention(**{**_PRESETS[name], **cfg})
 
 
-def options(name: str) -> dict[str, inspect.Parameter]:
-    """The keyword options `build(name, ...)` accepts, with their annotations and defaults.
-
-    They are the factory's own parameters; a factory that takes `**cfg` forwards it to
-    `Attention`, whose parameters it then accepts too (as the presets and the README's plugin do).
-    """
+def options(name: str, **overrides) -> dict[str, inspect.Parameter]:
+    """The options `build(name, ...)` accepts (beyond the body's d_model, n_heads, span,
+    dropout, key_pe), with their annotations and the defaults of the variant: the layer's own
+    and those of its span and mixing policies, which `overrides` may replace (e.g.
+    options("adaptive", mixing="both") includes talking heads' mix_init)."""
     check_name(name)
-    out: dict[str, inspect.Parameter] = {}
-    for p in inspect.signature(_FACTORIES[name], eval_str=True).parameters.values():
-        if p.kind is p.VAR_KEYWORD:
-            forwarded = inspect.signature(Attention, eval_str=True).parameters
-            out.update({k: v for k, v in forwarded.items() if k not in out})
-        elif p.kind is not p.VAR_POSITIONAL:
-            out[p.name] = p
-    return out
+    preset = {**_PRESETS[name], **{k: v for k, v in overrides.items()
+                                   if k in ("span_policy", "mixing")}}
+    params = layer_options(preset["span_policy"], preset["mixing"])
+    return {k: p.replace(default=preset[k]) if k in preset else p for k, p in params.items()}

@@ -4,14 +4,15 @@
 from .base import MixingPolicy
 from .dynamic import DynamicTalkingHeads
 from .gbma import GBMA
-from .multihead import MultiHead
+from .multihead import MultiHead, TalkingHeads
 from .talking import INITS, HeadMix
 
-# name -> (class, the options the name fixes)
-POLICIES = {"none": (MultiHead, {}), "logits": (MultiHead, {"mix_logits": True}),
-            "weights": (MultiHead, {"mix_weights": True}),
-            "both": (MultiHead, {"mix_logits": True, "mix_weights": True}),
+# name -> (class, the constructor arguments the name fixes)
+POLICIES = {"none": (MultiHead, {}),
+            "logits": (TalkingHeads, {"mix_logits": True, "mix_weights": False}),
+            "weights": (TalkingHeads, {"mix_logits": False, "mix_weights": True}),
+            "both": (TalkingHeads, {"mix_logits": True, "mix_weights": True}),
             "dynamic": (DynamicTalkingHeads, {}), "gbma": (GBMA, {})}
 
 __all__ = ["GBMA", "INITS", "POLICIES", "DynamicTalkingHeads", "HeadMix", "MixingPolicy",
-           "MultiHead"]
+           "MultiHead", "TalkingHeads"]

@@ -14,6 +14,8 @@ class MixingPolicy(nn.Module):
     policy states its heads h_k, h, h_v and widths d_k, d_v, holds a relative-position table
     `key_pe` (S, d) (its own, or the caller's shared one), and reports its cost: `flops(s)` (the
     paper's #FLOPS convention) and `position_flops(s)` (the q.p term), per query over s keys.
+    The layer passes the shape arguments a constructor names (d_model, span, h_k, h, h_v, d_k,
+    d_v, key_pe); its keyword-only parameters are the policy's options (model.attn.<option>).
     """
 
     h_k: int

@@ -6,10 +6,10 @@ import torch
 from torch import Tensor, nn
 
 from ..band import band, unband
-from .multihead import MultiHead
+from .multihead import TalkingHeads
 
 
-class DynamicTalkingHeads(MultiHead):
+class DynamicTalkingHeads(TalkingHeads):
     """Talking heads whose P_l and P_w get terms that are learned linear functions of the inputs:
 
     R_Xl[n,hk,h] = X[n] . P_Xl[D,hk,h]      R_Ml[m,hk,h] = Mem[m] . P_Ml[D,hk,h]
@@ -25,12 +25,11 @@ class DynamicTalkingHeads(MultiHead):
     """
 
     def __init__(self, d_model: int, span: int, h_k: int, h: int, h_v: int, d_k: int, d_v: int,
-                 mix_noise: float = 0.0, mix_init: str = "identity", dynamic_init: float = 0.01,
-                 key_pe: nn.Parameter | None = None) -> None:
+                 key_pe: nn.Parameter | None = None, *, dynamic_init: float = 0.01,
+                 **options) -> None:
         if not dynamic_init >= 0:
             raise ValueError(f"dynamic_init={dynamic_init!r} is invalid: expected a std >= 0")
-        super().__init__(d_model, span, h_k, h, h_v, d_k, d_v, mix_logits=True, mix_weights=True,
-                         mix_noise=mix_noise, mix_init=mix_init, key_pe=key_pe)
+        super().__init__(d_model, span, h_k, h, h_v, d_k, d_v, True, True, key_pe, **options)
         std = dynamic_init / math.sqrt(d_model)
         self.P_Xl = nn.Parameter(torch.randn(d_model, h_k * h) * std)
         self.P_Ml = nn.Parameter(torch.randn(d_model, h_k * h) * std)

@@ -1,4 +1,5 @@
-"""Multi-head attention projections, optionally with talking-heads P_l and P_w (SPEC section 5)."""
+"""Multi-head attention projections (SPEC section 5), and talking heads: multi-head with the
+learned head-mixing maps P_l and P_w."""
 
 import math
 
@@ -24,8 +25,7 @@ class MultiHead(MixingPolicy):
     """
 
     def __init__(self, d_model: int, span: int, h_k: int, h: int, h_v: int, d_k: int, d_v: int,
-                 mix_logits: bool = False, mix_weights: bool = False, mix_noise: float = 0.0,
-                 mix_init: str = "identity", key_pe: nn.Parameter | None = None) -> None:
+                 key_pe: nn.Parameter | None = None) -> None:
         super().__init__()
         self.d_model, self.h_k, self.h, self.h_v = d_model, h_k, h, h_v
         self.d_k, self.d_v = d_k, d_v
@@ -35,8 +35,8 @@ class MultiHead(MixingPolicy):
         self.W_v = _uniform(d_model, h_v * d_v, bound=b)
         self.W_o = _uniform(h_v * d_v, d_model, bound=b)
         self.key_pe = key_pe if key_pe is not None else nn.Parameter(torch.randn(span, d_k))
-        self.P_l = HeadMix(h_k, h, mix_noise, mix_init) if mix_logits else None
-        self.P_w = HeadMix(h, h_v, mix_noise, mix_init) if mix_weights else None
+        self.P_l: HeadMix | None = None
+        self.P_w: HeadMix | None = None
 
     @property
     def name(self) -> str:
@@ -91,3 +91,17 @@ class MultiHead(MixingPolicy):
         """(B, h_v, M, d_v) -> (B, M, D)."""
         B, _, M, _ = o.shape
         return o.transpose(1, 2).reshape(B, M, -1) @ self.W_o
+
+
+class TalkingHeads(MultiHead):
+    """Multi-head with P_l (h_k -> h, before the softmax: `mix_logits`) and P_w (h -> h_v, after
+    it: `mix_weights`), Shazeer et al. 2020; both is talking heads, one alone is logits-only or
+    weights-only (their Table 3). Options: the maps' start, `mix_init` (the identity, so a fresh
+    layer is multi-head, or random) and `mix_noise` (std of noise added to it)."""
+
+    def __init__(self, d_model: int, span: int, h_k: int, h: int, h_v: int, d_k: int, d_v: int,
+                 mix_logits: bool, mix_weights: bool, key_pe: nn.Parameter | None = None, *,
+                 mix_noise: float = 0.0, mix_init: str = "identity") -> None:
+        super().__init__(d_model, span, h_k, h, h_v, d_k, d_v, key_pe)
+        self.P_l = HeadMix(h_k, h, mix_noise, mix_init) if mix_logits else None
+        self.P_w = HeadMix(h, h_v, mix_noise, mix_init) if mix_weights else None

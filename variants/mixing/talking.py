@@ -20,7 +20,7 @@ class HeadMix(nn.Module):
     adding to them: a residual logits + mix(logits) would double the logits at the identity.
     """
 
-    def __init__(self, h_in: int, h_out: int, noise: float = 0.0, init: str = "identity") -> None:
+    def __init__(self, h_in: int, h_out: int, noise: float, init: str) -> None:
         super().__init__()
         if init not in INITS:
             raise ValueError(f"mix_init={init!r} is invalid: expected one of {INITS}")

@@ -1,10 +1,10 @@
 """Span policies: fixed, adaptive, dynamic."""
 
 from .adaptive import AdaptiveSpan
-from .base import SpanPolicy
+from .base import LearnedSpan, SpanPolicy
 from .dynamic import DynamicSpan
 from .fixed import FixedSpan
 
 POLICIES = {cls.name: cls for cls in (FixedSpan, AdaptiveSpan, DynamicSpan)}
 
-__all__ = ["POLICIES", "AdaptiveSpan", "DynamicSpan", "FixedSpan", "SpanPolicy"]
+__all__ = ["POLICIES", "AdaptiveSpan", "DynamicSpan", "FixedSpan", "LearnedSpan", "SpanPolicy"]

@@ -3,13 +3,14 @@
 import torch
 from torch import Tensor, nn
 
-from .base import SpanPolicy, soft_mask, trimmed_window
+from .base import LearnedSpan, soft_mask
 
 GROWTH = 64  # cached states kept beyond the window: "a span might increase" (the reference's 64)
 
 
-class AdaptiveSpan(SpanPolicy):
-    """z_i = S * z'_i with z'_i in [0, 1], initialised 0; mask m_z(x) with ramp R.
+class AdaptiveSpan(LearnedSpan):
+    """z_i = S * z'_i with z'_i in [0, 1], initialised `z_init` (the paper: 0); mask m_z(x) with
+    ramp R.
 
     The layer only computes the distances its widest head can use (max z + R, rounded up to
     `trim_step`), so FLOPs and the cache shrink with the learned spans. The window is a
@@ -18,12 +19,10 @@ class AdaptiveSpan(SpanPolicy):
     does, so the first block after the window grows (by up to GROWTH) still sees real keys.
     """
 
-    name, learned = "adaptive", True
+    name = "adaptive"
 
-    def __init__(self, n_heads: int, span: int, ramp: float = 32.0, span_loss: float = 2e-6,
-                 trim: bool = True, trim_step: int = 64, z_init: float = 0.0) -> None:
-        super().__init__(n_heads, span)
-        self.ramp, self.lam, self.trim, self.trim_step = ramp, span_loss, trim, trim_step
+    def __init__(self, n_heads: int, span: int, *, z_init: float = 0.0, **options) -> None:
+        super().__init__(n_heads, span, **options)
         self.z_prime = nn.Parameter(torch.full((n_heads, 1, 1), float(z_init)))
         self.clamp_()
 
@@ -56,9 +55,7 @@ class AdaptiveSpan(SpanPolicy):
     @torch.no_grad()
     def clamp_(self) -> None:
         self.z_prime.clamp_(0, 1)
-        max_z = self.S * self.z_prime.max().item()
-        trimmed = trimmed_window(max_z, self.ramp, self.S, self.trim_step)
-        self._window = trimmed if self.trim else self.S
+        self._window = self.trimmed(self.S * self.z_prime.max().item())
 
     def _load_from_state_dict(self, *args, **kwargs) -> None:
         super()._load_from_state_dict(*args, **kwargs)

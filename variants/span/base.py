@@ -13,8 +13,9 @@ class SpanPolicy(nn.Module):
     `mask(dist, rows)` is the soft mask m(x) of the queries `rows` of the block, broadcastable to
     (B, h, len(rows), W), or None for a hard window. A policy whose spans are learned says so
     (`learned`) and sets them on request (`set_spans`); one whose spans depend on the input
-    gives them per position (`trace`). The layer builds a policy class with the options its
-    constructor names (d_model, n_heads, span, ramp, span_loss, trim, trim_step, gate_bias).
+    gives them per position (`trace`). The layer passes the shape arguments a constructor names
+    (d_model, n_heads, span); a constructor's keyword-only parameters are the policy's options,
+    which the layer hands over by name (model.attn.<option>).
     """
 
     learned = False  # are the spans trained (adaptive, dynamic)?
@@ -70,6 +71,27 @@ class SpanPolicy(nn.Module):
 
     def clamp_(self) -> None:
         """Project parameters back to their domain; the trainer calls it after every step."""
+
+
+class LearnedSpan(SpanPolicy):
+    """What the adaptive and dynamic spans share (Sukhbaatar et al. 2019, section 3.2): the soft
+    mask m_z(x) with ramp R, the penalty lambda (`span_loss`) on the spans, and trimming the
+    window to what the widest head can use, in steps of `trim_step` distances."""
+
+    learned = True
+
+    def __init__(self, n_heads: int, span: int, *, ramp: float = 32.0, span_loss: float = 2e-6,
+                 trim: bool = True, trim_step: int = 64) -> None:
+        super().__init__(n_heads, span)
+        if not ramp > 0:
+            raise ValueError(f"ramp={ramp!r} is invalid: expected R > 0")
+        if not (isinstance(trim_step, int) and trim_step > 0):
+            raise ValueError(f"trim_step={trim_step!r} is invalid: expected a positive int")
+        self.ramp, self.lam, self.trim, self.trim_step = ramp, span_loss, trim, trim_step
+
+    def trimmed(self, max_z: float) -> int:
+        """The window for a widest span z: trimmed to z + R (`trim`), else S."""
+        return trimmed_window(max_z, self.ramp, self.S, self.trim_step) if self.trim else self.S
 
 
 def soft_mask(z: Tensor, dist: Tensor, ramp: float) -> Tensor:

@@ -5,25 +5,23 @@ import math
 import torch
 from torch import Tensor, nn
 
-from .base import SpanPolicy, soft_mask, trimmed_window
+from .base import LearnedSpan, soft_mask
 
 
-class DynamicSpan(SpanPolicy):
-    """z_t = S * sigmoid(v . x_t + b) per head and query position, b initialised to -4.
+class DynamicSpan(LearnedSpan):
+    """z_t = S * sigmoid(v . x_t + b) per head and query position, b initialised `gate_bias`.
 
     The next block's spans are unknown, so the cache keeps S - 1 states; each forward trims
     its own window (that of the last forward) to max_t z_t + R: one host read per forward.
     z_t lives from a forward to the span loss of the same step; statistics over a split are
-    read per forward through `trace()` (bench.train.evaluate), never from a later forward.
+    read per forward through `trace()` (the trainer's evaluation), never from a later forward.
     """
 
-    name, learned = "dynamic", True
+    name = "dynamic"
 
-    def __init__(self, d_model: int, n_heads: int, span: int, ramp: float = 32.0,
-                 span_loss: float = 2e-6, trim: bool = True, trim_step: int = 64,
-                 gate_bias: float = -4.0) -> None:
-        super().__init__(n_heads, span)
-        self.ramp, self.lam, self.trim, self.trim_step = ramp, span_loss, trim, trim_step
+    def __init__(self, d_model: int, n_heads: int, span: int, *, gate_bias: float = -4.0,
+                 **options) -> None:
+        super().__init__(n_heads, span, **options)
         self.gate = nn.Linear(d_model, n_heads)
         nn.init.constant_(self.gate.bias, gate_bias)
         self.z_t: Tensor | None = None
@@ -37,7 +35,7 @@ class DynamicSpan(SpanPolicy):
             g = self.gate(x.float())
         self.z_t = self.S * torch.sigmoid(g).transpose(1, 2).unsqueeze(-1)  # (B, h, M, 1)
         if self.trim:
-            self._window = trimmed_window(self.z_t.max().item(), self.ramp, self.S, self.trim_step)
+            self._window = self.trimmed(self.z_t.max().item())
         return self._window
 
     def mask(self, dist: Tensor, rows: slice) -> Tensor:

@@ -7,15 +7,14 @@ d nor a later copy of the same source pays exactly that many bits: so the dev bp
 model has a floor, `floor_bpc(S)`, a step function of S.
 """
 
-import hashlib
-import inspect
 import math
-from dataclasses import asdict, dataclass, fields
+from dataclasses import asdict, dataclass
 from typing import NamedTuple
 
 import numpy as np
 
-from .data import SPLITS, Corpus, DataError, split_sizes
+from .corpus import SPLITS, STANDARD_FRACTIONS, Corpus, DataError, sha256_of, split_sizes
+from .registry import register
 
 _Q = 1 << 16  # transition probabilities are multiples of 1/_Q, so sampling them is exact
 # One script per kind of frame (background, then each copy distance), each with >= 22 letters in
@@ -30,9 +29,11 @@ class SyntheticStream(NamedTuple):
     distance: np.ndarray  # (n,) int64: copy distance d of a copied letter, 0 for the others
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class Synthetic:
-    """Seeded stream of frames of `frame` = F symbols, each frame independently one of:
+    """The generator of the corpus `synthetic` (its builder holds the defaults).
+
+    Seeded stream of frames of `frame` = F symbols, each frame independently one of:
 
     * background, with probability 1 - p (p = p_copy): the delimiter `.`, then F - 1 letters of
       an order-1 Markov chain over `alphabet` letters, c ~ P[s, :] with s the previous letter of
@@ -68,13 +69,13 @@ class Synthetic:
     (a background frame right after it, within reach, hints at its last letter).
     """
 
-    alphabet: int = 8
-    concentration: float = 0.1
-    frame: int = 8
-    p_copy: float = 0.5
-    distances: tuple[int, ...] = (16, 64, 128)
-    distance_probs: tuple[float, ...] = (1 / 3, 1 / 3, 1 / 3)
-    seed: int = 0
+    alphabet: int
+    concentration: float
+    frame: int
+    p_copy: float
+    distances: tuple[int, ...]
+    distance_probs: tuple[float, ...]
+    seed: int
 
     def __post_init__(self) -> None:
         checks = {
@@ -188,47 +189,36 @@ def _entropy(p: np.ndarray) -> float:
     return float(-np.sum(p * np.log2(p)))
 
 
-def synthetic_corpus(
-    fractions: tuple[float, float, float], n_chars: int = 2_000_000, **options
-) -> Corpus:
-    known = {f.name for f in fields(Synthetic)}
-    if unknown := sorted(set(options) - known):
-        raise DataError(
-            f"synthetic: unknown options {unknown}; known: n_chars, {', '.join(sorted(known))}"
-        )
-    gen = Synthetic(**{k: tuple(v) if isinstance(v, list) else v for k, v in options.items()})
+class SyntheticCorpus(Corpus):
+    """The built-in corpus: its generator knows every floor and where it planted copies."""
+
+    def __init__(self, gen: Synthetic, splits: list[np.ndarray], meta: dict) -> None:
+        super().__init__("synthetic", len(gen.symbols), *splits, meta)
+        self.gen = gen
+
+    def floor_bpc(self, reach: int | None = None) -> float:
+        """floor_bpc(reach) of the generator; a reach below the frame gets the frame's floor, a
+        lower bound. A model of L layers with span S reaches L (S - 1) + 1 symbols back."""
+        return self.gen.floor_bpc(None if reach is None else max(reach, self.gen.frame))
+
+    def planted(self) -> list[int]:
+        return list(self.gen.distances)
+
+
+@register("synthetic")
+def synthetic(n_chars: int = 2_000_000, fractions: tuple[float, float, float] = STANDARD_FRACTIONS,
+              alphabet: int = 8, concentration: float = 0.1, frame: int = 8,
+              p_copy: float = 0.5, distances: tuple[int, ...] = (16, 64, 128),
+              distance_probs: tuple[float, ...] = (1 / 3, 1 / 3, 1 / 3), seed: int = 0
+              ) -> SyntheticCorpus:
+    """`n_chars` symbols of the generator (`Synthetic`: its fields are the other options),
+    split by `fractions`, each split its own stream."""
+    gen = Synthetic(alphabet=alphabet, concentration=concentration, frame=frame, p_copy=p_copy,
+                    distances=tuple(distances), distance_probs=tuple(distance_probs), seed=seed)
     sizes = split_sizes(f"synthetic (n_chars={n_chars})", n_chars, fractions)
     splits = [gen.stream(size, split).tokens for split, size in zip(SPLITS, sizes, strict=True)]
-    meta = {
-        "name": "synthetic",
-        "source": "generated",
-        "n_bytes": n_chars,
-        "sha256": hashlib.sha256(b"".join(s.tobytes() for s in splits)).hexdigest(),
-        "prefix": False,
-        "split_sizes": dict(zip(SPLITS, sizes, strict=True)),
-        "fractions": list(fractions),
-        "symbols": gen.symbols,
-        "floor_bpc": gen.floor_bpc(),
-        "floor_steps": gen.floor_steps(),
-        **asdict(gen),
-    }
-    return Corpus("synthetic", len(gen.symbols), *splits, meta)
-
-
-def floor_at(meta: dict, reach: int) -> float | None:
-    """floor_bpc(reach) of a corpus from its meta (None for corpora without a known floor); a
-    reach below the frame gets the frame's floor, a lower bound. A model of L layers with span S
-    reaches L (S - 1) + 1 symbols back by composing its layers' windows."""
-    steps = meta.get("floor_steps")
-    if not steps:
-        return None
-    return next((f for S, f in reversed(steps) if S <= reach), steps[0][1])
-
-
-def options() -> dict[str, inspect.Parameter]:
-    """data.synthetic's options, typed: `synthetic_corpus`'s own (n_chars) and, as it forwards
-    the rest, the fields of `Synthetic` (`fractions` is data.fractions)."""
-    own = inspect.signature(synthetic_corpus, eval_str=True).parameters.values()
-    fields_ = inspect.signature(Synthetic, eval_str=True).parameters
-    return {p.name: p for p in own if p.kind is p.POSITIONAL_OR_KEYWORD
-            and p.name != "fractions"} | dict(fields_)
+    meta = {"name": "synthetic", "source": "generated", "n_bytes": n_chars,
+            "sha256": sha256_of(*splits), "prefix": False,
+            "split_sizes": dict(zip(SPLITS, sizes, strict=True)), "fractions": list(fractions),
+            "symbols": gen.symbols, "options": {"n_chars": n_chars, **asdict(gen)}}
+    return SyntheticCorpus(gen, splits, meta)

@@ -1,23 +1,10 @@
-"""MLflow tracking of sweeps: where runs are stored, what a trial logs, how runs are found again.
+"""Writing attnbench's runs to MLflow: a sweep's parent run, each trial's child run (config,
+provenance, its corpus as a dataset input, metrics, artifacts), and closing runs a worker left
+open. The names are `names.py`'s."""
 
-Schema (bench.report reads exactly these names): one experiment per grid; a parent run per sweep
-(tags attnbench.role=sweep, attnbench.grid) and a child run per trial (attnbench.role=trial,
-attnbench.grid, attnbench.trial_hash, attnbench.grid_keys, attnbench.failure when it failed).
-Child params: the flattened resolved config (model.n_heads, ...), seed, git_commit,
-versions.<pkg>, dataset.*; the corpus as an MLflow dataset input; metrics: EVAL_METRICS at each
-evaluation's step, then the final ones under their own names (FINAL_RENAMED). Parent and child
-runs carry MLflow's source tags (mlflow.source.name, mlflow.source.git.commit), and the
-experiment's mlflow.experimentKind, so that MLflow's UI treats the runs as model training.
-"""
-
-import contextlib
-import fcntl
 import hashlib
 import json
-import os
 import time
-from collections.abc import Iterator, Mapping
-from dataclasses import fields
 from pathlib import Path
 
 from mlflow import MlflowClient
@@ -34,86 +21,25 @@ from mlflow.utils.mlflow_tags import (
     MLFLOW_SOURCE_TYPE,
 )
 
-from . import provenance
-from .record import Evaluation, RunResult
-from .synthetic import Synthetic
+from bench.training import provenance
+from bench.training.record import Evaluation, RunResult
 
-ROLE = "attnbench.role"  # "sweep" (parent run) or "trial" (child run)
-GRID = "attnbench.grid"
-HASH = "attnbench.trial_hash"
-GRID_KEYS = "attnbench.grid_keys"
-FAILURE = "attnbench.failure"  # why a trial failed or was interrupted
-STOPPED = "attnbench.stopped"  # why the scheduler stopped a trial early
-PARENT = "mlflow.parentRunId"
-FLOPS_ERROR = "attnbench.flops_error"  # why counting FLOPs failed (the results are kept)
-# MLflow's UI opens an experiment of this kind on its runs (unset, 3.x opens the GenAI overview)
-EXPERIMENT_KIND, TRAINING = "mlflow.experimentKind", "custom_model_development"
-# peak_cuda_mb: CUDA only, the peak allocated since the previous evaluation
-EVAL_METRICS = ("train_bpc", "dev_bpc", "lr", "mean_span", "tokens_per_s", "tokens",
-                "train_time_s", "peak_rss_mb", "peak_cuda_mb")
-DATASET_KEYS = ("name", "n_bytes", "sha256", "prefix")
-FINAL_SAME = ("params", "params_non_embedding", "flops_full", "flops_mean", "flops_max",
-              "flops_position", "flops_counted", "flops_executed", "flops_cache_reprojection",
-              "floor_bpc", "entropy_rate", "steps")
-# train()'s summaries whose per-evaluation metric has the same name: logged as final_<name>
-# (peaks over the whole run; mean span over the dev split; tokens/s over all steps)
-FINAL_RENAMED = ("mean_span", "tokens_per_s", "tokens", "peak_rss_mb", "peak_cuda_mb")
-
-
-def tracking_uri(explicit: str | None, results_dir: Path) -> str:
-    """--tracking-uri, else $MLFLOW_TRACKING_URI, else an sqlite file in the results folder."""
-    default = f"sqlite:///{(results_dir / 'mlflow.db').resolve()}"
-    return explicit or os.environ.get("MLFLOW_TRACKING_URI") or default
-
-
-@contextlib.contextmanager
-def store_lock(uri: str) -> Iterator[None]:
-    """An exclusive lock on <db>.lock beside an sqlite store, for the writes MLflow does as
-    check-then-insert without a lock of its own, which two processes interleave: creating a new
-    store's tables ("duplicate column name") and an experiment's datasets ("UNIQUE constraint
-    failed: datasets"). Other stores: nothing (their server orders the writes)."""
-    if not uri.startswith("sqlite:///"):
-        yield
-        return
-    db = Path(uri.removeprefix("sqlite:///"))
-    db.parent.mkdir(parents=True, exist_ok=True)
-    with open(db.with_name(db.name + ".lock"), "w") as lock:
-        fcntl.flock(lock, fcntl.LOCK_EX)
-        yield
-
-
-def open_store(uri: str) -> MlflowClient:
-    """A client of the store at `uri`; a new sqlite store is created (an old one migrated) on
-    first use, under `store_lock`, so a second sweep starting at once finds the tables made."""
-    with store_lock(uri):
-        client = MlflowClient(uri)
-        client.search_experiments(max_results=1)
-    return client
-
-
-def ui_command(uri: str) -> str:
-    return f"mlflow ui --backend-store-uri {uri} --host 127.0.0.1"
-
-
-def ui_url(exp: str, base: str = "http://127.0.0.1:5000") -> str:
-    """The experiment's runs in MLflow's UI. MLflow 3.17's UI takes the page it opens from its
-    GenAI / Model training switch (kept in the browser, GenAI by default), not from the
-    experiment's kind tag; `workflowType=machine_learning` sets the switch."""
-    return f"{base}/#/experiments/{exp}/runs?workflowType=machine_learning"
-
-
-def experiment_id(client: MlflowClient, name: str, uri: str) -> str:
-    """The grid's experiment, created on first use; sqlite stores keep artifacts beside the db."""
-    exp = client.get_experiment_by_name(name)
-    if exp is not None:
-        if exp.tags.get(EXPERIMENT_KIND) != TRAINING:  # created before the kind was set
-            client.set_experiment_tag(exp.experiment_id, EXPERIMENT_KIND, TRAINING)
-        return exp.experiment_id
-    location = None
-    if uri.startswith("sqlite:///"):
-        location = (Path(uri.removeprefix("sqlite:///")).parent / "mlartifacts").as_uri()
-    return client.create_experiment(name, artifact_location=location,
-                                    tags={EXPERIMENT_KIND: TRAINING})
+from .names import (
+    DATASET_KEYS,
+    EVAL_METRICS,
+    FAILURE,
+    FINAL_RENAMED,
+    FINAL_SAME,
+    FLOPS_ERROR,
+    GRID,
+    GRID_KEYS,
+    HASH,
+    IGNORED,
+    PARENT,
+    ROLE,
+    TRIALS,
+)
+from .store import store_lock
 
 
 def source_tags(command: str, commit: str) -> dict[str, str]:
@@ -125,11 +51,13 @@ def source_tags(command: str, commit: str) -> dict[str, str]:
     return tags
 
 
-def start_sweep(client: MlflowClient, exp: str, grid: str, grid_file: Path, n_trials: int,
+def start_sweep(client: MlflowClient, exp: str, grid: str, grid_file: Path, trials: list[str],
                 command: str, source: str) -> str:
     """Create the sweep's parent run, described by its grid file and command line (the run's
-    description and the `command` param), with `source` as MLflow's source name; returns its
-    id."""
+    description and the `command` param), with `source` as MLflow's source name, the grid file
+    and the hashes of every trial it covers (TRIALS, what its report selects) as artifacts;
+    returns its id."""
+    n_trials = len(trials)
     commit = provenance.git_commit()
     note = (f"Sweep of `{grid_file.resolve()}`, {n_trials} trials, commit `{commit}`.\n\n"
             f"```\n{command}\n```")
@@ -141,37 +69,8 @@ def start_sweep(client: MlflowClient, exp: str, grid: str, grid_file: Path, n_tr
               "git_commit": commit, "command": command}
     client.log_batch(run.info.run_id, params=[Param(k, str(v)) for k, v in params.items()])
     client.log_artifact(run.info.run_id, str(grid_file))
+    client.log_dict(run.info.run_id, {"trials": trials}, TRIALS)
     return run.info.run_id
-
-
-def trial_runs(client: MlflowClient, exp: str) -> dict[str, list[Run]]:
-    """Every trial run of the experiment by trial hash, newest first."""
-    out: dict[str, list[Run]] = {}
-    token = None
-    while True:
-        page = client.search_runs([exp], f"tags.`{ROLE}` = 'trial'", max_results=1000,
-                                  order_by=["attributes.start_time DESC"], page_token=token)
-        for run in page:
-            out.setdefault(run.data.tags[HASH], []).append(run)
-        token = page.token
-        if not token:
-            return out
-
-
-def done_run(runs: list[Run]) -> Run | None:
-    """The newest run that finished, or that the scheduler stopped early (a result, not an
-    interruption); None when the trial has no result yet."""
-    return next((r for r in runs if r.info.status == "FINISHED" or STOPPED in r.data.tags), None)
-
-
-def stale(params: Mapping[str, str], now: Mapping[str, str]) -> str | None:
-    """What a finished run ran on, where that is other code than `now` (provenance.identity()):
-    its code_version, or its git_commit for a run that predates them; None where it is current
-    or its code was not recorded ('unknown': no checkout)."""
-    key = "code_version" if isinstance(params.get("code_version"), str) else "git_commit"
-    ran = params.get(key)
-    judged = isinstance(ran, str) and "unknown" not in (ran, now[key])
-    return ran if judged and ran != now[key] else None
 
 
 def sweep_run(client: MlflowClient, exp: str, parent: str, trial_hash: str) -> Run | None:
@@ -213,19 +112,18 @@ class CorpusDataset(MetaDataset):
         return {**super().to_dict(), "profile": json.dumps(self._profile)}
 
 
-def corpus_dataset(meta: dict) -> CorpusDataset:
-    """bench.data's corpus.meta -> its MLflow dataset: the file it was read from or, for the
-    synthetic corpus, the generator and its options; digest: the first 16 hex digits of the
-    sha256 (MLflow keeps 36 characters), the whole one in the profile."""
-    if meta["source"] == "generated":
-        options = {f.name: meta[f.name] for f in fields(Synthetic)}
-        source: DatasetSource = CodeDatasetSource({"generator": "bench.synthetic.Synthetic",
-                                                   **options})
+def corpus_dataset(described: dict) -> CorpusDataset:
+    """A corpus's own description (`Corpus.describe()`) -> its MLflow dataset: the file it was
+    read from or, for a generated corpus, its builder and options; digest: the first 16 hex
+    digits of the sha256 (MLflow keeps 36 characters), the whole one in the profile."""
+    if described["source"] == "generated":
+        source: DatasetSource = CodeDatasetSource({"generator": described["name"],
+                                                   **described.get("options", {})})
     else:
-        source = resolve_dataset_source(meta["source"])
-    profile = {k: meta.get(k) for k in ("sha256", "n_bytes", "split_sizes", "fractions",
-                                         "prefix", "floor_bpc")}
-    return CorpusDataset(source, meta["name"], meta["sha256"][:16], profile)
+        source = resolve_dataset_source(described["source"])
+    profile = {k: described.get(k) for k in ("sha256", "n_bytes", "split_sizes", "fractions",
+                                              "prefix", "entropy_rate", "probes")}
+    return CorpusDataset(source, described["name"], described["sha256"][:16], profile)
 
 
 def flatten(tree: dict, prefix: str = "") -> dict[str, str]:
@@ -265,7 +163,8 @@ class TrialRun:
         if run is None:
             run = client.create_run(exp, run_name=spec["name"], tags={
                 ROLE: "trial", GRID: spec["grid"], HASH: spec["hash"],
-                GRID_KEYS: ",".join(spec["grid_keys"]), PARENT: parent})
+                GRID_KEYS: ",".join(spec["grid_keys"]), PARENT: parent,
+                **({IGNORED: ",".join(spec["ignored"])} if spec["ignored"] else {})})
         elif FAILURE in run.data.tags:
             client.delete_tag(run.info.run_id, FAILURE)
         trial = cls(uri, run.info.run_id)
@@ -290,7 +189,7 @@ class TrialRun:
                          **({"code_version": info["code_version"]} if "code_version" in info
                             else {}),
                          **{f"versions.{k}": v for k, v in info["versions"].items()},
-                         **{f"dataset.{k}": ds[k] for k in DATASET_KEYS}})
+                         **flatten({"dataset": {k: ds.get(k) for k in DATASET_KEYS}})})
         run = self.client.get_run(self.run_id)
         source = source_tags(run.data.tags.get(MLFLOW_SOURCE_NAME, "bench.train"),
                              info["git_commit"])

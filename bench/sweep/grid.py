@@ -1,19 +1,17 @@
 """What a grid file means: its schema, the trials it expands to (cross product minus `exclude`,
-times seeds), their validated configs and identities, and the dry-run plan of their cost.
+times seeds), their validated configs and identities.
 
-Nothing here starts Ray or MLflow: `bench.run` runs what this module resolves.
+Nothing here starts Ray or MLflow: the runner runs what this module resolves.
 """
 
 import argparse
 import hashlib
 import itertools
 import json
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal
 
-import pandas as pd
-import yaml
 from pydantic import (
     BaseModel,
     Field,
@@ -23,32 +21,36 @@ from pydantic import (
     model_validator,
 )
 
-from . import data, tracking
-from .claims import Claim, describe
-from .claims import check as check_claims
-from .config import (
+from bench import data
+from bench.config import (
     PRESETS,
     Config,
     ConfigError,
-    DataConfig,
     Strict,
+    drop_untaken,
     format_error,
     merge,
     parse_sets,
+    read_yaml,
     resolve,
     set_dotted,
+    untaken,
 )
-from .flops import analytic_flops
-from .train import build_model, load_corpus
+from bench.findings.claims import Claim
+from bench.findings.claims import check as check_claims
+from bench.findings.spec import ReportSpec
+from bench.tracking.names import EVAL_METRICS
+from bench.training.loop import load_corpus
 
-FREE_DICTS = ("model.attn.", "data.synthetic.")  # checked by building, not by the schema
+FREE = ("model.attn.", "data.")  # typed by the variant's and the corpus's signatures
 
 
 def check_key(key: str) -> None:
-    """Raise ValueError unless the dotted key names a field of Config (or lies in a free dict)."""
+    """Raise ValueError unless the dotted key names a field of Config (or lies in a section
+    typed by a signature: a variant's options, a corpus's)."""
     if key == "train.seed":
         raise ValueError("train.seed: seeds come from `seeds:` (or --seeds)")
-    if key.startswith(FREE_DICTS):
+    if key.startswith(FREE):
         return
     schema: type[BaseModel] = Config
     parts = key.split(".")
@@ -107,11 +109,12 @@ class Grid(Strict):
     seeds: list[int] = Field([0], min_length=1)
     resources: Resources = Resources()
     scheduler: Scheduler = Scheduler()
-    metric: Literal[tracking.EVAL_METRICS] = "dev_bpc"
+    metric: Literal[EVAL_METRICS] = "dev_bpc"
     mode: Literal["min", "max"] = "min"
     max_failures: int = Field(2, ge=0)  # Ray restarts of a crashed trial from its checkpoint
-    claims: list[Claim] = []  # the findings the grid tests (bench.claims)
+    claims: list[Claim] = []  # the findings the grid tests (bench.findings.claims)
     _claims_checked: bool = PrivateAttr(False)
+    report: ReportSpec = ReportSpec()  # the table layout and figures of its report
     plugins: list[str] = []  # modules or .py files imported first, as $ATTNBENCH_PLUGINS
 
     @field_validator("grid")
@@ -145,6 +148,7 @@ class Trial:
     cfg: Config
     hash: str
     vocab: int = 0
+    ignored: list[str] = field(default_factory=list)  # grid options its variant does not take
 
     @property
     def seed(self) -> int:
@@ -168,23 +172,19 @@ def config_hash(cfg: Config) -> str:
     return _sha256_json(cfg.model_dump(mode="json"))
 
 
-def trial_hash(cfg: Config, data_sha256: str | None) -> str:
-    """A trial's identity: the config's hash with where its data lives (data.path, data_dir,
-    download) replaced by what the data is, the corpus's sha256. The same trial has the same
-    identity in every checkout and on every machine; other bytes under the same path do not.
-    None (a dry run that downloads nothing) hashes the config without the location."""
+def trial_hash(cfg: Config, identity: dict | None) -> str:
+    """A trial's identity: the config's hash with its data section replaced by what the data is
+    (`Corpus.identity()`: name, sha256, split sizes), so the same trial has the same identity in
+    every checkout and on every machine, and other bytes under the same path do not. None (a
+    dry run that downloads nothing) hashes the data section as written."""
     tree = cfg.model_dump(mode="json")
-    for key in ("path", "data_dir", "download"):
-        tree["data"].pop(key)
-    tree["data"]["sha256"] = data_sha256
+    if identity is not None:
+        tree["data"] = identity
     return _sha256_json(tree)
 
 
 def load_grid(path: Path) -> Grid:
-    try:
-        raw = yaml.safe_load(path.read_text())
-    except (OSError, yaml.YAMLError) as err:
-        raise ConfigError(f"{path}: cannot read the grid file: {err}") from None
+    raw = read_yaml(path, "grid file")
     try:
         return Grid.model_validate(raw)
     except ValidationError as err:
@@ -211,13 +211,13 @@ def drop_preset_keys(tree: dict, preset: dict) -> dict:
 
 
 def add_trial_args(p: argparse.ArgumentParser) -> None:
-    """--set, --preset, --data and --seeds: what turns a grid file into its trials. bench.run
-    takes them to run the trials, bench.report to report exactly those trials."""
+    """--set, --preset, --data and --seeds: what turns a grid file into its trials."""
     p.add_argument("--set", dest="sets", action="append", default=[], metavar="KEY=VALUE",
                    help="override a config key in every trial (pins a grid axis); repeatable")
     p.add_argument("--preset", choices=sorted(PRESETS),
                    help="model/train preset; wins over the sizes the grid's base sets")
-    p.add_argument("--data", choices=data.DATASETS, help="dataset (data.name)")
+    p.add_argument("--data", help="registered dataset (data.name); drops the base's options "
+                   "of another corpus")
     p.add_argument("--seeds", type=seeds_arg, help="comma-separated seeds, e.g. 0,1,2")
 
 
@@ -236,9 +236,12 @@ def apply_cli(grid: Grid, args: argparse.Namespace) -> tuple[dict, str | None]:
         preset, base = args.preset, drop_preset_keys(base, PRESETS.get(args.preset, {}))
     sets = parse_sets(args.sets)
     if args.data:
+        try:
+            takes = data.options(args.data)
+        except data.DataError as err:
+            raise ConfigError(f"--data: {err}") from None
         set_dotted(sets, "data.name", args.data)
-        if args.data != "synthetic":
-            base["data"] = {k: v for k, v in base["data"].items() if k != "synthetic"}
+        base["data"] = {k: v for k, v in base["data"].items() if k in takes}
     for key in grid.grid:  # --set on a grid key pins that axis to one value
         found, value = lookup(sets, key)
         if found:
@@ -257,105 +260,80 @@ def excluded(values: dict[str, Any], rules: list[dict[str, Any]]) -> bool:
     return any(all(match(k, v) for k, v in rule.items()) for rule in rules)
 
 
-def trial_config(values: dict[str, Any], seed: int, base: dict, preset: str | None) -> Config:
-    """One trial's resolved config: base, then its grid values and seed; data paths absolute."""
+def trial_tree(values: dict[str, Any], seed: int, base: dict) -> dict:
+    """One trial's config tree: base, then its grid values and seed."""
     tree: dict = {}
     for key, value in values.items():
         set_dotted(tree, key, value)
     tree = merge(base, tree)
     set_dotted(tree, "train.seed", seed)
+    return tree
+
+
+def trial_config(values: dict[str, Any], seed: int, base: dict, preset: str | None,
+                 refused: set[str] = frozenset()) -> tuple[Config, list[str]]:
+    """One trial's resolved config (paths absolute) and the model.attn options it drops because
+    its variant does not take them; those in `refused` are kept, for resolve() to refuse."""
+    tree = trial_tree(values, seed, base)
+    ignored = drop_untaken(tree, preset, keep=refused)
     try:
         cfg = resolve(tree, preset)
     except ConfigError as err:
         label = ", ".join(f"{k}={v!r}" for k, v in values.items())
         raise ConfigError(f"trial {label}, seed {seed}: {err}") from None
-    for key in ("path", "data_dir"):  # trials run in other working directories
-        if (value := getattr(cfg.data, key)) is not None:
-            setattr(cfg.data, key, str(Path(value).expanduser().resolve()))
-    return cfg
+    for key, value in cfg.data.options.items():  # trials run in other working directories
+        if isinstance(value, Path):
+            setattr(cfg.data, key, value.expanduser().resolve())
+    return cfg, ignored
 
 
 def expand(grid: Grid, base: dict, preset: str | None) -> list[Trial]:
-    """Resolve and validate every trial (raises ConfigError naming the trial and the key)."""
-    try:
-        resolve(base, preset)
-    except ConfigError as err:
-        raise ConfigError(f"base: {err}") from None
-    trials: dict[str, Trial] = {}
-    for combo in itertools.product(*grid.grid.values()):
-        values = dict(zip(grid.grid, combo, strict=True))
-        if excluded(values, grid.exclude):
-            continue
-        for seed in grid.seeds:
-            cfg = trial_config(values, seed, base, preset)
-            trials.setdefault(config_hash(cfg), Trial(values, cfg, trial_hash(cfg, None)))
-    if not trials:
+    """Resolve and validate every trial (raises ConfigError naming the trial and the key). An
+    option the grid sets for several variants is dropped, and recorded as ignored, for the
+    trials whose variant does not take it; one that no trial's variant takes is refused."""
+    combos = [values for combo in itertools.product(*grid.grid.values())
+              if not excluded(values := dict(zip(grid.grid, combo, strict=True)), grid.exclude)]
+    if not combos:
         raise ConfigError("exclude: every trial of the grid is excluded")
+    refused = set.intersection(*(set(untaken(trial_tree(v, 0, base), preset)) for v in combos))
+    trials: dict[str, Trial] = {}
+    for values in combos:
+        for seed in grid.seeds:
+            cfg, ignored = trial_config(values, seed, base, preset, refused)
+            trials.setdefault(config_hash(cfg), Trial(values, cfg, trial_hash(cfg, None),
+                                                      ignored=ignored))
     return list(trials.values())
 
 
 def resolve_trials(grid: Grid, args: argparse.Namespace, dry_run: bool) -> list[Trial]:
     """The grid's trials under the command line's --set, --data, --preset and --seeds (the
-    options `add_trial_args` adds), each validated and identified by its corpus's sha256 (a dry
-    run downloads nothing). bench.run runs them; bench.report reports exactly them."""
+    options `add_trial_args` adds), each validated and identified by its corpus (a dry run
+    downloads nothing)."""
     trials = expand(grid, *apply_cli(grid, args))
     check_data(trials, dry_run)
     return trials
 
 
-def needs_download(d: DataConfig) -> bool:
-    """A real dataset that is neither given by path nor cached yet."""
-    return (d.name in data.SOURCES and d.path is None
-            and not (data.data_dir(d.data_dir) / d.name).is_file())
-
-
 def check_data(trials: list[Trial], dry_run: bool) -> None:
-    """Load each distinct corpus once (so a bad data option is a user error here, and a download
-    happens once), recording the vocabulary size and setting each trial's identity from the
-    corpus's sha256. A dry run downloads nothing."""
-    seen: dict[str, tuple[int, str | None]] = {}  # data options -> (vocabulary, sha256)
+    """Build each distinct corpus once (so a bad data option is a user error here, and a
+    download happens once), recording the vocabulary size and setting each trial's identity
+    from the corpus's. A dry run downloads nothing: a corpus not yet downloaded is planned with
+    256 symbols and identified by its options."""
+    seen: dict[str, tuple[int, dict | None]] = {}  # data options -> (vocabulary, identity)
     for t in trials:
         d, tr = t.cfg.data, t.cfg.train
         key = json.dumps([d.model_dump(mode="json"), tr.block, tr.batch_size], sort_keys=True)
-        if key not in seen and dry_run and needs_download(d):
-            seen[key] = (len(data.TEXT8_SYMBOLS) if d.name == "text8" else 256, None)
         if key not in seen:
+            cfg = t.cfg
+            if dry_run and "download" in data.options(d.name):
+                cfg = cfg.model_copy(update={"data": d.model_copy(update={"download": False})})
             try:
-                corpus = load_corpus(t.cfg)
+                corpus = load_corpus(cfg)
+                seen[key] = (corpus.vocab_size, corpus.identity())
             except (data.DataError, TypeError) as err:
-                raise ConfigError(f"trial {t.name}: data: {err}") from None
-            seen[key] = (corpus.vocab_size, corpus.meta["sha256"])
-        t.vocab, sha256 = seen[key]
-        t.hash = trial_hash(t.cfg, sha256)
-
-
-def plan_table(trials: list[Trial]) -> pd.DataFrame:
-    """One row per trial: its grid values, params, analytic FLOPs per token, tokens, cost."""
-    models: dict[str, tuple[int, float]] = {}
-    rows = []
-    for t in trials:
-        key = json.dumps([t.cfg.model.model_dump(mode="json"), t.vocab], sort_keys=True)
-        if key not in models:
-            model = build_model(t.cfg, t.vocab)
-            models[key] = (sum(p.numel() for p in model.parameters()),
-                           analytic_flops(model, "full"))
-        params, flops = models[key]
-        tr = t.cfg.train
-        tokens = tr.steps * tr.batch_size * tr.block
-        rows.append({"trial": t.hash[:10], **t.values, "seed": t.seed, "params": params,
-                     "flops/token": flops, "tokens": tokens, "cost": float(tokens * flops)})
-    return pd.DataFrame(rows)
-
-
-def print_plan(trials: list[Trial], tested: list[Claim] | None = None) -> None:
-    """The trial table and cost, then the claims the sweep's report will compute."""
-    df = plan_table(trials)
-    print(df.to_markdown(index=False, floatfmt=".3g", intfmt=","))
-    print(f"\n{len(df)} trials, {df.tokens.sum():,} training tokens; estimated cost "
-          f"(trials x tokens x analytic FLOPs/token at full span): {df.cost.sum():.3g} "
-          "multiply-adds forward (about 3x that with the backward pass)")
-    if tested:
-        print(f"\n{len(tested)} claims, computed by the report from the finished runs:\n")
-        print(describe(tested).to_markdown(index=False))
-
-
+                if not (dry_run and cfg is not t.cfg and "no cached copy" in str(err)):
+                    raise ConfigError(f"trial {t.name}: data: {err}") from None
+                print(f"note: {d.name} is not downloaded yet; the plan assumes 256 symbols")
+                seen[key] = (256, None)
+        t.vocab, identity = seen[key]
+        t.hash = trial_hash(t.cfg, identity)

@@ -32,13 +32,14 @@ import pandas as pd
 from pydantic import Field, TypeAdapter, ValidationError, field_validator, model_validator
 from scipy.stats import linregress
 
-from . import stats, tracking
-from .config import Strict
+from bench.config import Strict
+from bench.tracking.names import FAILURE, FINAL_RENAMED, FINAL_SAME, SEEDS, STOPPED
+
+from . import stats
 
 MIN_SEEDS = 3  # paired seeds a test needs before its verdict counts
-SEEDS = ("seed", "train.seed")
-# the report reads a final_<name> summary back under <name> (tracking.FINAL_RENAMED)
-FINAL = ("final_dev_bpc", "final_test_bpc", *tracking.FINAL_SAME, *tracking.FINAL_RENAMED)
+# the report reads a final_<name> summary back under <name> (FINAL_RENAMED)
+FINAL = ("final_dev_bpc", "final_test_bpc", *FINAL_SAME, *FINAL_RENAMED)
 DERIVED = {  # metric: what it is; computed per run by `derive`
     "gap_to_floor": "final_dev_bpc - floor_bpc: bits above the corpus's lowest reachable bpc",
     "span_fraction": "mean_span / model.span: the learned span as a share of the limit S",
@@ -194,14 +195,14 @@ def derive(runs: pd.DataFrame) -> pd.DataFrame:
     return runs
 
 
-def _match(df: pd.DataFrame, cell: dict[str, Any]) -> pd.Series:
+def match(df: pd.DataFrame, cell: dict[str, Any]) -> pd.Series:
     """Rows of df whose grid values equal the cell's (params are logged as strings: numbers
     compare as numbers, other values as the JSON the runner logged)."""
     mask = pd.Series(True, index=df.index)
     for key, value in cell.items():
         if key not in df:
             return pd.Series(False, index=df.index)
-        if isinstance(value, int | float) and not isinstance(value, bool):
+        if isinstance(value, int | float | np.number) and not isinstance(value, bool):
             mask &= pd.to_numeric(df[key], errors="coerce") == value
         else:
             text = value if isinstance(value, str) else json.dumps(value)
@@ -216,11 +217,11 @@ def _seed_col(df: pd.DataFrame) -> str | None:
 def _why_missing(missing: pd.DataFrame, cell: dict, seed: Any) -> str:
     """How the cell's trial at `seed` ended, from the sweep's unfinished trials."""
     col = _seed_col(missing)
-    hit = missing[_match(missing, cell) & (missing[col] == seed)] if col and len(missing) else []
+    hit = missing[match(missing, cell) & (missing[col] == seed)] if col and len(missing) else []
     if len(hit) == 0:
         return "not run"
     r = hit.iloc[0]
-    why = next((r[t] for t in ("tags.attnbench.failure", "tags.attnbench.stopped")
+    why = next((r[t] for t in (f"tags.{FAILURE}", f"tags.{STOPPED}")
                 if t in r and pd.notna(r[t])), None)
     return str(r["status"]).lower() + (f" ({why})" if why else "")
 
@@ -235,7 +236,7 @@ def _values(runs: pd.DataFrame, missing: pd.DataFrame, cell: dict, metric: str,
     if metric not in runs:
         raise _Unavailable(f"no run logged {metric}")
     col = _seed_col(runs)
-    sub = runs[_match(runs, cell)]
+    sub = runs[match(runs, cell)]
     got = sub.set_index(col)[metric] if col else sub[metric].reset_index(drop=True)
     label = " ".join(f"{k.rsplit('.', 1)[-1]}={_fmt(v)}" for k, v in cell.items())
     if lost := [s for s in seeds if s not in got.index]:

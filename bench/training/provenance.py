@@ -8,7 +8,7 @@ from pathlib import Path
 
 import torch
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 PACKAGES = ("torch", "numpy", "ray", "mlflow", "fvcore", "pandas", "pydantic", "attnbench")
 
 
@@ -31,12 +31,11 @@ def git_commit() -> str:
     return f"{head}-dirty.{hashlib.sha256(diff).hexdigest()[:8]}" if diff else head
 
 
-# What trains and scores a run: bench.train and everything it imports from this checkout
+# What trains and scores a run: the one-run room and everything it imports from this checkout
 # (tests/test_tracking.py keeps the list complete). The report, the claims, the runner and the
 # benchmarks only read or schedule runs, so changing them leaves finished results current.
-RESULT_CODE = ("variants", *(f"bench/{m}.py" for m in (
-    "__init__", "config", "data", "flops", "memory", "model", "pairing", "plugins", "precision",
-    "provenance", "record", "synthetic", "train")))
+RESULT_CODE = ("variants", "bench/__init__.py", "bench/config.py",
+               "bench/data", "bench/model", "bench/training")
 
 
 def code_files() -> list[Path]:

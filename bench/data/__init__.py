@@ -1,0 +1,16 @@
+"""The data room: corpora, registered like variants, and batching.
+
+A corpus is built by name (`build(name, **options)`, options typed by its builder's signature)
+and describes itself: its splits, identity, floors and probes where it knows them (`Corpus`).
+Built in: enwik8, text8, file (`text.py`) and the generated corpus (`synthetic.py`); a plugin
+adds one with `register`. This room imports numpy and torch, nothing else of bench.
+"""
+
+from . import synthetic as _synthetic  # noqa: F401  (registers synthetic)
+from . import text as _text  # noqa: F401  (registers enwik8, text8, file)
+from .batches import eval_batches, train_batches
+from .corpus import SPLITS, Corpus, DataError, split_sizes
+from .registry import build, check_name, names, options, register
+
+__all__ = ["SPLITS", "Corpus", "DataError", "build", "check_name", "eval_batches", "names",
+           "options", "register", "split_sizes", "train_batches"]

@@ -1,0 +1,223 @@
+"""The figures of a sweep (the ones `layouts.FIGURES` names), drawn from its runs with seaborn
+at the paper's column width: adaptive-span Figures 3, 4 and 5, talking-heads Figure 1, learning
+curves."""
+
+import json
+from pathlib import Path
+
+import matplotlib as mpl
+import numpy as np
+import pandas as pd
+import seaborn as sns
+from matplotlib.backends.backend_agg import FigureCanvasAgg
+from matplotlib.figure import Figure
+from matplotlib.ticker import EngFormatter
+
+from bench.tracking import reader
+from bench.training.record import RunResult
+
+from .layouts import FIGURES
+from .numbers import num
+from .runs import Sweep
+
+DPI, WIDTH = 300, 3.3  # paper column width, inches
+RC = {"font.size": 8, "axes.labelsize": 8, "axes.titlesize": 8, "xtick.labelsize": 7,
+      "ytick.labelsize": 7, "legend.fontsize": 6, "legend.title_fontsize": 7,
+      "lines.linewidth": 1.0, "lines.markersize": 3, "pdf.fonttype": 42}
+TRACE_CHARS = 40  # characters of the dynamic-span sample on the x axis of Figure 5
+
+
+
+def _pick(runs: pd.DataFrame, mask: pd.Series) -> pd.Series | None:
+    """The run with the largest span limit / most heads (lowest seed) among `mask`."""
+    sub = runs[mask]
+    by = [c for c in ("model.span", "model.n_heads") if c in sub]
+    return None if sub.empty else sub.sort_values(by, ascending=False, kind="stable").iloc[0]
+
+
+def run_result(run: pd.Series | None) -> RunResult | None:
+    """The trial's run record (its result.json artifact); None when absent or not a record."""
+    record = None if run is None else reader.artifact_dict(run["run_id"], "result.json")
+    try:
+        return None if record is None else RunResult.from_dict(record)
+    except ValueError:  # another kind of file: the figure is skipped
+        return None
+
+
+def fig_span_limit(sweep: Sweep, fig: Figure) -> bool:
+    """Adaptive-span Figure 3: dev bpc, average span and #FLOPS (the paper's convention and
+    estimate, at the mean span) against the span limit S, one line per variant, mean and std
+    over seeds."""
+    r = sweep.runs
+    if "model.span" not in sweep.keys or r["model.span"].nunique() < 2:
+        return False
+    S = sorted(r["model.span"].unique())
+    panels = (("final_dev_bpc", "dev bpc (bits/char)"), ("mean_span", "avg. span (chars)"),
+              ("flops_mean", "#FLOPS per token"))
+    axes = fig.subplots(3, 1, sharex=True)
+    for i, (ax, (y, ylabel)) in enumerate(zip(axes, panels, strict=True)):
+        if y in r:
+            sns.lineplot(r, x="model.span", y=y, hue="model.variant", marker="o", errorbar="sd",
+                         ax=ax, legend=i == 0)
+        ax.set(ylabel=ylabel, xscale="log", xlabel="span limit S (chars)")
+        ax.set_xticks(S, labels=[num(s) for s in S])
+        ax.minorticks_off()
+    if "floor_bpc" in r and r["floor_bpc"].notna().any():  # the lowest bpc each S can reach
+        floor = r.groupby("model.span")["floor_bpc"].first()
+        axes[0].plot(floor.index, floor.values, color="0.3", linestyle="--", marker="_",
+                     label="floor_bpc")
+    axes[2].yaxis.set_major_formatter(EngFormatter(sep=""))
+    if axes[0].get_legend():
+        axes[0].legend(title=None)
+    return True
+
+
+def fig_head_spans(sweep: Sweep, fig: Figure) -> bool:
+    """Adaptive-span Figure 4: the final span of every head, by layer (log scale)."""
+    run = _pick(sweep.runs, sweep.runs["span_policy"] == "adaptive")
+    spans = (result := run_result(run)) and result.head_spans
+    if not spans:
+        return False
+    df = pd.DataFrame([(layer + 1, h, s) for layer, heads in enumerate(spans)
+                       for h, s in enumerate(heads)], columns=["layer", "head", "span"])
+    planted = _planted(run)
+    ax = fig.subplots()
+    sns.barplot(df, x="layer", y="span", hue="head", palette="crest", legend=False, ax=ax)
+    # the axis spans powers of 2 from below half the shortest span or planted distance (so every
+    # bar and line shows) to above the longest span
+    low, high = np.log2(min([df["span"].min(), *planted]) / 2), np.log2(df["span"].max())
+    ticks = 2 ** np.arange(np.floor(low), np.ceil(high) + 1)
+    ax.set(yscale="log", ylim=(ticks[0], ticks[-1]), ylabel="span (chars, log)", xlabel="layer",
+           title=f"{run['label']}, seed {num(run.get('seed', 0))}: one bar per head")
+    ax.set_yticks(ticks, labels=[f"{t:g}" for t in ticks])
+    ax.minorticks_off()
+    for d in planted:  # the corpus's dependencies: where spans that pay should stop
+        ax.axhline(d, color="0.4", linestyle=":", linewidth=0.8)
+        ax.annotate(f"d={d}", (1, d), xycoords=("axes fraction", "data"), fontsize=5,
+                    ha="right", va="bottom", color="0.3")
+    return True
+
+
+def _planted(run: pd.Series) -> list[int]:
+    """The distances the run's corpus says it planted (param dataset.planted; [] for real
+    text or a run that did not log it)."""
+    logged = run.get("dataset.planted")
+    return json.loads(logged) if isinstance(logged, str) else []
+
+
+def _char(c: str) -> str:
+    return {" ": "␣", "\n": "↵", "\t": "→"}.get(c, c)
+
+
+def fig_dynamic_span(sweep: Sweep, fig: Figure) -> bool:
+    """Adaptive-span Figure 5: the dynamic span z_t + R (mean over layers and heads) along a
+    text."""
+    run = _pick(sweep.runs, sweep.runs["span_policy"] == "dynamic")
+    trace = (result := run_result(run)) and result.dynamic_trace
+    if not trace:
+        return False
+    text, z = trace["text"][:TRACE_CHARS], trace["z"][:TRACE_CHARS]
+    ax = fig.subplots()
+    ax.plot(range(len(z)), z, marker="o")
+    ax.set_xticks(range(len(text)), labels=[_char(c) for c in text], family="monospace",
+                  fontsize=6)
+    ax.set(xlim=(-0.5, len(text) - 0.5), xlabel="input character",
+           ylabel=r"avg. span $z_t + R$ (chars)", title=run["label"])
+    ax.grid(axis="x", visible=False)
+    return True
+
+
+def identity_distance(m: np.ndarray) -> float:
+    """||P - I|| / ||I|| (Frobenius; I rectangular for h_in != h_out): 0 at the default start,
+    about 1 or more for a matrix with no diagonal structure."""
+    eye = np.eye(*m.shape)
+    return float(np.linalg.norm(m - eye) / np.linalg.norm(eye))
+
+
+def fig_mixing(sweep: Sweep, fig: Figure) -> bool:
+    """Talking-heads Figure 1: P_l, P_w and P_l.P_w of one layer, each scaled to [-1, 1], with
+    each matrix's distance from the identity under it and, in the caption, the start they were
+    trained from (identity + noise by default, `mix_init=random` otherwise)."""
+    run = _pick(sweep.runs, sweep.runs["mixing"] == "both")
+    result = run_result(run)
+    layers = [m for m in (result.mixing if result else []) if {"P_l", "P_w"} <= set(m)]
+    if not layers:
+        return False
+    P_l, P_w = np.array(layers[-1]["P_l"]), np.array(layers[-1]["P_w"])
+    axes = fig.subplots(1, 3)
+    mats = ((r"$P_l$", P_l, "h_k", "h"), (r"$P_w$", P_w, "h", "h_v"),
+            (r"$P_l P_w$", P_l @ P_w, "h_k", "h_v"))
+    for i, (ax, (title, m, ylabel, xlabel)) in enumerate(zip(axes, mats, strict=True)):
+        sns.heatmap(m / np.abs(m).max(), ax=ax, cmap="RdBu_r", vmin=-1, vmax=1, square=True,
+                    cbar=i == 2, xticklabels=False, yticklabels=False)
+        ax.set(title=title, ylabel=f"${ylabel}$ (heads)")
+        ax.set_xlabel(f"${xlabel}$ (heads)\n$\\|P-I\\|/\\|I\\|$ = {identity_distance(m):.2f}",
+                      fontsize=5)
+    init = run.get("model.attn.mix_init")
+    init = "identity" if pd.isna(init) else init
+    start = ("identity + noise, the default: a fresh layer is multi-head" if init == "identity"
+             else f"{init} (mix_init={init})")
+    fig.suptitle(f"{run['label']}, last layer\ntrained from {start}", fontsize=5)
+    return True
+
+
+def _history(sweep: Sweep) -> pd.DataFrame:
+    keys = ("dev_bpc", "tokens", "train_time_s")
+    frames = [reader.history(sweep.client, r["run_id"], keys).assign(run=r["run_id"],
+                                                                      label=r["label"])
+              for _, r in sweep.runs.iterrows()]
+    return pd.concat(frames).dropna()
+
+
+def fig_curves(sweep: Sweep, fig: Figure) -> bool:
+    """Learning curves: dev bpc against training tokens and against wall time, every seed. The
+    evaluations during training read the first `train.eval_tokens` dev characters when that is
+    set (the final dev bpc reads all of them), and the axis says so."""
+    h = _history(sweep)
+    if h.empty:
+        return False
+    n = sweep.runs.get("train.eval_tokens", pd.Series(dtype=float)).dropna().unique()
+    ylabel = f"dev bpc, first {num(n[0])} chars" if len(n) == 1 else "dev bpc (bits/char)"
+    axes = fig.subplots(1, 2, sharey=True)
+    for ax, (x, xlabel) in zip(axes, (("tokens", "training tokens"),
+                                      ("train_time_s", "wall time (s)")), strict=True):
+        sns.lineplot(h, x=x, y="dev_bpc", hue="label", units="run", estimator=None,
+                     marker="o", ax=ax, legend=ax is axes[0])
+        ax.set(xlabel=xlabel, ylabel=ylabel)
+    axes[0].xaxis.set_major_formatter(EngFormatter(sep=""))
+    handles, labels = axes[0].get_legend_handles_labels()
+    axes[0].get_legend().remove()
+    for ncols in (3, 2, 1):  # as many columns as fit the figure's width, one at the least
+        legend = fig.legend(handles, labels, loc="outside lower center", ncols=ncols,
+                            frameon=False)
+        if ncols == 1 or legend.get_window_extent(fig.canvas.get_renderer()).width <= \
+                fig.bbox.width:
+            break
+        legend.remove()
+    return True
+
+
+DRAW = {"span_limit": fig_span_limit, "head_spans": fig_head_spans,
+        "dynamic_span": fig_dynamic_span, "mixing": fig_mixing, "curves": fig_curves}
+
+
+def write_figures(sweep: Sweep, out_dir: Path) -> list[Path]:
+    """The figures the grid declares (`report: {figures: [...]}`; none declared: every figure)
+    that the runs have data for, as PNG (DPI) and PDF."""
+    paths = []
+    for name in sweep.spec.report.figures or list(FIGURES):
+        stem, height = FIGURES[name]
+        with sns.axes_style("whitegrid"), mpl.rc_context(RC):
+            fig = Figure(figsize=(WIDTH, height), layout="constrained")
+            FigureCanvasAgg(fig)
+            if not DRAW[name](sweep, fig):
+                if sweep.spec.report.figures:  # declared, so say why it is missing
+                    print(f"figure {name}: the runs have no data for it")
+                continue
+            for ext in ("png", "pdf"):
+                paths.append(out_dir / f"{stem}.{ext}")
+                fig.savefig(paths[-1], dpi=DPI)
+    return paths
+
+
+# ---- findings: the grid's claims computed from the runs

@@ -1,0 +1,14 @@
+"""How findings print numbers: grid values, sizes and costs."""
+
+
+def num(v: object) -> str:
+    """A grid value as written: 3.0 -> '3', anything else as str."""
+    return str(int(v)) if isinstance(v, float) and v.is_integer() else str(v)
+
+
+def human(x: float, ref: float | None = None) -> str:
+    """42_100_000 -> '42.1M': three significant digits (as the paper's #Params and #FLOPS), in
+    the unit that suits `ref` (default x), so that a std reads in its mean's unit."""
+    ref = abs(x if ref is None else ref)
+    div, unit = next((u for u in ((1e9, "G"), (1e6, "M"), (1e3, "K")) if ref >= u[0]), (1, ""))
+    return f"{x / div:.3g}{unit}"

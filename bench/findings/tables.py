@@ -1,0 +1,158 @@
+"""The paper-style table of a sweep: one row per configuration (mean ± std over seeds), each
+compared with its baseline row by the per-seed paired difference; Markdown, LaTeX and CSV."""
+
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pandas as pd
+
+from bench.tracking.names import SEEDS
+
+from . import stats
+from .claims import match
+from .layouts import LAYOUTS
+from .numbers import human, num
+from .runs import Sweep, missing_lines
+
+
+def baselines(first: pd.DataFrame, keys: list[str], declared: dict[str, Any] | None
+              ) -> pd.Series:
+    """label -> baseline label: the row with the `declared` baseline values (the grid file's
+    `report: {baseline: ...}`; default: the first row's value of the grid's first axis) and the
+    same other grid values, else the first row."""
+    want = declared or ({keys[0]: first[keys[0]].iloc[0]} if keys else {})
+    others = [k for k in keys if k not in want]
+    base = first[match(first, want)]
+
+    def pick(label: str) -> str:
+        same = base[(base[others] == first.loc[label, others]).all(axis=1)] if others else base
+        return same.index[0] if len(same) else first.index[0]
+
+    return pd.Series({label: pick(label) for label in first.index})
+
+
+PAIRED = ("diff", "ci_low", "ci_high", "p", "p_adj", "n_pairs")
+
+
+def paired_tests(runs: pd.DataFrame, src: str, base: pd.Series) -> pd.DataFrame:
+    """Each row against its baseline row by the per-seed paired difference (row - baseline):
+    mean, 95% CI, two-sided paired t-test p and Holm-adjusted p across the table's rows."""
+    seed = next((c for c in SEEDS if c in runs), None)
+    per = {lab: (grp.set_index(seed) if seed else grp.reset_index(drop=True))[src]
+           for lab, grp in runs.groupby("label", sort=False)}
+    rows = {lab: stats.paired(per[lab], per[b]) for lab, b in base.items() if lab != b}
+    df = pd.DataFrame({lab: {"diff": e.effect, "ci_low": e.ci_low, "ci_high": e.ci_high,
+                             "p": e.p, "n_pairs": e.n} for lab, e in rows.items()},
+                      index=list(PAIRED)).T.reindex(base.index)
+    df["p_adj"] = stats.holm(df["p"].astype(float))
+    return df[list(PAIRED)]
+
+
+def _cell(kind: str, m: float, s: float) -> str:
+    """mean ± std; the std only where it is known (bpc) or nonzero (sizes, spans)."""
+    if pd.isna(m):
+        return "-"
+    if kind == "bpc":
+        return f"{m:.3f}" + (f" ± {s:.3f}" if pd.notna(s) else "")
+    if kind == "span":
+        return f"{m:.0f}" + (f" ± {s:.1f}" if pd.notna(s) and s > 0 else "")
+    return human(m) + (f" ± {human(s, m)}" if pd.notna(s) and s > 0 else "")
+
+
+def build_table(sweep: Sweep, layout: str) -> tuple[pd.DataFrame, pd.DataFrame, pd.DataFrame]:
+    """(numbers for the CSV, formatted cells with † markers, bold mask) with one row per
+    configuration, in the columns of `layout`."""
+    _, cols = LAYOUTS[layout]
+    runs = sweep.runs.assign(**{src: np.nan for _, src, _ in cols if src not in sweep.runs})
+    g = runs.groupby("label", sort=False)
+    first, n = g.first(), g.size()
+    base = baselines(first, sweep.keys, sweep.spec.report.baseline)
+    nums, cells = pd.DataFrame(index=first.index), pd.DataFrame(index=first.index)
+    bold = pd.DataFrame(False, index=first.index, columns=[h for h, _, _ in cols] + ["n"])
+    for head, src, kind in cols:
+        if kind == "text":
+            nums[head] = first[src] if src != "label" else first.index
+            cells[head] = nums[head].map(lambda v: "-" if pd.isna(v) else num(v))
+            continue
+        mean, std = g[src].mean(), g[src].std()
+        nums[f"{head} mean"], nums[f"{head} std"] = mean, std
+        cells[head] = [_cell(kind, m, s) for m, s in zip(mean, std, strict=True)]
+        if kind in ("bpc", "flops"):
+            bold[head] = np.isclose(mean, mean.min()) & mean.notna()
+        if kind == "bpc":
+            tests = paired_tests(runs, src, base)
+            flag = ~(tests["p_adj"] < stats.ALPHA) & (base != first.index)
+            for c in PAIRED:
+                nums[f"{head} {c}"] = tests[c]
+            nums[f"{head} not significant"] = flag
+            cells[head] = cells[head] + flag.map({True: "†", False: ""})
+    nums["n"], cells["n"] = n, n.astype(str)
+    nums["baseline"] = base
+    return nums.reset_index(drop=True), cells.reset_index(drop=True), bold.reset_index(drop=True)
+
+
+def _markdown(cells: pd.DataFrame, bold: pd.DataFrame) -> str:
+    md = cells.where(~bold, "**" + cells + "**")
+    return md.to_markdown(index=False, disable_numparse=True,
+                          colalign=["left"] + ["right"] * (len(md.columns) - 1))
+
+
+def _latex(cells: pd.DataFrame, bold: pd.DataFrame, caption: str) -> str:
+    css = bold.map(lambda b: "font-weight: bold;" if b else "")
+    styler = cells.style.hide(axis="index").apply(lambda _: css, axis=None)
+    tex = styler.format(escape="latex").format_index(escape="latex", axis=1).to_latex(
+        hrules=True, convert_css=True, caption=caption, position_float="centering",
+        column_format="l" + "r" * (len(cells.columns) - 1))
+    return tex.replace("±", r"$\pm$").replace("†", r"$^\dagger$")
+
+
+NOTE = ("Mean ± std over n seeds; **bold**: best (lowest) in its column; †: difference from the "
+        "baseline row (multi-head `fixed` at the same other settings, else the first row) not "
+        "significant: paired by seed (seed k: same data order and initial weights), two-sided "
+        "paired t-test, Holm-corrected across the table's rows, p_adj ≥ 0.05 or fewer than 2 "
+        "paired seeds (the CSV has each row's mean difference, 95% CI, p and p_adj). "
+        "#FLOPS: multiply-adds per predicted "
+        "token in the adaptive-span paper's convention (4 D² + 2 D F + 2 D s per layer, "
+        "without the relative-position term q.p or the cache re-projection, which are logged "
+        "as flops_position and flops_cache_reprojection), at the mean span over the dev split "
+        "(the paper's estimate); Multiplies/token and FLOPs/token: fvcore-counted where logged "
+        "(q.p included), else analytic at the executed windows.")
+
+
+def data_line(sweep: Sweep) -> str:
+    """What the runs trained on, from their dataset params: name, size, digest, and whether it is
+    a prefix (split 90/5/5, so its numbers are not the full corpus's)."""
+    cols = [f"dataset.{k}" for k in ("name", "n_bytes", "sha256", "prefix")]
+    if not set(cols) <= set(sweep.runs):
+        return "Data: not recorded by these runs."
+    parts = []
+    for name, n, sha, prefix in sweep.runs[cols].drop_duplicates().itertuples(index=False):
+        what = f"a {int(n):,}-byte prefix of {name}" if str(prefix) == "True" else (
+            f"{name} ({int(n):,} bytes)")
+        parts.append(f"{what}, sha256 {str(sha)[:12]}")
+    prefix = sweep.runs["dataset.prefix"].astype(str).eq("True").any()
+    note = (" Prefix results: split 90/5/5, not comparable with the papers' full-corpus "
+            "numbers.") if prefix else ""
+    return "Data: " + "; ".join(parts) + "." + note
+
+
+def write_tables(sweep: Sweep, out_dir: Path) -> list[Path]:
+    """<layout>.md (with notes and the missing trials), .tex (booktabs) and .csv, in the layout
+    the grid declares (`report: {table: ...}`)."""
+    layout = sweep.spec.report.table
+    title, _ = LAYOUTS[layout]
+    nums, cells, bold = build_table(sweep, layout)
+    missing = missing_lines(sweep)
+    md = [f"# {sweep.name}: {title} (in shape)", "", data_line(sweep), "", _markdown(cells, bold),
+          "", NOTE, ""]
+    if missing:
+        md += [f"## Not finished ({len(missing)} of {len(missing) + len(sweep.runs)} trials)",
+               "", *(f"- {line}" for line in missing), ""]
+    paths = [out_dir / f"{layout}.{ext}" for ext in ("md", "tex", "csv")]
+    paths[0].write_text("\n".join(md))
+    paths[1].write_text(_latex(cells, bold, f"{sweep.name}: {title} (in shape)"))
+    nums.to_csv(paths[2], index=False)
+    return paths
+
+

@@ -1,0 +1,44 @@
+"""Counted against analytic FLOPs for every registered variant: fvcore's count of one executed
+prediction step next to the paper's #FLOPS convention (plus the q.p term), at the tiny preset
+and at the paper's small model."""
+
+import torch
+
+import variants
+from bench.model import TransformerLM
+from bench.model.cost import analytic_flops, set_spans
+from bench.model.count import counted_flops
+
+CONFIGS = {  # name: (d_model, n_layers, n_heads, d_ff, S for fixed spans, S for learned spans,
+    #                  learned effective span z + R)
+    "tiny": (128, 4, 4, 512, 256, 256, None),
+    "paper small": (512, 12, 8, 2048, 512, 8192, 314),  # mean span 314, as in AS Table 1
+}
+
+
+def compare(config: str, variant: str) -> dict:
+    """One row of the counted-vs-analytic table."""
+    D, L, H, F, s_fixed, s_learned, spans = CONFIGS[config]
+    learned = variants.build(variant, d_model=D, n_heads=H, span=s_learned).describe()[
+        "learned_spans"]
+    S = s_learned if learned else s_fixed
+    torch.manual_seed(0)
+    model = TransformerLM(256, D, L, H, F, span=S, variant=variant)
+    spans = torch.as_tensor(spans if spans is not None else torch.linspace(32, 32 + S / 2, H),
+                            dtype=torch.float)
+    if learned:
+        set_spans(model, spans)
+    c = counted_flops(model)
+    max_ = analytic_flops(model, "max")
+    executed = analytic_flops(model, "max", position=True)
+    windows = sorted({b.attn.window for b in model.blocks})
+    return {"config": config, "variant": variant, "S": S,
+            "window": f"{windows[0]}-{windows[-1]}" if len(windows) > 1 else windows[0],
+            "params": sum(p.numel() for p in model.parameters()),
+            "analytic full": analytic_flops(model, "full"),
+            "analytic mean": analytic_flops(model, spans=[spans.mean().item()] * L) if learned
+            else analytic_flops(model, "mean"), "analytic max": max_,
+            "position q.p": executed - max_, "executed": c["flops_counted_executed"],
+            "cache re-proj": c["cache_reprojection"], "counted": c["flops_counted"],
+            "counted/(max + q.p) - 1 (%)": 100 * (c["flops_counted"] / executed - 1),
+            "skipped": ",".join(c["skipped"]) or "-"}

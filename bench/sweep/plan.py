@@ -1,0 +1,51 @@
+"""The dry-run plan of a sweep: each trial's size and analytic cost, the claims its report will
+compute; and the order that runs the most expensive trials first."""
+
+import json
+
+import pandas as pd
+
+from bench.findings.claims import Claim, describe
+from bench.model import create_model
+from bench.model.cost import cost
+
+from .grid import Trial
+
+
+def plan_table(trials: list[Trial]) -> pd.DataFrame:
+    """One row per trial: its grid values, params, analytic FLOPs per token (at the full span),
+    tokens, cost (tokens x FLOPs), and the options it ignores."""
+    models: dict[str, dict] = {}
+    rows = []
+    for t in trials:
+        key = json.dumps([t.cfg.model.model_dump(mode="json"), t.vocab], sort_keys=True)
+        if key not in models:
+            models[key] = cost(create_model(t.cfg.model, t.vocab))
+        c, tr = models[key], t.cfg.train
+        tokens = tr.steps * tr.batch_size * tr.block
+        rows.append({"trial": t.hash[:10], **t.values, "seed": t.seed, "params": c["params"],
+                     "flops/token": c["flops_full"], "tokens": tokens,
+                     "cost": float(tokens * c["flops_full"]),
+                     "ignored": ", ".join(t.ignored) or "-"})
+    return pd.DataFrame(rows)
+
+
+def costliest_first(trials: list[Trial]) -> list[Trial]:
+    """The trials by estimated cost, the most expensive first, so parallel workers finish
+    together (ties keep the grid's order)."""
+    costs = plan_table(trials)["cost"].tolist()
+    return [t for _, t in sorted(zip(costs, trials, strict=True), key=lambda p: -p[0])]
+
+
+def print_plan(trials: list[Trial], tested: list[Claim] | None = None) -> None:
+    """The trial table and cost, then the claims the sweep's report will compute."""
+    df = plan_table(trials)
+    if (df["ignored"] == "-").all():
+        df = df.drop(columns="ignored")
+    print(df.to_markdown(index=False, floatfmt=".3g", intfmt=","))
+    print(f"\n{len(df)} trials, {df.tokens.sum():,} training tokens; estimated cost "
+          f"(trials x tokens x analytic FLOPs/token at full span): {df.cost.sum():.3g} "
+          "multiply-adds forward (about 3x that with the backward pass)")
+    if tested:
+        print(f"\n{len(tested)} claims, computed by the report from the finished runs:\n")
+        print(describe(tested).to_markdown(index=False))

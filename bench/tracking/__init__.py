@@ -1,0 +1,4 @@
+"""The tracking room: MLflow's schema for attnbench (`names`), the store (`store`), the writer
+the runner's trials use (`writer`) and the reader the report uses (`reader`). The reader imports
+MLflow and pandas only; the writer also reads the one-run room's record.
+"""

@@ -1,0 +1,46 @@
+"""MLflow's schema for attnbench, defined once: the writer logs these names, the reader (and
+through it the report) reads them.
+
+One experiment per grid; a parent run per sweep (tags ROLE=sweep, GRID; the grid file and
+TRIALS, the sweep's trial hashes, as artifacts) and a child run per trial (ROLE=trial, GRID,
+HASH, GRID_KEYS, FAILURE when it failed, IGNORED for grid options its variant does not take).
+Child params: the flattened resolved config (model.n_heads, ...), seed, git_commit,
+code_version, versions.<pkg>, dataset.<DATASET_KEYS>, the run's machine (RUN_MACHINE) and
+layer.* (the layer's own description); metrics: EVAL_METRICS at each evaluation's step, then
+the final ones under their own names (FINAL_SAME, final_<FINAL_RENAMED>, final_dev_bpc,
+final_test_bpc).
+"""
+
+from pathlib import Path
+
+ROLE = "attnbench.role"  # "sweep" (parent run) or "trial" (child run)
+GRID = "attnbench.grid"
+HASH = "attnbench.trial_hash"
+GRID_KEYS = "attnbench.grid_keys"
+FAILURE = "attnbench.failure"  # why a trial failed or was interrupted
+STOPPED = "attnbench.stopped"  # why the scheduler stopped a trial early
+IGNORED = "attnbench.ignored"  # grid options the trial's variant does not take
+PLUGINS = "attnbench.plugins"
+RAY_NODE, RAY_GCS, TRIAL_DIR = "attnbench.ray_node_id", "attnbench.ray_gcs", "attnbench.trial_dir"
+FLOPS_ERROR = "attnbench.flops_error"  # why counting FLOPs failed (the results are kept)
+CLAIM = "attnbench.claim."  # + claim id: the verdict, on the sweep's run
+PARENT = "mlflow.parentRunId"
+TRIALS = "trials.json"  # the sweep run's artifact: the hashes of the trials the sweep covers
+# MLflow's UI opens an experiment of this kind on its runs (unset, 3.x opens the GenAI overview)
+EXPERIMENT_KIND, TRAINING = "mlflow.experimentKind", "custom_model_development"
+# peak_cuda_mb: CUDA only, the peak allocated since the previous evaluation
+EVAL_METRICS = ("train_bpc", "dev_bpc", "lr", "mean_span", "tokens_per_s", "tokens",
+                "train_time_s", "peak_rss_mb", "peak_cuda_mb")
+DATASET_KEYS = ("name", "n_bytes", "sha256", "prefix", "entropy_rate", "planted")
+FINAL_SAME = ("params", "params_non_embedding", "flops_full", "flops_mean", "flops_max",
+              "flops_position", "flops_counted", "flops_executed", "flops_cache_reprojection",
+              "floor_bpc", "entropy_rate", "steps")
+# train()'s summaries whose per-evaluation metric has the same name: logged as final_<name>
+# (peaks over the whole run; mean span over the dev split; tokens/s over all steps)
+FINAL_RENAMED = ("mean_span", "tokens_per_s", "tokens", "peak_rss_mb", "peak_cuda_mb")
+SEEDS = ("seed", "train.seed")  # a run's seed: the param, else the config's
+
+
+def default_uri(results_dir: Path) -> str:
+    """The default store: an sqlite file in the results folder (artifacts beside it)."""
+    return f"sqlite:///{(results_dir / 'mlflow.db').resolve()}"

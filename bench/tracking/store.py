@@ -1,0 +1,69 @@
+"""The MLflow store: where it is, opening it safely from several processes at once, the
+grid's experiment, and the address of its runs in MLflow's UI."""
+
+import contextlib
+import fcntl
+import os
+from collections.abc import Iterator
+from pathlib import Path
+
+from mlflow import MlflowClient
+
+from .names import EXPERIMENT_KIND, TRAINING, default_uri
+
+
+def tracking_uri(explicit: str | None, results_dir: Path) -> str:
+    """--tracking-uri, else $MLFLOW_TRACKING_URI, else an sqlite file in the results folder."""
+    return explicit or os.environ.get("MLFLOW_TRACKING_URI") or default_uri(results_dir)
+
+
+@contextlib.contextmanager
+def store_lock(uri: str) -> Iterator[None]:
+    """An exclusive lock on <db>.lock beside an sqlite store, for the writes MLflow does as
+    check-then-insert without a lock of its own, which two processes interleave: creating a new
+    store's tables ("duplicate column name") and an experiment's datasets ("UNIQUE constraint
+    failed: datasets"). Other stores: nothing (their server orders the writes)."""
+    if not uri.startswith("sqlite:///"):
+        yield
+        return
+    db = Path(uri.removeprefix("sqlite:///"))
+    db.parent.mkdir(parents=True, exist_ok=True)
+    with open(db.with_name(db.name + ".lock"), "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        yield
+
+
+def open_store(uri: str) -> MlflowClient:
+    """A client of the store at `uri`; a new sqlite store is created (an old one migrated) on
+    first use, under `store_lock`, so a second sweep starting at once finds the tables made."""
+    with store_lock(uri):
+        client = MlflowClient(uri)
+        client.search_experiments(max_results=1)
+    return client
+
+
+def ui_command(uri: str) -> str:
+    return f"mlflow ui --backend-store-uri {uri} --host 127.0.0.1"
+
+
+def ui_url(exp: str, base: str = "http://127.0.0.1:5000") -> str:
+    """The experiment's runs in MLflow's UI. MLflow 3.17's UI takes the page it opens from its
+    GenAI / Model training switch (kept in the browser, GenAI by default), not from the
+    experiment's kind tag; `workflowType=machine_learning` sets the switch."""
+    return f"{base}/#/experiments/{exp}/runs?workflowType=machine_learning"
+
+
+def experiment_id(client: MlflowClient, name: str, uri: str) -> str:
+    """The grid's experiment, created on first use; sqlite stores keep artifacts beside the db."""
+    exp = client.get_experiment_by_name(name)
+    if exp is not None:
+        if exp.tags.get(EXPERIMENT_KIND) != TRAINING:  # created before the kind was set
+            client.set_experiment_tag(exp.experiment_id, EXPERIMENT_KIND, TRAINING)
+        return exp.experiment_id
+    location = None
+    if uri.startswith("sqlite:///"):
+        location = (Path(uri.removeprefix("sqlite:///")).parent / "mlartifacts").as_uri()
+    return client.create_experiment(name, artifact_location=location,
+                                    tags={EXPERIMENT_KIND: TRAINING})
+
+

@@ -1,0 +1,78 @@
+"""One training step as the paper takes it: loss plus the span penalty, per-tensor clipping of
+the step, Adagrad (or AdamW) with linear warm-up, the span clamp; and torch.compile of a model
+with a fallback to eager. `bench.measure` times exactly this step."""
+
+import sys
+from collections.abc import Callable
+
+import torch
+import torch.nn.functional as F
+
+from bench.config import TrainConfig
+from bench.model import TransformerLM
+
+from . import precision
+
+
+def make_optimizer(model: torch.nn.Module, t: TrainConfig) -> torch.optim.Optimizer:
+    """One param group per tensor, so each tensor's step can be scaled on its own (clipping)."""
+    groups = [{"params": [p]} for p in model.parameters()]
+    if t.optimizer == "adagrad":
+        return torch.optim.Adagrad(groups, lr=t.lr)
+    return torch.optim.AdamW(groups, lr=t.lr, weight_decay=t.weight_decay)
+
+
+def set_lr(opt: torch.optim.Optimizer, t: TrainConfig, step: int) -> float:
+    """Linear warm-up from 0 to lr, then clipping; returns the un-clipped learning rate.
+
+    clip_mode "param" is the paper's per-module clipping as the adaptive-span reference implements
+    it: a tensor whose gradient norm exceeds `clip` has its step scaled by clip / norm (for
+    Adagrad this is not gradient clipping, whose scale the accumulator would undo).
+    "global" clips the gradient's total norm with torch's clip_grad_norm_.
+    """
+    lr = t.lr * min(1.0, (step + 1) / max(1, t.warmup))
+    params = [g["params"][0] for g in opt.param_groups]
+    scale = [1.0] * len(params)
+    if t.clip > 0 and t.clip_mode == "param":
+        norms = torch.stack([torch.linalg.vector_norm(p.grad) if p.grad is not None else
+                             torch.zeros((), device=p.device) for p in params]).tolist()
+        scale = [min(1.0, t.clip / (n + 1e-10)) for n in norms]
+    elif t.clip > 0:
+        torch.nn.utils.clip_grad_norm_(params, t.clip)
+    for g, s in zip(opt.param_groups, scale, strict=True):
+        g["lr"] = lr * s
+    return lr
+
+
+def train_step(model: TransformerLM, step_fn: Callable, opt: torch.optim.Optimizer,
+               t: TrainConfig, x: torch.Tensor, y: torch.Tensor, cache: list | None,
+               step: int, amp: bool = False) -> tuple[torch.Tensor, float, list]:
+    """One optimiser step on x (B, M) -> y after `cache`: loss plus span penalty, backward, the
+    clipped step, the span clamp; the forward in bf16 autocast where `amp` (bench.precision).
+    Returns the LM loss (fp32, unsynced), learning rate, new cache."""
+    with precision.autocast(x.device, amp):
+        logits, cache = step_fn(x, cache)
+        loss = F.cross_entropy(logits.flatten(0, 1).float(), y.flatten())
+    opt.zero_grad(set_to_none=True)
+    (loss + model.span_loss()).backward()
+    lr = set_lr(opt, t, step)
+    opt.step()
+    model.clamp_()
+    return loss, lr, cache
+
+
+def maybe_compile(model: TransformerLM, enabled: bool, x: torch.Tensor) -> Callable:
+    """torch.compile'd model, tried on one forward and backward of x (compilation is lazy, so
+    that is where an unsupported backend fails); the eager model, with the reason, otherwise."""
+    if not enabled:
+        return model
+    try:
+        fn = torch.compile(model, dynamic=True)
+        logits, _ = fn(x)
+        logits.float().mean().backward()
+        model.zero_grad(set_to_none=True)
+        return fn
+    except Exception as err:  # noqa: BLE001  (any backend failure falls back to eager)
+        print(f"torch.compile unavailable ({type(err).__name__}: {str(err).splitlines()[0]}); "
+              "running eagerly", file=sys.stderr)
+        return model

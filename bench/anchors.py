@@ -2,7 +2,7 @@
 models against nanoGPT and the adaptive-span reference, trained side by side in one process on
 the same enwik8-prefix batches; tokens/s ratios and MFU against the speed targets.
 
-python -m bench.anchors --nanogpt DIR --reference DIR [--steps 100] [--rounds 2] [--json]
+python -m bench.anchors --nanogpt DIR --reference DIR [--steps 100] [--rounds 2] [--amp] [--json]
 """
 
 import argparse
@@ -64,6 +64,9 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--rounds", type=positive, default=2, help="interleaved rounds (median)")
     p.add_argument("--set", dest="sets", action="append", default=[], metavar="KEY=VALUE",
                    help="override the tiny preset (sizes the anchors too), e.g. train.batch_size=8")
+    p.add_argument("--amp", action="store_true",
+                   help="attnbench in bf16 autocast too, beside the fp32 anchors (MFU against "
+                   "the bf16 matmul peak); without native bf16, says why and times fp32 only")
     p.add_argument("--json", action="store_true", help="print JSON instead of a table")
     args = p.parse_args(argv)
     try:  # everything checked and loaded before anything is timed
@@ -79,7 +82,7 @@ def main(argv: list[str] | None = None) -> int:
         print(f"error: {err}", file=sys.stderr)
         return 2
     keep_heap()
-    out = measure(cfgs, corpus, nanogpt, reference, args.steps, args.rounds)
+    out = measure(cfgs, corpus, nanogpt, reference, args.steps, args.rounds, args.amp)
     if args.json:
         print(json.dumps(out, indent=1))
     else:

@@ -159,8 +159,15 @@ class TrainConfig(Strict):
     checkpoint_every: int = Field(200, gt=0)
     seed: int = 0
     device: Literal["auto", "cpu", "cuda"] = "auto"
-    amp: bool = False
+    amp: Literal["auto"] | bool = "auto"  # bf16 autocast where native (bench.training.precision)
     compile: bool = False
+
+    @field_validator("amp", mode="before")
+    @classmethod
+    def _amp(cls, v: Any) -> Any:
+        if v != "auto" and not isinstance(v, bool):
+            raise ValueError("expected one of auto, true, false")
+        return v
 
 
 class Config(Strict):

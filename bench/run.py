@@ -14,6 +14,7 @@ from pathlib import Path
 
 from bench import plugins
 from bench.config import ConfigError
+from bench.sweep import feasible
 from bench.sweep.grid import add_trial_args, load_grid, resolve_trials
 from bench.sweep.plan import print_plan
 from bench.sweep.runner import sweep
@@ -41,6 +42,7 @@ def main(argv: list[str] | None = None) -> int:
         grid = load_grid(args.grid)
         grid.plugins = plugins.load(grid.plugins)  # $ATTNBENCH_PLUGINS too; files absolute
         trials = resolve_trials(grid, args, args.dry_run)
+        feasible.check(grid.claims, grid.grid, trials)
     except ConfigError as err:
         print(f"error: {err}", file=sys.stderr)
         return 2

@@ -1,6 +1,7 @@
-"""train.amp: bf16 autocast with fp32 islands where the device multiplies in bf16; a clear
-fallback to fp32 where it does not. bf16 is forced on hosts without it (emulated, slow, but
-exact in what it computes) so the properties are checked on every CI machine."""
+"""train.amp (auto by default): bf16 autocast with fp32 islands where the device multiplies in
+bf16 natively, fp32 elsewhere, with a clear fallback for `true`; the detection itself; the
+precision in a trial's identity and record. bf16 is forced on hosts without it (emulated, slow,
+but exact in what it computes) so the properties are checked on every CI machine."""
 
 import json
 
@@ -25,7 +26,6 @@ def bf16(monkeypatch):
 @pytest.fixture
 def no_bf16(monkeypatch):
     monkeypatch.setattr(precision, "bf16_unsupported", lambda device: "no bf16 on this test host")
-    monkeypatch.setattr(precision, "_said", set())
 
 
 def tiny(variant: str) -> TransformerLM:
@@ -73,24 +73,92 @@ def test_amp_bpc_is_close_to_fp32_but_not_the_same(bf16):
     assert 0 < abs(amp - fp32) < 0.01
 
 
-def test_amp_without_bf16_falls_back_to_fp32_once_with_the_reason(no_bf16, capsys, tmp_path):
-    assert not precision.use_amp(True, torch.device("cpu"))
-    assert not precision.use_amp(True, torch.device("cpu"))
-    err = capsys.readouterr().err
-    assert err == "train.amp=true: running fp32, because no bf16 on this test host\n"
-    assert not precision.use_amp(False, torch.device("cpu"))  # nothing asked, nothing said
+def test_a_bf16_step_and_an_fp32_step_from_the_same_weights_give_close_losses(bf16):
+    """One training step from the same weights and batch: the loss of bf16 autocast is close to
+    fp32's, but not the same (bf16 really ran)."""
+    losses = []
+    for amp in (False, True):
+        model = tiny("adaptive")
+        cfg = small_cfg("train.amp=false").train
+        x = torch.randint(0, 50, (2, 32), generator=torch.Generator().manual_seed(1))
+        loss, _, _ = train_step(model, model, make_optimizer(model, cfg), cfg, x, x, None, 0,
+                                amp=amp)
+        losses.append(loss.item())
+    assert losses[0] != losses[1] and abs(losses[0] - losses[1]) < 0.01 * losses[0]
+
+
+@pytest.mark.parametrize("support", [None, "no bf16 on this test host"])
+def test_auto_resolves_by_the_devices_support(support, monkeypatch, capsys):
+    monkeypatch.setattr(precision, "bf16_unsupported", lambda device: support)
+    cpu = torch.device("cpu")
+    assert precision.resolve("auto", cpu, say=True) is (support is None)
+    assert precision.resolve(False, cpu, say=True) is False
+    assert precision.resolve(True, cpu) is (support is None)
+    assert capsys.readouterr().err == ""  # auto and false say nothing; true says it per run
+
+
+def test_the_detection_asks_for_the_bf16_instructions_themselves():
+    """Native bf16 on a CPU means AVX-512 BF16 or AMX (the instructions, as /proc/cpuinfo lists
+    them), not any AVX-512 core (oneDNN's own bf16 flag), where bf16 would be emulated."""
+    import platform
+    from pathlib import Path
+
+    cpuinfo = Path("/proc/cpuinfo")
+    if platform.system() != "Linux" or not cpuinfo.exists():
+        pytest.skip("no /proc/cpuinfo to read the CPU's flags from")
+    flags = set(next(line for line in cpuinfo.read_text().splitlines()
+                     if line.startswith("flags")).split(":", 1)[1].split())
+    native = bool({"avx512_bf16", "amx_bf16"} & flags)
+    why = precision.bf16_unsupported(torch.device("cpu"))
+    assert (why is None) is native, (why, sorted(f for f in flags if "512" in f or "amx" in f))
+    if why is not None:
+        assert "AVX-512 BF16 or AMX" in why and torch.backends.cpu.get_cpu_capability() in why
+
+
+def test_amp_true_without_bf16_falls_back_to_fp32_and_says_why_each_run(no_bf16, capsys,
+                                                                        tmp_path):
+    """Ray reuses a worker for its next trial: every run that falls back says so."""
     cfg = small_cfg("train.amp=true", "train.steps=4")
     amp = train(cfg, tmp_path / "amp", progress=False)
-    plain = train(small_cfg("train.steps=4"), tmp_path / "fp32", progress=False)
+    again = train(cfg, tmp_path / "again", progress=False)
+    err = capsys.readouterr().err
+    assert err.count("train.amp=true: running fp32, because no bf16 on this test host\n") == 2
+    plain = train(small_cfg("train.amp=false", "train.steps=4"), tmp_path / "fp32",
+                  progress=False)
     assert json.loads((tmp_path / "amp" / "config.json").read_text())["precision"] == "fp32"
-    assert amp.dev_bpc == plain.dev_bpc  # what ran is fp32, exactly
+    assert amp.dev_bpc == again.dev_bpc == plain.dev_bpc  # what ran is fp32, exactly
 
 
 def test_amp_run_records_its_precision(bf16, tmp_path):
-    cfg = small_cfg("train.amp=true", "train.steps=4")
+    cfg = small_cfg("train.steps=4")  # auto, the default: bf16 where native
     result = train(cfg, tmp_path / "amp", progress=False)
     info = json.loads((tmp_path / "amp" / "config.json").read_text())
-    assert info["precision"] == "bf16-autocast" and info["config"]["train"]["amp"] is True
-    plain = train(small_cfg("train.steps=4"), tmp_path / "fp32", progress=False)
+    assert info["precision"] == "bf16-autocast" and info["config"]["train"]["amp"] == "auto"
+    assert info["cpu_capability"] == torch.backends.cpu.get_cpu_capability()
+    plain = train(small_cfg("train.amp=false", "train.steps=4"), tmp_path / "fp32",
+                  progress=False)
     assert result.dev_bpc != plain.dev_bpc and abs(result.dev_bpc - plain.dev_bpc) < 0.05
 
+
+@pytest.mark.parametrize("value", ["maybe", "1", 2])
+def test_amp_takes_auto_true_or_false_only(value, tmp_path, capsys):
+    from bench.train import main
+
+    assert main(["--set", f"train.amp={value}", "--out", str(tmp_path / "run")]) == 2
+    err = capsys.readouterr().err
+    assert "train.amp: Value error, expected one of auto, true, false" in err
+    assert not (tmp_path / "run").exists()
+
+
+def test_trial_identity_differs_by_the_resolved_precision(monkeypatch):
+    """The same grid on a machine that resolves `auto` to bf16 and on one that resolves it to
+    fp32: other trials, never reused or averaged together."""
+    from tests.test_tracking import smoke_trials
+
+    monkeypatch.setattr(precision, "bf16_unsupported", lambda device: "none here")
+    fp32 = {t.hash for t in smoke_trials([])}
+    monkeypatch.setattr(precision, "bf16_unsupported", lambda device: None)
+    bf16 = {t.hash for t in smoke_trials([])}
+    assert fp32.isdisjoint(bf16) and len(fp32) == len(bf16) == 2
+    forced = {t.hash for t in smoke_trials(["train.amp=false"])}
+    assert forced.isdisjoint(bf16)

@@ -12,7 +12,7 @@ import torch
 from bench import anchors
 from bench.measure import anchors as anchor_lib
 from bench.model import create_model
-from bench.model.cost import analytic_flops
+from bench.model.cost import executed_flops
 
 NANOGPT = '''
 from dataclasses import dataclass
@@ -212,7 +212,7 @@ def test_end_to_end_json(checkouts, monkeypatch, capsys):
     the tokens/s it reports, MFU against the median of the peaks measured once per round
     (stubbed: 1, 3, 2 GFLOP/s); the table says the same."""
     peaks = [1e9, 3e9, 2e9]
-    monkeypatch.setattr(anchor_lib, "matmul_peak", lambda dev: peaks.pop(0))
+    monkeypatch.setattr(anchor_lib, "matmul_peak", lambda dev, dtype: peaks.pop(0))
     make, built, before = anchor_lib.systems, {}, {}
 
     def systems(*args):
@@ -239,7 +239,7 @@ def test_end_to_end_json(checkouts, monkeypatch, capsys):
         assert targets[name]["threshold"] == at
         assert targets[name]["pass"] == (targets[name]["value"] >= at)
     fixed = anchor_lib.configs(checkouts[2], SMALL)["fixed"]  # the ramp is adaptive's only
-    flops = analytic_flops(create_model(fixed.model, 256), "max")
+    flops = executed_flops(create_model(fixed.model, 256), "max")
     mfu = targets["attnbench fixed MFU"]["value"]
     assert mfu == pytest.approx(6 * flops * tok_s["attnbench fixed"] / 2e9)
     assert out["setting"]["matmul_gflops"] == 2
@@ -251,3 +251,38 @@ def test_end_to_end_json(checkouts, monkeypatch, capsys):
     verdicts = [line for line in text.splitlines() if "(target >= " in line]
     assert [v.endswith("PASS" if t["pass"] else "FAIL") for v, t in
             zip(verdicts, out["targets"], strict=True)] == [True] * 4
+
+
+@pytest.mark.parametrize("native", [True, False])
+def test_amp_adds_attnbench_bf16_rows_or_says_why_not(native, checkouts, monkeypatch, capsys):
+    """--amp: attnbench's two models also step in bf16 autocast, rows of their own, with their
+    MFU against the bf16 matmul peak of the same rounds and the bf16 targets; without native
+    bf16 the command says why and times fp32 only (bf16 is emulated here on tiny shapes)."""
+    from bench.training import precision
+
+    monkeypatch.setattr(precision, "bf16_unsupported",
+                        lambda dev: None if native else "no bf16 on this test host")
+    peaks = {torch.float32: [1e9, 3e9], torch.bfloat16: [4e9, 8e9]}
+    monkeypatch.setattr(anchor_lib, "matmul_peak", lambda dev, dtype: peaks[dtype].pop(0))
+    assert anchors.main(argv(*checkouts, "--steps", "1", "--rounds", "2", "--amp",
+                             "--json")) == 0
+    captured = capsys.readouterr()
+    out = json.loads(captured.out)
+    systems = [r["system"] for r in out["rows"]]
+    targets = {t["target"]: t for t in out["targets"]}
+    if not native:
+        assert "--amp: timing fp32 only, because no bf16 on this test host" in captured.err
+        assert "attnbench fixed bf16" not in systems and out["setting"]["bf16_matmul_gflops"] \
+            is None
+        return
+    assert systems[-2:] == ["attnbench fixed bf16", "attnbench adaptive bf16"]
+    assert peaks == {torch.float32: [], torch.bfloat16: []}  # each precision's, every round
+    tok_s = {r["system"]: r["tok_s"] for r in out["rows"]}
+    assert targets["attnbench fixed bf16 / nanoGPT"]["value"] == pytest.approx(
+        tok_s["attnbench fixed bf16"] / tok_s["nanoGPT"])
+    assert targets["attnbench adaptive bf16 / fp32"]["threshold"] == 1.5
+    fixed = anchor_lib.configs(checkouts[2], SMALL)["fixed"]
+    flops = executed_flops(create_model(fixed.model, 256), "max")
+    assert targets["attnbench fixed bf16 MFU"]["value"] == pytest.approx(
+        6 * flops * tok_s["attnbench fixed bf16"] / 6e9)  # the median of 4 and 8 GFLOP/s
+    assert targets["attnbench fixed bf16 MFU"]["pass"] is None  # reported, no target

@@ -1,6 +1,7 @@
-"""Claims as data: verdicts computed from synthetic run tables (each verdict, each claim type,
-the Holm correction, derived metrics), and grid files whose claims the schema refuses (exit 2,
-naming the claim) or prints in the dry-run plan. Fast: no Ray, no training, no MLflow."""
+"""Claims as data: verdicts computed from synthetic run tables (reproduced, contradicted,
+inconclusive with what it could detect or why, not tested by construction; each claim type, both
+Holm corrections, derived metrics), and grid files whose claims the schema or the dry run
+refuses (exit 2, naming the claim) or prints in the plan. Fast: no Ray, no training, no MLflow."""
 
 import numpy as np
 import pandas as pd
@@ -9,7 +10,7 @@ import yaml
 from scipy.stats import linregress, ttest_1samp, ttest_rel
 
 from bench import run
-from bench.findings import claims, stats
+from bench.findings import claims, stats, verdicts
 from tests.test_grid import write_grid
 
 SEEDS = (0, 1, 2)
@@ -45,9 +46,9 @@ def by_claim(table: pd.DataFrame) -> dict[str, pd.Series]:
 
 def test_compare_at_each_value_matches_a_paired_test():
     runs = heads_runs()
-    table = claims.evaluate([claim(rows=TH, baseline=MH, at_each="model.n_heads",
+    table = verdicts.evaluate([claim(rows=TH, baseline=MH, at_each="model.n_heads",
                                    expect="less")], runs)
-    assert list(table.columns[:6]) == ["claim", "effect", "ci_low", "ci_high", "p", "verdict"]
+    assert list(table.columns[:6]) == ["claim", "effect", "ci_low", "ci_high", "p", "p_adj"]
     rows = by_claim(table)
     ps = []
 
@@ -60,8 +61,8 @@ def test_compare_at_each_value_matches_a_paired_test():
         r = rows[f"c [n_heads={h}]"]
         assert r["effect"] == pytest.approx(np.mean(sel("talking-heads", h) - sel("fixed", h)))
         assert r["p"] == pytest.approx(ref.pvalue) and r["n"] == 3
-        ci = ttest_rel(sel("talking-heads", h), sel("fixed", h)).confidence_interval(0.95)
-        assert (r["ci_low"], r["ci_high"]) == (pytest.approx(ci.low), pytest.approx(ci.high))
+        bound = ref.confidence_interval(0.95)  # the one-sided bound a one-sided test matches
+        assert r["ci_low"] == -np.inf and r["ci_high"] == pytest.approx(bound.high)
         ps.append(ref.pvalue)
     # one claim: its tests need no correction (it holds only if every one rejects)
     assert [rows[f"c [n_heads={h}]"]["p_adj"] for h in (2, 4, 8)] == pytest.approx(ps)
@@ -77,7 +78,7 @@ def test_holm_across_claims():
     tested = [claim(rows=TH, baseline=MH, at_each="model.n_heads", expect="less"),
               claim(id="trend", type="trend", rows=MH, along="model.n_heads", expect="greater"),
               claim(id="h2", rows={**TH, "model.n_heads": 2}, baseline=MH, expect="less")]
-    table = by_claim(claims.evaluate(tested, runs))
+    table = by_claim(verdicts.evaluate(tested, runs))
     claim_p = [table[c]["p"] for c in ("c", "trend", "h2")]
     assert claim_p[0] == max(table[f"c [n_heads={h}]"]["p"] for h in (2, 4, 8))
     expected = stats.holm(claim_p)
@@ -87,7 +88,7 @@ def test_holm_across_claims():
     for h in (2, 4, 8):
         sub = table[f"c [n_heads={h}]"]
         assert sub["p"] <= sub["p_adj"] <= expected[0] + 1e-12
-        assert sub["verdict"] == ("reproduced" if sub["p_adj"] < 0.05 else "not reproduced")
+        assert sub["verdict"] == ("reproduced" if sub["p_adj"] < 0.05 else "inconclusive")
 
 
 def test_trend_is_the_mean_per_seed_slope():
@@ -95,7 +96,7 @@ def test_trend_is_the_mean_per_seed_slope():
     worse = claim(type="trend", rows=MH, along="model.n_heads", expect="greater")
     flat = claim(id="flat", type="trend", rows=TH, along="model.n_heads", expect="equivalent",
                  margin=0.02)
-    table = by_claim(claims.evaluate([worse, flat], runs))
+    table = by_claim(verdicts.evaluate([worse, flat], runs))
     mh = runs[runs["model.variant"] == "fixed"]
     slopes = [linregress(np.log2(g["model.n_heads"]), g["final_dev_bpc"]).slope
               for _, g in mh.groupby("seed")]
@@ -107,20 +108,41 @@ def test_trend_is_the_mean_per_seed_slope():
     # a trend in the difference: the talking-heads advantage grows with h
     gap = claim(id="gap", type="trend", rows=TH, baseline=MH, along="model.n_heads",
                 expect="less")
-    assert by_claim(claims.evaluate([gap], runs))["gap"]["effect"] == pytest.approx(
+    assert by_claim(verdicts.evaluate([gap], runs))["gap"]["effect"] == pytest.approx(
         table["flat"]["effect"] - table["c"]["effect"])
 
 
-def test_not_reproduced_when_the_data_disagree():
+def test_contradicted_when_the_data_say_the_opposite_and_inconclusive_when_they_cannot_say():
+    """Significant the other way (Holm across every test) is `contradicted`, and one such test
+    contradicts a claim tested at each value; an interval that admits both is `inconclusive`,
+    with the effect its seeds could detect and the seeds that would detect the observed one."""
     runs = heads_runs()
-    table = by_claim(claims.evaluate([
-        claim(id="wrong_way", rows=TH, baseline=MH, at_each="model.n_heads", expect="greater"),
-        claim(id="too_tight", type="trend", rows=TH, along="model.n_heads",
-              expect="equivalent", margin=0.001),
-    ], runs))
-    assert table["wrong_way"]["verdict"] == "not reproduced"
+    tested = [claim(id="wrong_way", rows=TH, baseline=MH, at_each="model.n_heads",
+                    expect="greater"),
+              claim(id="too_tight", type="trend", rows=TH, along="model.n_heads",
+                    expect="equivalent", margin=0.001)]
+    table = by_claim(verdicts.evaluate(tested, runs))
+    assert table["wrong_way"]["verdict"] == "contradicted"
     assert table["wrong_way [n_heads=2]"]["p"] > 0.9
-    assert table["too_tight"]["verdict"] == "not reproduced"
+    assert table["wrong_way [n_heads=2]"]["p_opposite"] == pytest.approx(ttest_rel(
+        runs[(runs["model.variant"] == "talking-heads") & (runs["model.n_heads"] == 2)][
+            "final_dev_bpc"], runs[(runs["model.variant"] == "fixed") & (runs["model.n_heads"]
+                                                                          == 2)]
+        ["final_dev_bpc"], alternative="less").pvalue)
+    tight = table["too_tight"]
+    assert tight["verdict"] == "inconclusive" and tight["ci_low"] < -0.001 < 0.001 < \
+        tight["ci_high"]  # the 90% interval straddles the margin: neither way
+    assert tight["detectable"] > 0.001 and tight["seeds_needed"] > 3
+    # below 1.5 at h=2, clearly above it at h=8: one test contradicts the claim "at each h"
+    mixed = pd.DataFrame([{"model.variant": "fixed", "model.n_heads": h, "seed": s,
+                           "final_dev_bpc": (1.0 if h == 2 else 2.0) + 0.01 * s}
+                          for h in (2, 8) for s in SEEDS])
+    table = by_claim(verdicts.evaluate([claim(id="mixed", rows=MH, at_each="model.n_heads",
+                                              expect="less", margin=1.5)], mixed))
+    assert table["mixed [n_heads=2]"]["verdict"] == "reproduced"
+    assert table["mixed [n_heads=8]"]["verdict"] == "contradicted"
+    assert table["mixed"]["verdict"] == "contradicted"
+    assert table["mixed"]["reason"] == "1 of 2 tests reproduced, 1 contradicted"
 
 
 def test_inconclusive_with_the_reason():
@@ -131,26 +153,26 @@ def test_inconclusive_with_the_reason():
                                      "tags.attnbench.failure": "Diverged: loss is nan"})
     tested = [claim(rows=TH, baseline=MH, at_each="model.n_heads", expect="less"),
               claim(id="trend", type="trend", rows=MH, along="model.n_heads", expect="greater")]
-    table = by_claim(claims.evaluate(tested, runs[~failed], missing))
+    table = by_claim(verdicts.evaluate(tested, runs[~failed], missing))
     assert table["c [n_heads=4]"]["verdict"] == "inconclusive"
     assert "seed 2: failed (Diverged: loss is nan)" in table["c [n_heads=4]"]["reason"]
     assert table["c [n_heads=2]"]["verdict"] == "reproduced"
     assert table["c"]["verdict"] == "inconclusive"  # the claim is "at each h"
     assert table["trend"]["verdict"] == "inconclusive" and np.isnan(table["trend"]["p"])
-    one_h = by_claim(claims.evaluate(tested[1:], runs[runs["model.n_heads"] == 4]))  # --set
+    one_h = by_claim(verdicts.evaluate(tested[1:], runs[runs["model.n_heads"] == 4]))  # --set
     assert "at least 2 values of model.n_heads" in one_h["trend"]["reason"]
     # too few seeds: the numbers are shown, the verdict waits
-    two = by_claim(claims.evaluate(tested[:1], runs[runs["seed"] < 2]))
+    two = by_claim(verdicts.evaluate(tested[:1], runs[runs["seed"] < 2]))
     assert two["c [n_heads=2]"]["verdict"] == "inconclusive"
     assert "2 paired seeds" in two["c [n_heads=2]"]["reason"]
-    assert np.isfinite(two["c [n_heads=2]"]["ci_low"])
+    assert np.isfinite(two["c [n_heads=2]"]["ci_high"])
     # a metric the runs lack (head spans of a run without result.json data)
     spread = claim(id="spread", rows=MH, at_each="model.n_heads", metric="head_span_spread",
                    expect="greater", margin=4)
-    assert by_claim(claims.evaluate([spread], runs))["spread"]["verdict"] == "inconclusive"
+    assert by_claim(verdicts.evaluate([spread], runs))["spread"]["verdict"] == "inconclusive"
     counted = claim(id="counted", rows=TH, baseline=MH, at_each="model.n_heads",
                     metric="flops_counted", expect="less")  # a metric no run logged
-    assert by_claim(claims.evaluate([counted], runs))["counted"]["verdict"] == "inconclusive"
+    assert by_claim(verdicts.evaluate([counted], runs))["counted"]["verdict"] == "inconclusive"
 
 
 def test_head_span_and_span_fraction_metrics():
@@ -158,7 +180,7 @@ def test_head_span_and_span_fraction_metrics():
                           "mean_span": 40.0 + s, "final_dev_bpc": 1.5, "floor_bpc": 1.4,
                           "head_spans": [[10.0, 12.0 + s, 200.0], [11.0, 9.0, 13.0]]}
                          for s in SEEDS])
-    d = claims.derive(runs)
+    d = verdicts.derive(runs)
     assert d["head_span_spread"].tolist() == pytest.approx([200 / 11.5, 200 / 12, 200 / 12])
     assert d["long_head_fraction"].tolist() == pytest.approx([1 / 6] * 3)
     assert d["max_head_span"].tolist() == [200.0] * 3
@@ -168,9 +190,71 @@ def test_head_span_and_span_fraction_metrics():
                     expect="greater", margin=4),
               claim(id="few", rows={"model.variant": "adaptive"}, metric="long_head_fraction",
                     expect="less", margin=0.5)]
-    table = by_claim(claims.evaluate(tested, runs))
-    assert table["c"]["verdict"] == table["few"]["verdict"] == "reproduced"
-    assert table["few"]["p"] == 0.0  # identical in every seed: exact
+    table = by_claim(verdicts.evaluate(tested, runs))
+    assert table["c"]["verdict"] == "reproduced"
+    few = table["few"]  # identical in every seed: a capped metric with no spread to test
+    assert few["verdict"] == "inconclusive" and "the seeds tie at 0.1667" in few["reason"]
+    params = claim(id="p", rows={"model.variant": "adaptive"}, metric="params", expect="less",
+                   margin=1e6)  # fixed by the config: exact
+    exact = by_claim(verdicts.evaluate([params], runs.assign(params=5e5)))["p"]
+    assert exact["verdict"] == "reproduced" and exact["p"] == 0.0
+
+
+def spans_runs() -> pd.DataFrame:
+    """fixed and adaptive (R = 96) at S = 64 and 256, as the runs' layers describe them."""
+    rows = []
+    for S in (64, 256):
+        for s in SEEDS:
+            for v, learned in (("fixed", "false"), ("adaptive", "true")):
+                flops = 1e5 * (S if v == "fixed" or S <= 96 else 100 + s)
+                rows.append({"model.variant": v, "model.span": S, "seed": s,
+                             "layer.learned_spans": learned, "layer.h": 4,
+                             "layer.options.ramp": 96.0 if learned == "true" else np.nan,
+                             "flops_mean": flops, "final_dev_bpc": 1.5 + 0.01 * s,
+                             "dataset.planted": "[16, 64, 128]",
+                             "head_spans": [[100.0 + s, 150.0], [200.0, 250.0 + s]]})
+    return pd.DataFrame(rows)
+
+
+def test_tests_the_setup_decides_are_not_tested():
+    """At S <= R every learned span is capped at S: fewer FLOPs cannot hold there and is not
+    tested (the claim holds or not at the other values); a spread above S / R cannot hold
+    anywhere."""
+    runs = spans_runs()
+    fewer = claim(id="fewer", rows={"model.variant": "adaptive"},
+                  baseline={"model.variant": "fixed"}, at_each="model.span",
+                  metric="flops_mean", expect="less")
+    spread = claim(id="spread", rows={"model.variant": "adaptive", "model.span": 256},
+                   metric="head_span_spread", expect="greater", margin=4)
+    table = by_claim(verdicts.evaluate([fewer, spread], runs))
+    assert table["fewer [span=64]"]["verdict"] == "not tested"
+    assert "cannot hold by construction" in table["fewer [span=64]"]["reason"]
+    assert table["fewer [span=256]"]["verdict"] == "reproduced"
+    assert table["fewer"]["verdict"] == "reproduced"
+    assert "not tested at span=64" in table["fewer"]["reason"]
+    assert table["spread"]["verdict"] == "not tested" and "[1, 2.67]" in \
+        table["spread"]["reason"]
+
+
+def test_a_claim_about_planted_structure_on_real_text_is_inconclusive():
+    runs = spans_runs()
+    far = claim(id="far", rows={"model.variant": "adaptive", "model.span": 256},
+                metric="max_head_span", expect="greater", margin="planted")
+    table = by_claim(verdicts.evaluate([far], runs))
+    assert table["far"]["verdict"] == "reproduced"  # 256 > 128, the farthest planted distance
+    real = by_claim(verdicts.evaluate([far], runs.assign(**{"dataset.planted": "[]"})))["far"]
+    assert real["verdict"] == "inconclusive" and "plants no structure" in real["reason"]
+
+
+def test_a_precision_claim_whose_rows_ran_one_precision_is_inconclusive():
+    """train.amp=true fell back to fp32 (no native bf16): the rows are the same computation."""
+    rows = [{"model.variant": "fixed", "train.amp": amp, "seed": s, "precision": "fp32",
+             "final_dev_bpc": 1.5 + 0.01 * s} for amp in ("true", "false") for s in SEEDS]
+    same = claim(id="same", rows={"train.amp": True}, baseline={"train.amp": False},
+                 expect="equivalent", margin=0.02)
+    table = by_claim(verdicts.evaluate([same], pd.DataFrame(rows)))
+    assert table["same"]["verdict"] == "inconclusive"
+    assert "both ran fp32" in table["same"]["reason"]
 
 
 # --- grid files: bad claims exit 2 naming the claim; the dry run lists the claims ------------
@@ -258,3 +342,29 @@ def test_final_summaries_are_claimable_by_their_names(metric):
     claims.check(claims.parse([raw]), axes, lambda values: False)
     with pytest.raises(ValueError, match="unknown metric"):
         claims.check(claims.parse([{**raw, "metric": metric + "_typo"}]), axes, lambda v: False)
+
+
+def test_dry_run_refuses_claims_the_setup_decides_or_the_corpus_does_not_score(tmp_path,
+                                                                              capsys):
+    """Before anything runs: a claim none of whose tests the data could decide (a span spread
+    above S / R), and one naming a probe metric the grid's corpus does not score."""
+    grid = {"model.variant": ["fixed", "adaptive"]}
+    base = {"model": {"span": 256, "attn": {"ramp": 96}}}
+    spread = {"id": "spread", "text": "spans differ by 4x", "rows": {"model.variant": "adaptive"},
+              "metric": "head_span_spread", "expect": "greater", "margin": 4}
+    path = write_grid(tmp_path, "bound", grid=grid, base={**yaml.safe_load(
+        write_grid(tmp_path, "x").read_text())["base"], **base}, claims=[spread])
+    assert run.main([str(path), "--dry-run"]) == 2
+    err = capsys.readouterr().err
+    assert "claims.0 (spread): cannot hold by construction: head_span_spread lies in [1, 2.67]" \
+        in err
+    probe = {**GOOD, "metric": "probe_bpc.recall"}
+    path = write_grid(tmp_path, "noprobe", grid=GRID, claims=[probe])
+    assert run.main([str(path), "--dry-run"]) == 2
+    assert "metric 'probe_bpc.recall': the runs' corpus scores no probe 'recall' (it scores: " \
+        "copy, rest)" in capsys.readouterr().err
+    recall = write_grid(tmp_path, "probed", grid=GRID, claims=[probe], base={
+        "preset": "tiny", "model": {"d_model": 32, "n_layers": 1, "d_ff": 64, "span": 64},
+        "data": {"n_chars": 60000, "p_copy": 0.0, "recall": {"rate": 0.5}},
+        "train": {"block": 32, "batch_size": 4, "steps": 2}})
+    assert run.main([str(recall), "--dry-run"]) == 0

@@ -9,7 +9,7 @@ import torch
 
 import variants
 from bench.model import TransformerLM
-from bench.model.cost import analytic_flops, layer_span, set_spans
+from bench.model.cost import executed_flops, layer_span, set_spans
 from bench.model.count import counted_flops
 
 D, H, S = 32, 4, 24
@@ -125,7 +125,7 @@ def test_counted_equals_analytic(name, cfg):
         set_spans(model, torch.linspace(5.0, 130.0, H))
     c = counted_flops(model)
     assert c["skipped"] == {}
-    executed = analytic_flops(model, "max", position=True)  # the graph computes q.p too
+    executed = executed_flops(model, "max")  # the graph computes q.p and the output too
     assert c["flops_counted"] == pytest.approx(executed, rel=5e-3)
     core = sum(b.attn.flops(layer_span(b.attn, "max"), position=True)
                - b.attn.flops(0, position=True) for b in model.blocks)

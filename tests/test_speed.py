@@ -74,7 +74,6 @@ def test_amp_side_by_side(native, capsys, monkeypatch):
     """--amp times each case in fp32 and in bf16 autocast (amp_x: bf16 over fp32 tokens/s, and
     train_x against fixed in the same precision); without bf16 it says why and times fp32."""
     monkeypatch.setattr(precision, "bf16_unsupported", lambda d: None if native else "no bf16")
-    monkeypatch.setattr(precision, "_said", set())
     monkeypatch.setattr(speed, "matmul_peak", lambda dev, dtype: 1e9 * (2 if dtype.itemsize < 4
                                                                         else 1))
     sets = ["model.d_model=32", "model.n_layers=2", "model.d_ff=64", "train.batch_size=2",
@@ -86,7 +85,7 @@ def test_amp_side_by_side(native, capsys, monkeypatch):
     table = json.loads(out.out)
     rows = {(r["variant"], r["precision"]): r for r in table["rows"]}
     if not native:
-        assert "train.amp=true: running fp32, because no bf16" in out.err
+        assert "--amp: timing fp32 only, because no bf16" in out.err
         assert {p for _, p in rows} == {"fp32"} and "amp_x" not in table["rows"][0]
         assert table["bf16_matmul_gflops"] is None
         return
@@ -100,6 +99,7 @@ def test_amp_side_by_side(native, capsys, monkeypatch):
         assert amp["train_x"] == pytest.approx(
             amp["train_tok_s"] / rows["fixed", "bf16-autocast"]["train_tok_s"])
         assert amp["mfu"] == pytest.approx(fp32["mfu"] * fp32["train_ms"] / amp["train_ms"] / 2)
+        assert amp["act_mem_mb"] < fp32["act_mem_mb"]  # measured in the row's precision
 
 
 @pytest.mark.parametrize("argv, message", [

@@ -1,5 +1,6 @@
-"""The built-in corpus: its closed-form floors against predictors that see exactly S symbols back,
-its copies, determinism."""
+"""The built-in corpus: its closed-form floors, of frames (copies) and of probe episodes (recall,
+conjunctive recall), against sampling and against predictors that see exactly S symbols back;
+its copies and records; determinism; impossible probes."""
 
 import math
 
@@ -7,22 +8,32 @@ import numpy as np
 import pytest
 
 from bench import data
-from bench.data.synthetic import Synthetic, _stationary
+from bench.config import ConfigError, parse_sets, resolve
+from bench.data.frames import Frames, stationary
+from bench.data.probes import Conjunctive, Recall
+from bench.data.synthetic import Synthetic
 
 DEFAULTS = {k: p.default for k, p in data.options("synthetic").items()
-            if k not in ("n_chars", "fractions")}
+            if k in Frames.__dataclass_fields__}
 
 
 def make(**options) -> Synthetic:
-    """The generator with the corpus builder's defaults, `options` on top."""
-    return Synthetic(**{**DEFAULTS, **options})
+    """Frames alone, with the corpus builder's defaults, `options` on top."""
+    return Synthetic(frames=Frames(**{**DEFAULTS, **options}))
+
+
+def probed() -> Synthetic:
+    """Background frames and both probes, episodes small enough for tight statistics."""
+    return Synthetic(frames=Frames(**{**DEFAULTS, "p_copy": 0.0}), probes=(
+        Recall(rate=0.3, keys=6, values=4, queries=8),
+        Conjunctive(rate=0.3, keys_a=3, keys_b=2, values=4, queries=6)))
 
 
 SMALL = {"alphabet": 5, "concentration": 1.0, "frame": 4, "p_copy": 0.3, "distances": (4, 12),
          "distance_probs": (0.5, 0.5), "seed": 3}
 
 
-def reach_bits(gen: Synthetic, tokens: np.ndarray, span: int) -> np.ndarray:
+def reach_bits(gen: Frames, tokens: np.ndarray, span: int) -> np.ndarray:
     """-log2 p(token t) under the best predictor that reads only tokens t-span .. t-1.
 
     Written from the stream alone, not from the generator's internals: the last delimiter
@@ -32,7 +43,7 @@ def reach_bits(gen: Synthetic, tokens: np.ndarray, span: int) -> np.ndarray:
     """
     F, n_d, k = gen.frame, len(gen.distances), gen.alphabet
     P = gen.transitions()
-    pi = _stationary(P)
+    pi = stationary(P)
     pos = np.arange(len(tokens))
     is_delim = tokens <= n_d
     last = np.maximum.accumulate(np.where(is_delim, pos, -1))
@@ -70,9 +81,9 @@ def test_floor_per_span_matches_a_predictor_that_sees_exactly_span_back(options)
     gen = make(**options)
     s = gen.stream(400_000)
     steps = [S for S, _ in gen.floor_steps()]
-    spans = sorted({*steps, *(S - 1 for S in steps if S > gen.frame)})
+    spans = sorted({*steps, *(S - 1 for S in steps if S > gen.frames.frame)})
     for span in spans:
-        mean, se = mean_with_se(reach_bits(gen, s.tokens, span))
+        mean, se = mean_with_se(reach_bits(gen.frames, s.tokens, span))
         assert abs(mean - gen.floor_bpc(span)) < 4 * se + 1e-9, (span, mean, gen.floor_bpc(span))
         assert se < 0.01
     floors = [gen.floor_bpc(S) for S in spans]
@@ -83,17 +94,18 @@ def test_floor_per_span_matches_a_predictor_that_sees_exactly_span_back(options)
 @pytest.mark.parametrize("options", [{}, SMALL], ids=["default", "small"])
 def test_true_bits_average_to_the_entropy_rate(options):
     gen = make(**options)
-    s = gen.stream(400_000)
-    warm = max(gen.distances)
+    s, fr = gen.stream(400_000), gen.frames
+    warm = max(fr.distances)
     mean, se = mean_with_se(s.bits[warm:])
     assert abs(mean - gen.floor_bpc()) < 4 * se and se < 0.01
-    for d in gen.distances:  # copies are the letters d back, in the copy's own case
+    assert (s.bits[s.target == 1] == 0).all() and (s.target == 1).sum() == (s.distance > 0).sum()
+    for d in fr.distances:  # copies are the letters d back, in the copy's own case
         at = np.flatnonzero(s.distance == d)
         assert at.size > 1000
-        n_d, k = len(gen.distances), gen.alphabet
+        n_d, k = len(fr.distances), fr.alphabet
         np.testing.assert_array_equal((s.tokens[at] - 1 - n_d) % k,
                                       (s.tokens[at - d] - 1 - n_d) % k)
-        assert ((s.tokens[at] - 1 - n_d) // k == gen.distances.index(d) + 1).all()
+        assert ((s.tokens[at] - 1 - n_d) // k == fr.distances.index(d) + 1).all()
 
 
 def test_the_corpus_gives_its_generators_floors():
@@ -102,9 +114,11 @@ def test_the_corpus_gives_its_generators_floors():
     steps = dict(gen.floor_steps())
     for S in (16, 40, 64, 100, 128, 255, 256, 4096):  # a step function: the last step <= S
         assert corpus.floor_bpc(S) == pytest.approx(steps[max(k for k in steps if k <= S)])
-    assert corpus.floor_bpc(3) == gen.floor_bpc(gen.frame)  # below the frame: the frame's
+    assert corpus.floor_bpc(3) == gen.floor_bpc(gen.frames.frame)  # below the frame: its floor
     assert corpus.describe()["entropy_rate"] == gen.floor_bpc()
-    assert corpus.planted() == list(gen.distances)
+    assert corpus.planted() == list(gen.frames.distances)
+    assert corpus.target_floors(4096) == {"rest": pytest.approx(gen.floor_bpc() * 8 / 4.5),
+                                          "copy": 0.0}  # half the frames: 7 copied letters
     assert data.build("file", path=__file__).floor_bpc(64) is None
 
 
@@ -126,3 +140,118 @@ def test_bad_options_name_the_key(bad):
     key = next(iter(bad))
     with pytest.raises(data.DataError, match=f"bad {key}="):
         make(**bad)
+
+
+def answer_bits(gen: Synthetic, tokens: np.ndarray, span: int) -> dict[str, np.ndarray]:
+    """Per probe, -log2 p(answer t) under the best predictor that reads only tokens t-span ..
+    t-1 and knows the symbol layout: the value is read from the record of the key its query
+    names, or from an earlier answer to the same key, inside that window and after the
+    episode's delimiter; else it is a uniform guess (log2 values bits)."""
+    first, out = len(gen.frames.symbols), {}
+    for p in gen.probes:
+        N, V = p.records, p.values
+        rec, query = first + 1, first + 1 + N * V
+        ans = query + p.query_symbols
+        keys_b = getattr(p, "keys_b", 1)
+        bits = []
+        for t in np.flatnonzero((tokens >= ans) & (tokens < ans + V)):
+            key = (int(tokens[t - 1]) - query if p.stride == 2 else
+                   (int(tokens[t - 2]) - query) * keys_b + int(tokens[t - 1]) - query - p.keys_a)
+            lo = max(0, t - span)
+            window = tokens[lo:t]
+            start = np.flatnonzero(window == first)  # this probe's delimiter
+            window = window[start[-1] + 1:] if start.size else window
+            off = t - len(window)
+            record = np.isin(window, rec + key * V + np.arange(V)).any()
+            same = [u for u in range(off + p.stride - 1, t - 1) if ans <= tokens[u] < ans + V
+                    and _key(p, tokens, u, query, keys_b) == key]  # its query in the window
+            bits.append(0.0 if record or same else np.log2(V))
+        out[p.name] = np.array(bits)
+        first += p.n_symbols
+    return out
+
+
+def _key(p, tokens: np.ndarray, u: int, query: int, keys_b: int) -> int:
+    """The key the answer at u was asked for."""
+    if p.stride == 2:
+        return int(tokens[u - 1]) - query
+    return (int(tokens[u - 2]) - query) * keys_b + int(tokens[u - 1]) - query - p.keys_a
+
+
+def test_probe_floors_match_a_predictor_that_sees_exactly_span_back():
+    """Each probe's floor on its answers, at reaches from a few symbols to the whole episode,
+    is what a predictor that reads exactly that far back pays (within 4 standard errors);
+    the floor falls to 0 once the window holds every record and answer of an episode."""
+    gen = probed()
+    s = gen.stream(200_000)
+    for span in (1, 3, 4, 6, 8, 9, 12, 16, 20, 24):
+        floors, bits = gen.target_floors(span), answer_bits(gen, s.tokens, span)
+        for name, b in bits.items():
+            mean, se = mean_with_se(b)
+            assert b.size > 3000 and abs(mean - floors[name]) < 4 * se + 1e-9, (span, name)
+    assert gen.target_floors(24) == {"rest": gen.target_floors()["rest"], "recall": 0.0,
+                                     "conjunctive": 0.0}
+    assert 0 < gen.target_floors(12)["recall"] < gen.target_floors(6)["recall"] < np.log2(4)
+
+
+def test_probed_stream_averages_to_its_floors_and_records_hold_the_answers():
+    """The true bits average to the entropy rate, the answers cost 0 and every other symbol
+    averages to the `rest` floor; each answer is the value its key's record holds; the
+    target masks are the answers, in the share the floors count."""
+    gen = probed()
+    s = gen.stream(400_000)
+    mean, se = mean_with_se(s.bits)
+    assert abs(mean - gen.floor_bpc()) < 4 * se and se < 0.01
+    rest, se = mean_with_se(s.bits[s.target == 0])
+    assert abs(rest - gen.target_floors()["rest"]) < 4 * se
+    first = len(gen.frames.symbols)
+    for j, p in enumerate(gen.probes):
+        answers = np.flatnonzero(s.target == 2 + j)
+        assert (s.bits[answers] == 0).all()
+        _, count, length = gen._per_unit(None)
+        assert answers.size / len(s.tokens) == pytest.approx(count[p.name] / length, rel=0.05)
+        rec, query = first + 1, first + 1 + p.records * p.values
+        ans = query + p.query_symbols
+        delim = np.flatnonzero(s.tokens == first)
+        for t in answers[:500]:
+            start = delim[delim < t][-1]
+            key = _key(p, s.tokens, t, query, getattr(p, "keys_b", 1))
+            record = int(s.tokens[start + 1 + key]) - rec
+            assert record // p.values == key and record % p.values == s.tokens[t] - ans
+        first += p.n_symbols
+
+
+def test_a_probed_corpus_scores_its_probes_apart():
+    corpus = data.build("synthetic", n_chars=60_000, p_copy=0.0, recall=Recall(rate=0.5),
+                        conjunctive=Conjunctive(rate=0.3))
+    masks = corpus.targets("dev")
+    assert list(masks) == ["rest", "recall", "conjunctive"]
+    assert sum(m.sum() for m in masks.values()) == len(corpus.dev)
+    assert corpus.vocab_size == len(corpus.meta["symbols"]) > 256 and corpus.dev.dtype.itemsize == 2
+    assert corpus.needs_span() == {"data.recall": 64, "data.conjunctive": 52}
+    assert corpus.planted() == [] and set(corpus.describe()["probes"]) == set(masks)
+
+
+@pytest.mark.parametrize("sets,line", [
+    (["data.recall={rate: 1.2}"], "data.recall"),
+    (["data.recall={rate: 0.5, keys: 1}"], "recall: keys=1 is impossible (allowed: 2 or more"),
+    (["data.conjunctive={rate: 0.5, values: 40}"], "values=40 is impossible (allowed: 2..20"),
+    (["data.recall={rate: 0.5, kees: 3}"], "data.recall"),
+])
+def test_impossible_probes_are_refused_naming_the_key(sets, line):
+    with pytest.raises(ConfigError, match=line.replace("[", r"\[").replace("(", r"\(")):
+        resolve(parse_sets(["data.p_copy=0", *sets]))
+
+
+def test_probes_need_their_span_and_no_copies(tmp_path):
+    from bench.training.loop import load_corpus
+
+    cfg = resolve(parse_sets(["data.p_copy=0", "data.n_chars=40000", "data.recall={rate: 0.5}",
+                              "model.span=32", "train.block=32"]))
+    with pytest.raises(data.DataError, match=r"data.recall: an episode needs model.span >= 64"):
+        load_corpus(cfg)
+    with pytest.raises(data.DataError, match="cannot be mixed with copies"):
+        data.build("synthetic", n_chars=40_000, recall=Recall(rate=0.5))
+    with pytest.raises(data.DataError, match="rates sum to 1.2"):
+        data.build("synthetic", n_chars=40_000, p_copy=0.0, recall=Recall(rate=0.6),
+                   conjunctive=Conjunctive(rate=0.6))

@@ -22,7 +22,7 @@ class Corpus:
 
     A corpus describes itself (`describe`) the way a layer does, so tracking and reports ask it
     rather than know its kind. Real text knows no floor; a generated corpus overrides
-    `floor_bpc`, `targets`, `target_floors`, `planted` and `min_span`.
+    `floor_bpc`, `targets`, `target_floors`, `planted` and `needs_span`.
     """
 
     name: str
@@ -54,10 +54,10 @@ class Corpus:
         """Distances at which dependencies were planted (figures mark them); [] for real text."""
         return []
 
-    def min_span(self) -> int | None:
-        """The shortest span limit S whose window holds every probe's dependency whole (a
-        probe beyond it could not be learned by one head); None where there is none."""
-        return None
+    def needs_span(self) -> dict[str, int]:
+        """Per option that plants a dependency one head must see whole (a probe's episodes),
+        the shortest span limit S whose window holds it; {} where there is none."""
+        return {}
 
     def identity(self) -> dict:
         """What the data is, wherever it lies: its name, the sha256 of its bytes and its split

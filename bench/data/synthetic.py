@@ -1,224 +1,223 @@
-"""The built-in corpus: frames of Markov text and of copies at planted distances, with the lowest
-reachable bpc known in closed form for every span limit S (`floor_bpc(S)`).
+"""The built-in corpus: units of frames (Markov background text and copies at planted distances,
+`frames.py`) and of probe episodes (recall and conjunctive recall, `probes.py`), each unit drawn
+independently, with every floor known in closed form.
 
-Span experiments need a known answer. Here a dependency at distance d exists exactly where a copy
-frame of distance d was planted, its value in bits is known, and a model that can reach neither
-d nor a later copy of the same source pays exactly that many bits: so the dev bpc of a span-S
-model has a floor, `floor_bpc(S)`, a step function of S.
+Experiments need a known answer. Each probe isolates one mechanism a paper claims and is scored
+on its own target symbols (copied letters for reach; answers for recall), and the generator
+knows the lowest bpc a model can reach on them and in total, for every reach S (the symbols back
+a model's outputs can see: L (S - 1) + 1 for L layers of span S). Per unit (frame or episode),
+with r the probes' total rate, f = 1 - r, p = p_copy (0 when episodes are mixed in: a copy's
+source could fall inside one):
+
+    E[bits] = H(unit kinds) + f (1 - p) [(F - 2) H_P + r H(pi) + (1 - r) H_P]
+              + f copy_loss(S) + sum_j r_j (B_j + loss_j(S)),
+    E[len]  = f F + sum_j r_j L_j,
+
+(a background frame's first letter follows an episode with probability r, and then is drawn
+fresh from pi), the floor is E[bits] / E[len], and a target's floor is the bits its mechanism
+leaves over its count. Without probes the stream is the frames' own, as it always was.
 """
 
-import math
 from dataclasses import asdict, dataclass
 from typing import NamedTuple
 
 import numpy as np
 
 from .corpus import SPLITS, STANDARD_FRACTIONS, Corpus, DataError, sha256_of, split_sizes
+from .frames import Frames, entropy
+from .probes import Conjunctive, Probe, Recall
 from .registry import register
 
-_Q = 1 << 16  # transition probabilities are multiples of 1/_Q, so sampling them is exact
-# One script per kind of frame (background, then each copy distance), each with >= 22 letters in
-# consecutive code points: Latin, LATIN, Greek, Cyrillic, Hebrew, Armenian, Georgian, Cherokee,
-# Hiragana, Katakana.
-CASES = ("a", "A", "α", "а", "א", "Ա", "ა", "Ꭰ", "ぁ", "ァ")
+# one script per probe: its delimiter, then record, query and answer symbols from code points
+# no other script uses (CJK ideographs, Hangul syllables, enclosed numerals)
+SCRIPTS = {"recall": ("|", 0x4E00, 0xAC00, 0x2460), "conjunctive": ("&", 0x6000, 0xB000, 0x2474)}
 
 
 class SyntheticStream(NamedTuple):
-    tokens: np.ndarray  # (n,) uint8 ids
+    tokens: np.ndarray  # (n,) ids (uint8 where the vocabulary fits, else uint16)
     bits: np.ndarray  # (n,) float64: -log2 p(token | all previous tokens) under the generator
     distance: np.ndarray  # (n,) int64: copy distance d of a copied letter, 0 for the others
+    target: np.ndarray  # (n,) int8: index into Synthetic.targets of the symbol's probe
 
 
 @dataclass(frozen=True, kw_only=True)
 class Synthetic:
-    """The generator of the corpus `synthetic` (its builder holds the defaults).
+    """The generator: frames and the probes mixed in (those of positive rate)."""
 
-    Seeded stream of frames of `frame` = F symbols, each frame independently one of:
-
-    * background, with probability 1 - p (p = p_copy): the delimiter `.`, then F - 1 letters of
-      an order-1 Markov chain over `alphabet` letters, c ~ P[s, :] with s the previous letter of
-      the stream (whatever frame it was in);
-    * a copy of distance d_i (a multiple of F), with probability p q_i: the marker of d_i, then
-      the F - 1 letters of the frame d_i back, written in copy case i (the source's letter c
-      becomes the i-th case of c, whatever case the source was in).
-
-    Every symbol a model must predict is a function of the past plus fresh randomness: a frame's
-    first symbol costs -log2(1 - p) or -log2(p q_i), a background letter -log2 P[s, c], a copied
-    letter 0 bits. Its case names its distance, so a single attention head at distance d - 1 from
-    the query can learn a copy without first finding the marker: tiny models learn every copy
-    within a few hundred steps, in every seed. P's rows are Dirichlet(concentration) draws,
-    quantised to multiples of 2^-16 with every entry >= 2^-16, so the chain is ergodic with
-    stationary pi and exactly what is sampled. Every letter of the stream is pi-distributed (copies
-    copy pi-distributed letters), hence per frame
-        E[h] = H_b(p) + p H(q) + (1 - p)(F - 1) H_P,      H_P = sum_s pi_s H(P[s, :]),
-    and the entropy rate is floor_bpc() = E[h] / F.
-
-    A model whose keys reach back S symbols from the one it predicts (`span` S: distances 0..S-1
-    from the query) sees a copy of distance d <= S exactly. For d > S the source frame is out of
-    reach, but a copy of it may not be: a frame d - d_j back written in case j (d_j < d, d - d_j
-    <= S) copied the same source, and its case says so. Such a child frame exists with
-    probability p q_j, independently for each j, so the copy is read at distance d - d_j with
-    probability seen(d) = 1 - prod_j (1 - p q_j). Otherwise the model sees the marker (S >= F)
-    and its own previous letters, so its best guess of the first copied letter is pi and of each
-    further letter P[previous, :]: such a frame costs H(pi) + (F - 2) H_P bits. Hence, per frame,
-        h(S) = E[h] + p sum_{d_i > S} q_i (1 - seen(d_i)) (H(pi) + (F - 2) H_P),
-    a step function of S with steps at the frame, at every d_i and at every gap d_i - d_j.
-    A model of L layers composes its windows and reaches L (S - 1) + 1 back (`floor_at`).
-    Left out, so floor_bpc(S) for S below the largest distance is an upper bound on the lowest
-    reachable bpc, exact at the entropy rate: the chain's memory across the out-of-reach source
-    (a background frame right after it, within reach, hints at its last letter).
-    """
-
-    alphabet: int
-    concentration: float
-    frame: int
-    p_copy: float
-    distances: tuple[int, ...]
-    distance_probs: tuple[float, ...]
-    seed: int
+    frames: Frames
+    probes: tuple[Probe, ...] = ()
 
     def __post_init__(self) -> None:
-        checks = {
-            "alphabet": 2 <= self.alphabet <= 22,
-            "concentration": self.concentration > 0,
-            "frame": self.frame >= 3,
-            "p_copy": 0 < self.p_copy < 1,
-            "distances": 1 <= len(self.distances) <= len(CASES) - 1
-            and len(set(self.distances)) == len(self.distances)
-            and all(d > 0 and d % self.frame == 0 for d in self.distances),
-            "distance_probs": len(self.distance_probs) == len(self.distances)
-            and min(self.distance_probs) > 0
-            and math.isclose(sum(self.distance_probs), 1),
-        }
-        for key, ok in checks.items():
-            if not ok:
-                raise DataError(
-                    f"synthetic: bad {key}={getattr(self, key)!r} (alphabet 2..22, "
-                    "concentration > 0, frame >= 3, 0 < p_copy < 1, 1..9 distinct distances, "
-                    "each a positive multiple of frame, distance_probs > 0 matching them, sum 1)"
-                )
+        if sum(p.rate for p in self.probes) > 1:
+            raise DataError(f"synthetic: the probes' rates sum to "
+                            f"{sum(p.rate for p in self.probes):g}; at most 1")
+        if self.probes and self.frames.p_copy > 0:
+            raise DataError(f"synthetic: {self.probes[0].name} episodes cannot be mixed with "
+                            f"copies (p_copy={self.frames.p_copy:g}): a copy's source could fall "
+                            "inside an episode; set data.p_copy: 0")
+
+    @property
+    def targets(self) -> tuple[str, ...]:
+        """What the corpus scores apart: `rest`, then copies (if planted) and each probe."""
+        return ("rest", "copy", *(p.name for p in self.probes))
+
+    @property
+    def scored(self) -> tuple[str, ...]:
+        """The targets this corpus has: `rest`, copies where p_copy > 0, each probe."""
+        return tuple(t for t in self.targets if t != "copy" or self.frames.p_copy > 0)
 
     @property
     def symbols(self) -> str:
-        """Id order: the delimiter `.`, the markers `1..`, then each case's `alphabet` letters."""
-        cases = CASES[: 1 + len(self.distances)]
-        letters = (chr(ord(c) + j) for c in cases for j in range(self.alphabet))
-        return "." + "123456789"[: len(self.distances)] + "".join(letters)
+        """The frames' symbols, then each probe's: delimiter, records, queries, answers."""
+        out = self.frames.symbols
+        for p in self.probes:
+            delim, rec, query, ans = SCRIPTS[p.name]
+            out += delim + "".join(chr(rec + i) for i in range(p.records * p.values))
+            out += "".join(chr(query + i) for i in range(p.query_symbols))
+            out += "".join(chr(ans + i) for i in range(p.values))
+        return out
 
-    def letter(self, case: int, base: np.ndarray | int) -> np.ndarray | int:
-        """Token id of letter `base` (0..alphabet-1) in `case` (0 background, i copy i)."""
-        return 1 + len(self.distances) + case * self.alphabet + base
+    def _unit_probs(self) -> np.ndarray:
+        """P(unit kind): the frames' kinds scaled by 1 - r, then each probe's rate."""
+        r = [p.rate for p in self.probes]
+        return np.concatenate([(1 - sum(r)) * self.frames.kind_probs(), r])
 
-    def transitions(self) -> np.ndarray:
-        """(alphabet, alphabet) background transition matrix, rows sum to 1 exactly."""
-        k = self.alphabet
-        rows = np.random.default_rng([self.seed, 0]).dirichlet(np.full(k, self.concentration), k)
-        counts = 1 + np.floor(rows * (_Q - k)).astype(np.int64)
-        counts[np.arange(k), counts.argmax(1)] += _Q - counts.sum(1)
-        return counts / _Q
+    def _per_unit(self, reach: int | None) -> tuple[dict[str, float], dict[str, float], float]:
+        """Expected (floor bits, symbols) per unit, by target, and symbols per unit."""
+        F, p = self.frames.frame, self.frames.p_copy
+        r = sum(q.rate for q in self.probes)
+        f = 1 - r
+        H_P, H_pi = self.frames.entropies()
+        kinds = self._unit_probs()
+        total = (entropy(kinds[kinds > 0]) + f * (1 - p) * ((F - 2) * H_P + r * H_pi
+                                                               + (1 - r) * H_P)
+                 + f * self.frames.copy_loss(reach)
+                 + sum(q.rate * (q.bits() + q.loss(reach)) for q in self.probes))
+        length = f * F + sum(q.rate * q.length for q in self.probes)
+        bits = {"copy": f * self.frames.copy_loss(reach),
+                **{q.name: q.rate * q.loss(reach) for q in self.probes}}
+        count = {"copy": f * p * (F - 1), **{q.name: q.rate * q.queries for q in self.probes}}
+        bits["rest"], count["rest"] = total - sum(bits.values()), length - sum(count.values())
+        return bits, count, length
 
-    def floor_bpc(self, span: int | None = None) -> float:
-        """Lowest bpc of a model whose keys reach `span` symbols back (None: the entropy rate)."""
-        P = self.transitions()
-        pi, F, p, q = _stationary(P), self.frame, self.p_copy, np.array(self.distance_probs)
-        H_P = float(-np.sum(pi[:, None] * P * np.log2(P)))
-        h = _entropy(np.array([p, 1 - p])) + p * _entropy(q) + (1 - p) * (F - 1) * H_P
-        if span is not None:
-            if span < F:
-                raise DataError(f"synthetic: floor_bpc(span={span}) needs span >= frame={F}")
-            lost = 0.0  # probability that a frame is a copy whose source it cannot read
-            for d, qi in zip(self.distances, q, strict=True):
-                if d > span:
-                    children = [p * qj for dj, qj in zip(self.distances, q, strict=True)
-                                if dj < d and d - dj <= span]
-                    lost += qi * np.prod([1 - c for c in children])
-            h += p * lost * (_entropy(pi) + (F - 2) * H_P)
-        return float(h / F)
+    def floor_bpc(self, reach: int | None = None) -> float:
+        """Lowest bpc of a model whose outputs see `reach` symbols back (None: the entropy rate);
+        a reach below the frame counts as the frame."""
+        if reach is not None and reach < self.frames.frame:
+            reach = self.frames.frame
+        bits, _, length = self._per_unit(reach)
+        return float(sum(bits.values()) / length)
+
+    def target_floors(self, reach: int | None = None) -> dict[str, float]:
+        """Per target this corpus has, the lowest bpc on its symbols with `reach`."""
+        bits, count, _ = self._per_unit(reach)
+        return {t: float(bits[t] / count[t]) for t in self.scored}
 
     def floor_steps(self) -> list[tuple[int, float]]:
-        """[(S, floor_bpc(S)) at S = frame, at each planted distance d_i and at each gap
-        d_i - d_j]: the whole step function, since floor_bpc(S) only changes there."""
-        gaps = {a - b for a in self.distances for b in self.distances if a - b >= self.frame}
-        return [(S, self.floor_bpc(S)) for S in sorted({self.frame, *self.distances, *gaps})]
+        """[(S, floor_bpc(S))] at every reach where a floor changes (at least the frame)."""
+        steps = self.frames.steps().union(*(p.steps() for p in self.probes))
+        return [(S, self.floor_bpc(S)) for S in sorted(s for s in steps
+                                                        if s >= self.frames.frame)]
 
     def stream(self, n: int, split: str = "train") -> SyntheticStream:
-        """n symbols of the split's stream (independent per split, same P), with true bits."""
-        rng = np.random.default_rng([self.seed, 1 + SPLITS.index(split)])
-        P, F, k = self.transitions(), self.frame, self.alphabet
-        n_frames = -(-n // F)
-        warm = -(-max(self.distances) // F)  # background frames first: no copy reaches before 0
-        kind = np.where(rng.random(n_frames) < self.p_copy,
-                        1 + rng.choice(len(self.distances), n_frames, p=self.distance_probs), 0)
-        kind[:warm] = 0
-        table = [np.repeat(np.arange(k), np.rint(row * _Q).astype(np.int64)).tolist() for row in P]
-        draws = rng.integers(0, _Q, size=(n_frames, F - 1)).tolist()
-        base = np.zeros((n_frames, F - 1), np.int64)  # letters without their case
-        s = int(rng.choice(k, p=_stationary(P)))
-        for f, (c, u) in enumerate(zip(kind.tolist(), draws, strict=True)):
-            if c:
-                base[f] = base[f - self.distances[c - 1] // F]
-            else:
-                row = base[f]
-                for j in range(F - 1):
-                    s = row[j] = table[s][u[j]]
-            s = int(base[f, -1])
-        # `.` is id 0 and the marker of distance i is id i: a frame's first symbol is its kind
-        tokens = np.concatenate([kind[:, None], self.letter(kind[:, None], base)], 1).ravel()
-        bits = np.zeros((n_frames, F))
-        probs = np.concatenate([[1 - self.p_copy], self.p_copy * np.array(self.distance_probs)])
-        bits[:, 0] = -np.log2(probs[kind])
-        bits[:warm, 0] = 0  # the warm-up is background for sure
-        prev = np.concatenate([[base[0, 0]], base[:-1, -1]])  # the letter before each frame
-        chain = -np.log2(P[np.concatenate([prev[:, None], base[:, :-1]], 1), base])
-        bits[:, 1:] = np.where(kind[:, None] == 0, chain, 0)
-        bits[0, 1] = -np.log2(_stationary(P)[base[0, 0]])
-        dist = np.array((0, *self.distances))[kind]
-        distance = np.concatenate([np.zeros((n_frames, 1), np.int64),
-                                   np.repeat(dist[:, None], F - 1, 1)], 1).ravel()
-        return SyntheticStream(tokens[:n].astype(np.uint8), bits.ravel()[:n], distance[:n])
+        """n symbols of the split's stream (independent per split, the same P), with true bits.
+        Each unit's kind is drawn first, then the frames and each probe's episodes from streams
+        of their own; without probes, the frames' own stream."""
+        seeds, F = [self.seed, 1 + SPLITS.index(split)], self.frames.frame
+        if not self.probes:
+            frames = self.frames.generate(np.random.default_rng(seeds), -(-n // F))
+            return _joined([_Block(*frames, target=(frames.distance > 0) * 1)], n, self)
+        rng = np.random.default_rng(seeds)
+        probs = np.array([1 - sum(p.rate for p in self.probes), *(p.rate for p in self.probes)])
+        lengths = np.array([F, *(p.length for p in self.probes)])
+        kinds = rng.choice(len(probs), -(-n // min(lengths)) + 1, p=probs)
+        kinds = kinds[: np.searchsorted(np.cumsum(lengths[kinds]), n) + 1]
+        after_episode = np.concatenate([[False], kinds[:-1] > 0])
+        frames = self.frames.generate(np.random.default_rng([*seeds, 0]), int(np.sum(kinds == 0)),
+                                      after_episode[kinds == 0])
+        blocks = [_Block(*frames, target=(frames.distance > 0) * 1)]
+        first = len(self.frames.symbols)
+        for j, p in enumerate(self.probes, start=1):
+            tokens, bits, answers = p.generate(np.random.default_rng([*seeds, j]),
+                                               int(np.sum(kinds == j)))
+            blocks.append(_Block(tokens + first, bits, np.zeros_like(tokens), answers * (1 + j)))
+            first += p.n_symbols
+        for k, b in enumerate(blocks):  # a unit's first symbol names its kind
+            b.bits[:, 0] = -np.log2(probs[k])
+        row = np.zeros(len(kinds), np.int64)
+        for k in range(len(blocks)):
+            row[kinds == k] = np.arange(np.sum(kinds == k))
+        units = [_Block(*(part[i] for part in blocks[k])) for k, i in zip(kinds, row, strict=True)]
+        return _joined(units, n, self)
+
+    @property
+    def seed(self) -> int:
+        return self.frames.seed
 
 
-def _stationary(P: np.ndarray) -> np.ndarray:
-    """pi with pi P = pi, sum 1 (unique: every entry of P is positive)."""
-    A = P.T - np.eye(len(P))
-    A[-1] = 1
-    return np.linalg.solve(A, np.eye(len(P))[-1])
+class _Block(NamedTuple):
+    """Units of one kind (rows), or one unit, as the stream holds them."""
+
+    tokens: np.ndarray
+    bits: np.ndarray
+    distance: np.ndarray
+    target: np.ndarray
 
 
-def _entropy(p: np.ndarray) -> float:
-    return float(-np.sum(p * np.log2(p)))
+def _joined(blocks: list[_Block], n: int, gen: Synthetic) -> SyntheticStream:
+    """The blocks' symbols one after the other, the first n."""
+    tokens, bits, distance, target = (np.concatenate([np.ravel(part) for part in parts])[:n]
+                                      for parts in zip(*blocks, strict=True))
+    dtype = np.uint8 if len(gen.symbols) <= 256 else np.uint16
+    return SyntheticStream(tokens.astype(dtype), bits, distance, target.astype(np.int8))
 
 
 class SyntheticCorpus(Corpus):
-    """The built-in corpus: its generator knows every floor and where it planted copies."""
+    """The built-in corpus: its generator knows every floor, where it planted copies and which
+    symbols each probe scores."""
 
-    def __init__(self, gen: Synthetic, splits: list[np.ndarray], meta: dict) -> None:
-        super().__init__("synthetic", len(gen.symbols), *splits, meta)
+    def __init__(self, gen: Synthetic, streams: list[SyntheticStream], meta: dict) -> None:
+        super().__init__("synthetic", len(gen.symbols), *(s.tokens for s in streams), meta)
         self.gen = gen
+        self._targets = dict(zip(SPLITS, (s.target for s in streams), strict=True))
 
     def floor_bpc(self, reach: int | None = None) -> float:
-        """floor_bpc(reach) of the generator; a reach below the frame gets the frame's floor, a
-        lower bound. A model of L layers with span S reaches L (S - 1) + 1 symbols back."""
-        return self.gen.floor_bpc(None if reach is None else max(reach, self.gen.frame))
+        return self.gen.floor_bpc(reach)
+
+    def target_floors(self, reach: int | None = None) -> dict[str, float]:
+        return self.gen.target_floors(reach)
+
+    def targets(self, split: str) -> dict[str, np.ndarray]:
+        return {t: self._targets[split] == self.gen.targets.index(t) for t in self.gen.scored}
 
     def planted(self) -> list[int]:
-        return list(self.gen.distances)
+        return list(self.gen.frames.distances) if self.gen.frames.p_copy > 0 else []
+
+    def needs_span(self) -> dict[str, int]:
+        """An episode fits one head's window (answer to its delimiter) from S = length - 1."""
+        return {f"data.{p.name}": p.length - 1 for p in self.gen.probes}
 
 
 @register("synthetic")
-def synthetic(n_chars: int = 2_000_000, fractions: tuple[float, float, float] = STANDARD_FRACTIONS,
-              alphabet: int = 8, concentration: float = 0.1, frame: int = 8,
-              p_copy: float = 0.5, distances: tuple[int, ...] = (16, 64, 128),
-              distance_probs: tuple[float, ...] = (1 / 3, 1 / 3, 1 / 3), seed: int = 0
-              ) -> SyntheticCorpus:
-    """`n_chars` symbols of the generator (`Synthetic`: its fields are the other options),
-    split by `fractions`, each split its own stream."""
-    gen = Synthetic(alphabet=alphabet, concentration=concentration, frame=frame, p_copy=p_copy,
+def synthetic(n_chars: int = 2_000_000,
+              fractions: tuple[float, float, float] = STANDARD_FRACTIONS, alphabet: int = 8,
+              concentration: float = 0.1, frame: int = 8, p_copy: float = 0.5,
+              distances: tuple[int, ...] = (16, 64, 128),
+              distance_probs: tuple[float, ...] = (1 / 3, 1 / 3, 1 / 3),
+              recall: Recall | None = None, conjunctive: Conjunctive | None = None,
+              seed: int = 0) -> SyntheticCorpus:
+    """`n_chars` symbols of the generator, split by `fractions`, each split its own stream:
+    frames (`Frames`: alphabet .. distance_probs) and the probes given a positive rate."""
+    frames = Frames(alphabet=alphabet, concentration=concentration, frame=frame, p_copy=p_copy,
                     distances=tuple(distances), distance_probs=tuple(distance_probs), seed=seed)
+    gen = Synthetic(frames=frames, probes=tuple(p for p in (recall, conjunctive)
+                                                if p is not None and p.rate > 0))
     sizes = split_sizes(f"synthetic (n_chars={n_chars})", n_chars, fractions)
-    splits = [gen.stream(size, split).tokens for split, size in zip(SPLITS, sizes, strict=True)]
+    streams = [gen.stream(size, split) for split, size in zip(SPLITS, sizes, strict=True)]
+    options = {"n_chars": n_chars, **asdict(frames),
+               **{p.name: asdict(p) for p in (recall, conjunctive) if p is not None}}
     meta = {"name": "synthetic", "source": "generated", "n_bytes": n_chars,
-            "sha256": sha256_of(*splits), "prefix": False,
+            "sha256": sha256_of(*(s.tokens for s in streams)), "prefix": False,
             "split_sizes": dict(zip(SPLITS, sizes, strict=True)), "fractions": list(fractions),
-            "symbols": gen.symbols, "options": {"n_chars": n_chars, **asdict(gen)}}
-    return SyntheticCorpus(gen, splits, meta)
+            "symbols": gen.symbols, "options": options}
+    return SyntheticCorpus(gen, streams, meta)

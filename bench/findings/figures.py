@@ -161,30 +161,51 @@ def fig_mixing(sweep: Sweep, fig: Figure) -> bool:
     return True
 
 
+def _probes(sweep: Sweep) -> list[str]:
+    """The probes the runs scored apart (their final probe_bpc.<probe>), `rest` left out."""
+    return [c.split(".", 1)[1] for c in sweep.runs if c.startswith("probe_bpc.")
+            and c != "probe_bpc.rest"]
+
+
 def _history(sweep: Sweep) -> pd.DataFrame:
-    keys = ("dev_bpc", "tokens", "train_time_s")
-    frames = [reader.history(sweep.client, r["run_id"], keys).assign(run=r["run_id"],
-                                                                      label=r["label"])
-              for _, r in sweep.runs.iterrows()]
-    return pd.concat(frames).dropna()
+    """Every run's evaluations, long: tokens, label, run, series (`total` and each probe's) and
+    the dev bpc of that series."""
+    series = {"dev_bpc": "total", **{f"dev_bpc.{p}": p for p in _probes(sweep)}}
+    frames = [reader.history(sweep.client, r["run_id"], ("tokens", *series)).assign(
+        run=r["run_id"], label=r["label"]) for _, r in sweep.runs.iterrows()]
+    wide = pd.concat(frames)
+    return wide.melt(["tokens", "label", "run"], list(series), "series", "bpc").assign(
+        series=lambda d: d["series"].map(series)).dropna()
 
 
 def fig_curves(sweep: Sweep, fig: Figure) -> bool:
-    """Learning curves: dev bpc against training tokens and against wall time, every seed. The
-    evaluations during training read the first `train.eval_tokens` dev characters when that is
-    set (the final dev bpc reads all of them), and the axis says so."""
+    """Learning curves: dev bpc against training tokens, one line per setting with its seeds'
+    spread (std) as a band, the total and, beside it, each probe's bpc on its own target
+    symbols, with the floor of the model's reach dashed. The evaluations during training read
+    the first `train.eval_tokens` dev characters when that is set (the final dev bpc reads all
+    of them), and the axis says so."""
     h = _history(sweep)
     if h.empty:
         return False
     n = sweep.runs.get("train.eval_tokens", pd.Series(dtype=float)).dropna().unique()
     ylabel = f"dev bpc, first {num(n[0])} chars" if len(n) == 1 else "dev bpc (bits/char)"
-    axes = fig.subplots(1, 2, sharey=True)
-    for ax, (x, xlabel) in zip(axes, (("tokens", "training tokens"),
-                                      ("train_time_s", "wall time (s)")), strict=True):
-        sns.lineplot(h, x=x, y="dev_bpc", hue="label", units="run", estimator=None,
-                     marker="o", ax=ax, legend=ax is axes[0])
-        ax.set(xlabel=xlabel, ylabel=ylabel)
-    axes[0].xaxis.set_major_formatter(EngFormatter(sep=""))
+    panels = ["total", *_probes(sweep)]
+    cols = min(2, len(panels))
+    rows = -(-len(panels) // cols)
+    fig.set_size_inches(WIDTH, 0.9 + 1.5 * rows)
+    axes = fig.subplots(rows, cols, sharex=True, squeeze=False).ravel()
+    for ax, panel in zip(axes, panels, strict=False):
+        sns.lineplot(h[h["series"] == panel], x="tokens", y="bpc", hue="label",
+                     hue_order=list(dict.fromkeys(sweep.runs["label"])), errorbar="sd",
+                     marker="o", markersize=2, ax=ax, legend=ax is axes[0])
+        floor = sweep.runs.get("floor_bpc" if panel == "total" else f"probe_floor.{panel}")
+        if floor is not None and floor.nunique() == 1:
+            ax.axhline(floor.iloc[0], color="0.3", linestyle="--", linewidth=0.8)
+        ax.set(xlabel="training tokens", ylabel=ylabel if panel == "total" else
+               f"{panel} answers", title=panel if len(panels) > 1 else None)
+        ax.xaxis.set_major_formatter(EngFormatter(sep=""))
+    for ax in axes[len(panels):]:
+        ax.remove()
     handles, labels = axes[0].get_legend_handles_labels()
     axes[0].get_legend().remove()
     for ncols in (3, 2, 1):  # as many columns as fit the figure's width, one at the least

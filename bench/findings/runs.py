@@ -1,6 +1,7 @@
 """A sweep's runs as the report sees them: finished trials and the rest, each labelled by its
 variant and grid values, with what its layer said it is, in the grid's own row order."""
 
+from collections import Counter
 from dataclasses import dataclass
 from typing import Any
 
@@ -40,17 +41,42 @@ def grid_keys(df: pd.DataFrame, spec: GridSpec) -> list[str]:
     return [k for k in keys if k not in SEEDS and k in df]
 
 
-def _label(row: pd.Series, keys: list[str]) -> str:
-    """variant and grid values; `(@commit)` for a result from other code than this checkout's,
-    so that it is a row of its own in every table."""
+def _label(row: pd.Series, keys: list[str], precisions: bool) -> str:
+    """variant and grid values; `[precision]` where the sweep's runs ran in more than one;
+    `(@commit)` for a result from other code than this checkout's, so that each is a row of its
+    own in every table."""
     if pd.isna(row["model.variant"]):  # a trial that failed before logging its config
         return f"run {row['run_id'][:8]}"
     parts = [str(row["model.variant"])]
     parts += [f"{SHORT.get(k, k.rsplit('.', 1)[-1])}={num(row[k])}" for k in keys
               if k != "model.variant"]
+    if precisions:
+        parts.append(f"[{row.get('precision')}]")
     if isinstance(row.get("stale"), str):
         parts.append(f"(@{short_commit(row['stale'])})")
     return " ".join(parts)
+
+
+def machine_line(runs: pd.DataFrame) -> str:
+    """Where the runs ran (the GPU, else the CPU's kernel level; and the precision), with a
+    warning when they ran on more than one: sums are ordered differently on each, so the last
+    digits of their numbers differ, and rows across them compare with care."""
+    if not {"cpu_capability", "precision"} <= set(runs):
+        return "Machine: not recorded by these runs."
+
+    def where(r: pd.Series) -> str:
+        gpu = r.get("gpu")
+        device = f"GPU {gpu}" if isinstance(gpu, str) else f"CPU, {r['cpu_capability']} kernels"
+        return f"{device}, {r['precision']}"
+
+    kinds = Counter(where(r) for _, r in runs.iterrows())
+    cpus = sorted(set(runs["cpu"].dropna())) if "cpu" in runs else []
+    text = "; ".join(f"{k} ({n} runs)" for k, n in kinds.items()) + (
+        f"; CPU {', '.join(cpus)}" if cpus else "")
+    if len(kinds) > 1:
+        return (f"Machine: the rows come from more than one kernel level or precision: {text}. "
+                "Compare rows across them with care.")
+    return f"Machine: {text}."
 
 
 def _derive(df: pd.DataFrame, keys: list[str]) -> pd.DataFrame:
@@ -60,7 +86,8 @@ def _derive(df: pd.DataFrame, keys: list[str]) -> pd.DataFrame:
     df = df.copy()
     if "model.variant" not in df:
         df["model.variant"] = "model"
-    df["label"] = df.apply(_label, axis=1, keys=keys)
+    precisions = df.get("precision", pd.Series(dtype=object)).nunique() > 1
+    df["label"] = df.apply(_label, axis=1, keys=keys, precisions=precisions)
     for k in ("span_policy", "mixing", "h_k", "h", "h_v", "d_k", "d_v", "P_l", "P_w"):
         df[k] = df.get(f"layer.{k}", pd.Series(np.nan, df.index))
     for k in ("P_l", "P_w"):

@@ -10,10 +10,10 @@ import pandas as pd
 from bench.tracking.names import SEEDS
 
 from . import stats
-from .claims import match
 from .layouts import LAYOUTS
 from .numbers import human, num
-from .runs import Sweep, missing_lines
+from .runs import Sweep, machine_line, missing_lines
+from .verdicts import match
 
 
 def baselines(first: pd.DataFrame, keys: list[str], declared: dict[str, Any] | None
@@ -144,8 +144,8 @@ def write_tables(sweep: Sweep, out_dir: Path) -> list[Path]:
     title, _ = LAYOUTS[layout]
     nums, cells, bold = build_table(sweep, layout)
     missing = missing_lines(sweep)
-    md = [f"# {sweep.name}: {title} (in shape)", "", data_line(sweep), "", _markdown(cells, bold),
-          "", NOTE, ""]
+    md = [f"# {sweep.name}: {title} (in shape)", "", data_line(sweep), "",
+          machine_line(sweep.runs), "", _markdown(cells, bold), "", NOTE, ""]
     if missing:
         md += [f"## Not finished ({len(missing)} of {len(missing) + len(sweep.runs)} trials)",
                "", *(f"- {line}" for line in missing), ""]

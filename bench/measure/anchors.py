@@ -24,8 +24,8 @@ import torch.nn.functional as F
 from bench import data
 from bench.config import Config, drop_untaken, merge, parse_sets, resolve
 from bench.model import create_model
-from bench.model.cost import analytic_flops
-from bench.training import provenance
+from bench.model.cost import executed_flops
+from bench.training import precision, provenance
 from bench.training.provenance import device as pick_device
 from bench.training.step import make_optimizer, train_step
 
@@ -39,7 +39,14 @@ TARGETS = (("attnbench fixed / nanoGPT", "attnbench fixed", "nanoGPT", 0.8),
            ("attnbench fixed / reference fixed", "attnbench fixed", "reference fixed", 1.6),
            ("attnbench adaptive / reference adaptive", "attnbench adaptive",
             "reference adaptive", 1.5))
-MFU_TARGET = 0.5
+BF16 = " bf16"  # the suffix of attnbench's rows in bf16 autocast (--amp)
+BF16_TARGETS = (("attnbench fixed bf16 / nanoGPT", f"attnbench fixed{BF16}", "nanoGPT", 1.2),
+                ("attnbench adaptive bf16 / reference adaptive", f"attnbench adaptive{BF16}",
+                 "reference adaptive", 2.0),
+                ("attnbench fixed bf16 / fp32", f"attnbench fixed{BF16}", "attnbench fixed", 1.5),
+                ("attnbench adaptive bf16 / fp32", f"attnbench adaptive{BF16}",
+                 "attnbench adaptive", 1.5))
+MFU_TARGETS = {"attnbench fixed": 0.5}  # of the fp32 row; the bf16 row's MFU is reported
 
 
 class AnchorError(ValueError):
@@ -122,19 +129,20 @@ class Reference:
 
 class Attnbench:
     """An attnbench model with its cache, stepping through the trainer's own `train_step` (span
-    penalty, per-tensor clipping, the preset's optimiser, span clamp) as bench.speed does."""
+    penalty, per-tensor clipping, the preset's optimiser, span clamp) as bench.speed does; in
+    bf16 autocast where `amp`."""
 
-    def __init__(self, cfg: Config, vocab: int, dev: torch.device) -> None:
+    def __init__(self, cfg: Config, vocab: int, dev: torch.device, amp: bool = False) -> None:
         torch.manual_seed(0)
         self.model = create_model(cfg.model, vocab).to(dev)
         self.opt = make_optimizer(self.model, cfg.train)
-        self.t, self.cache = cfg.train, None
+        self.t, self.cache, self.amp = cfg.train, None, amp
 
     def step(self, x: torch.Tensor, y: torch.Tensor, start: bool) -> None:
         if start:
             self.cache = None
         _, _, self.cache = train_step(self.model, self.model, self.opt, self.t, x, y, self.cache,
-                                      self.t.warmup)
+                                      self.t.warmup, self.amp)
 
 
 def import_file(file: Path, name: str, needs: tuple[str, ...]) -> ModuleType:
@@ -173,12 +181,15 @@ def configs(data_path: Path, sets: list[str]) -> dict[str, Config]:
 
 
 def systems(cfgs: dict[str, Config], nanogpt: ModuleType, reference: tuple[ModuleType, ...],
-            vocab: int, dev: torch.device) -> dict[str, System]:
+            vocab: int, dev: torch.device, amp: bool = False) -> dict[str, System]:
     """Every system, fresh from torch.manual_seed(0), in the order they run in each round;
-    `reference` is its (models, adagrad_with_grad_clip) modules."""
+    `reference` is its (models, adagrad_with_grad_clip) modules. `amp`: attnbench's models in
+    bf16 autocast too, as rows of their own (the anchors stay fp32: nanoGPT has no bf16 path on
+    a CPU, and the reference none at all)."""
     fixed = cfgs["fixed"]
-    ours = {"attnbench fixed": Attnbench(fixed, vocab, dev),
-            "attnbench adaptive": Attnbench(cfgs["adaptive"], vocab, dev)}
+    ours = {f"attnbench {v}{suffix}": Attnbench(cfgs[v], vocab, dev, bf16)
+            for suffix, bf16 in (("", False), *((BF16, True),) * amp) for v in ("fixed",
+                                                                               "adaptive")}
     span = ours["attnbench adaptive"].model.blocks[0].attn.describe()["options"]
     return {"nanoGPT": NanoGPT(nanogpt, fixed, vocab, dev),
             "reference fixed": Reference(*reference, fixed, vocab, dev, span, adaptive=False),
@@ -204,51 +215,73 @@ def time_steps(system: System, chunk: list, dev: torch.device) -> float:
     return time.perf_counter() - tic
 
 
-def run(found: dict[str, System], chunks: list[list], dev: torch.device
-        ) -> tuple[dict[str, float], float]:
-    """Median seconds per step of each system, and the median fp32 matmul peak: chunks[0]
-    untimed (warm-up), then each round measures the peak and every system steps through the
-    round's chunk in turn (interleaved), so the peak is taken under the same conditions as the
-    steps it divides, not once at start (on a shared machine it moves by 20% between runs)."""
+def run(found: dict[str, System], chunks: list[list], dev: torch.device,
+        dtypes: tuple[torch.dtype, ...] = (torch.float32,)
+        ) -> tuple[dict[str, float], dict[torch.dtype, float]]:
+    """Median seconds per step of each system, and the median matmul peak in each of `dtypes`:
+    chunks[0] untimed (warm-up), then each round measures the peaks and every system steps
+    through the round's chunk in turn (interleaved), so the peaks are taken under the same
+    conditions as the steps they divide, not once at start (on a shared machine they move by
+    20% between runs)."""
     for system in found.values():
         time_steps(system, chunks[0], dev)
     times: dict[str, list[float]] = {name: [] for name in found}
-    peaks = []
+    peaks: dict[torch.dtype, list[float]] = {d: [] for d in dtypes}
     for chunk in chunks[1:]:
-        peaks.append(matmul_peak(dev))
+        for d in dtypes:
+            peaks[d].append(matmul_peak(dev, d))
         for name, system in found.items():
             times[name].append(time_steps(system, chunk, dev) / len(chunk))
-    return {name: statistics.median(t) for name, t in times.items()}, statistics.median(peaks)
+    return ({name: statistics.median(t) for name, t in times.items()},
+            {d: statistics.median(p) for d, p in peaks.items()})
 
 
-def results(seconds: dict[str, float], tokens: int, mfu: float) -> tuple[pd.DataFrame, list]:
-    """One row per system (ms/step, tokens/s) and the targets, each with its value, threshold and
-    whether it passes."""
+def results(seconds: dict[str, float], tokens: int, mfu: dict[str, float]
+            ) -> tuple[pd.DataFrame, list]:
+    """One row per system (ms/step, tokens/s) and the targets (with bf16 rows, theirs too),
+    each with its value, threshold and whether it passes; an MFU without a target says so."""
     df = pd.DataFrame([{"system": name, "ms_step": 1e3 * s, "tok_s": tokens / s}
                        for name, s in seconds.items()])
     tok_s = dict(zip(df.system, df.tok_s, strict=True))
     targets = [{"target": name, "value": tok_s[a] / tok_s[b], "threshold": at}
-               for name, a, b, at in TARGETS]
-    targets.append({"target": "attnbench fixed MFU", "value": mfu, "threshold": MFU_TARGET})
-    return df, [t | {"pass": bool(t["value"] >= t["threshold"])} for t in targets]
+               for name, a, b, at in (*TARGETS, *BF16_TARGETS) if a in tok_s]
+    targets += [{"target": f"{system} MFU", "value": v, "threshold": MFU_TARGETS.get(system)}
+                for system, v in mfu.items()]
+    return df, [t | {"pass": None if t["threshold"] is None else bool(t["value"] >=
+                                                                     t["threshold"])}
+                for t in targets]
 
 
 def measure(cfgs: dict[str, Config], corpus: data.Corpus, nanogpt: ModuleType,
-            reference: tuple[ModuleType, ...], steps: int, rounds: int) -> dict:
-    """Build every system, time them, and return the rows, targets and setting (JSON-able)."""
+            reference: tuple[ModuleType, ...], steps: int, rounds: int, amp: bool = False
+            ) -> dict:
+    """Build every system, time them, and return the rows, targets and setting (JSON-able).
+    `amp`: attnbench in bf16 autocast too, with its MFU against the bf16 matmul peak; where the
+    device has no native bf16, the setting says why and only fp32 is timed."""
     fixed = cfgs["fixed"]
     dev = pick_device(fixed.train.device)
-    found = systems(cfgs, nanogpt, reference, corpus.vocab_size, dev)
+    why = precision.bf16_unsupported(dev) if amp else None
+    if why:
+        print(f"--amp: timing fp32 only, because {why}", file=sys.stderr, flush=True)
+    amp = amp and not why
+    found = systems(cfgs, nanogpt, reference, corpus.vocab_size, dev, amp)
     todo = batches(corpus, fixed, WARMUP_STEPS + steps * rounds, dev)
     starts = [WARMUP_STEPS + r * steps for r in range(rounds)]
     chunks = [todo[:WARMUP_STEPS], *(todo[a:a + steps] for a in starts)]
-    seconds, peak = run(found, chunks, dev)
+    dtypes = (torch.float32, *((torch.bfloat16,) * amp))
+    seconds, peaks = run(found, chunks, dev, dtypes)
     t, m = fixed.train, fixed.model
     tokens = t.batch_size * t.block
-    flops = analytic_flops(found["attnbench fixed"].model, "max")
-    df, targets = results(seconds, tokens, 6 * flops * tokens / seconds["attnbench fixed"] / peak)
-    setting = {"device": str(dev), "threads": torch.get_num_threads(),
-               "matmul_gflops": peak / 1e9, "steps": steps, "rounds": rounds,
+    flops = executed_flops(found["attnbench fixed"].model, "max")
+    mfu = {name: 6 * flops * tokens / seconds[name] / peaks[dtype] for name, dtype in (
+        ("attnbench fixed", torch.float32), *((f"attnbench fixed{BF16}", torch.bfloat16),) * amp)}
+    df, targets = results(seconds, tokens, mfu)
+    setting = {"device": str(dev), "cpu": provenance.cpu_name(),
+               "cpu_capability": provenance.kernels(dev)["cpu_capability"],
+               "threads": torch.get_num_threads(), "matmul_gflops": peaks[torch.float32] / 1e9,
+               "bf16_matmul_gflops": peaks[torch.bfloat16] / 1e9 if amp else None,
+               "bf16": "timed" if amp else why or "not asked (--amp)",
+               "steps": steps, "rounds": rounds,
                "warmup_steps": WARMUP_STEPS, "data": corpus.meta["source"],
                "prefix": corpus.meta["prefix"], "n_layers": m.n_layers, "d_model": m.d_model,
                "n_heads": m.n_heads, "d_ff": m.d_ff, "span": m.span, "block": t.block,
@@ -259,14 +292,17 @@ def measure(cfgs: dict[str, Config], corpus: data.Corpus, nanogpt: ModuleType,
 def show(out: dict) -> None:
     """The setting, the table of systems and the targets with PASS/FAIL, as text."""
     s = out["setting"]
-    print(f"float32 matmul peak (median of the rounds): {s['matmul_gflops']:.0f} GFLOP/s on "
-          f"{s['threads']} threads "
-          f"({s['device']}); {s['n_layers']} layers, D {s['d_model']}, {s['n_heads']} heads, "
+    bf16 = s["bf16_matmul_gflops"]
+    print(f"{s['cpu']} ({s['cpu_capability']} kernels), {s['device']}, {s['threads']} threads; "
+          f"matmul peak (median of the rounds) float32 {s['matmul_gflops']:.0f} GFLOP/s"
+          + (f", bfloat16 {bf16:.0f}" if bf16 else f"; bf16: {s['bf16']}")
+          + f"; {s['n_layers']} layers, D {s['d_model']}, {s['n_heads']} heads, "
           f"F {s['d_ff']}, S {s['span']}, block {s['block']}, batch {s['batch_size']}; "
           f"median of {s['rounds']} x {s['steps']} steps on {s['data']}"
           + (" (a prefix)" if s["prefix"] else ""))
     print(pd.DataFrame(out["rows"]).to_markdown(index=False, floatfmt=".4g"))
     print()
     for t in out["targets"]:
-        print(f"{t['target']}: {t['value']:.3g} (target >= {t['threshold']:g}) "
-              f"{'PASS' if t['pass'] else 'FAIL'}")
+        verdict = "(no target)" if t["threshold"] is None else (
+            f"(target >= {t['threshold']:g}) {'PASS' if t['pass'] else 'FAIL'}")
+        print(f"{t['target']}: {t['value']:.3g} {verdict}")

@@ -3,6 +3,7 @@ each also as a ratio against `fixed` at the same span limit, measured side by si
 with amp, every case in fp32 and in bf16 autocast, interleaved (column amp_x)."""
 
 import statistics
+import sys
 import time
 from dataclasses import dataclass
 from typing import Any
@@ -13,7 +14,7 @@ import torch.nn.functional as F
 
 from bench.config import Config, merge, parse_sets, resolve
 from bench.model import TransformerLM, create_model
-from bench.model.cost import analytic_flops, set_spans
+from bench.model.cost import analytic_flops, executed_flops, set_spans
 from bench.training import precision, provenance
 from bench.training.provenance import device as pick_device
 from bench.training.step import make_optimizer, maybe_compile, train_step
@@ -63,9 +64,11 @@ def sync(dev: torch.device) -> None:
         torch.cuda.synchronize(dev)
 
 
-def saved_bytes(model: TransformerLM, x: torch.Tensor, cache: list) -> int:
-    """Bytes of the distinct storages autograd keeps for backward in one forward: the
-    activation memory a training step holds at its peak (weights and the cache excluded)."""
+def saved_bytes(model: TransformerLM, x: torch.Tensor, cache: list, amp: bool = False) -> int:
+    """Bytes of the distinct storages autograd keeps for backward in one forward, in the
+    precision the step runs in (`amp`: bf16 autocast, as the trainer's step): the activation
+    memory a training step holds at its peak (weights and the cache excluded; under autocast
+    the bf16 copies of the weights it saves are counted)."""
     storages: dict[int, int] = {}
     held = {t.untyped_storage().data_ptr() for t in [*model.parameters(), *(cache or [])]}
 
@@ -75,9 +78,10 @@ def saved_bytes(model: TransformerLM, x: torch.Tensor, cache: list) -> int:
             storages[s.data_ptr()] = s.nbytes()
         return t
 
-    with torch.autograd.graph.saved_tensors_hooks(pack, lambda t: t):
+    with torch.autograd.graph.saved_tensors_hooks(pack, lambda t: t), precision.autocast(
+            x.device, amp):
         logits, _ = model(x, cache)
-        F.cross_entropy(logits.flatten(0, 1), x.flatten())
+        F.cross_entropy(logits.flatten(0, 1).float(), x.flatten())
     return sum(storages.values())
 
 
@@ -159,7 +163,10 @@ def run(configs: dict[Case, Config], repeats: int, compile_: bool, amp: bool = F
     row's precision, measured in this process."""
     cfg = next(iter(configs.values()))
     dev = pick_device(cfg.train.device)
-    modes = [False, True] if precision.use_amp(amp, dev) else [False]
+    why = precision.bf16_unsupported(dev) if amp else None
+    if why:
+        print(f"--amp: timing fp32 only, because {why}", file=sys.stderr, flush=True)
+    modes = [False, True] if amp and not why else [False]
     peaks = {m: matmul_peak(dev, torch.bfloat16 if m else torch.float32) for m in modes}
     # torch.compile's recompile limit counts per code object, and every case's model shares
     # TransformerLM.forward: without room for each, later cases would silently run eagerly.
@@ -184,9 +191,10 @@ def run(configs: dict[Case, Config], repeats: int, compile_: bool, amp: bool = F
                      "window": max(bl.attn.window for bl in b.model.blocks),
                      "train_ms": 1e3 * train_s, "train_tok_s": tokens / train_s,
                      "infer_tok_s": tokens / infer_s,
-                     "act_mem_mb": saved_bytes(b.model, b.x, b.cache) / 2**20,
+                     "act_mem_mb": saved_bytes(b.model, b.x, b.cache, b.amp) / 2**20,
                      "flops_per_tok": flops,
-                     "mfu": 6 * flops * tokens / train_s / peaks[b.amp],
+                     "mfu": 6 * executed_flops(b.model, "max") * tokens / train_s
+                     / peaks[b.amp],
                      **({"compile_x": train_s / compiled_s} if compiled_s else {})})
     df = pd.DataFrame(rows)
     cols = ["train_tok_s", "infer_tok_s", "act_mem_mb", "flops_per_tok"]

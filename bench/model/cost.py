@@ -3,9 +3,10 @@ analytic: what the layers say they cost, and parameters.
 
 Each layer reports its own cost per query at s keys (`Attention.flops`: projections
 2 D (h_k d_k + h_v d_v), q.k and w.v s (h_k d_k + h_v d_v), talking-heads maps s (h_k h + h h_v),
-span gates D h; GBMA 2 D^2 h + 2 D h s), plus the feed-forward 2 D F; the output layer adds D V.
-This is `#FLOPS`. The relative-position term q.p is real work but not in it, and is reported
-under its own name (`position`: h_k d_k s per query, GBMA D d h + d h s).
+span gates D h; GBMA 2 D^2 h + 2 D h s), plus the feed-forward 2 D F. This is `#FLOPS`. Two
+costs are real work but not in it, and are reported under their own names: the output layer
+(`output`: D V per token) and the relative-position term q.p (`position`: h_k d_k s per query,
+GBMA D d h + d h s); `executed_flops` adds them back.
 """
 
 from typing import Literal
@@ -45,12 +46,20 @@ def flops_parts(model: nn.Module, which: Span = "max",
     return parts
 
 
-def analytic_flops(model: nn.Module, which: Span = "max", position: bool = False,
+def analytic_flops(model: nn.Module, which: Span = "max",
                    spans: list[float] | None = None) -> float:
     """#FLOPS: multiply-adds per predicted token of a TransformerLM at its current spans, in the
-    paper's convention; `position` adds the q.p term (what the executed graph computes)."""
+    paper's convention (SPEC section 6): the layers' attention and feed-forward, without the
+    output layer's D V and the q.p term."""
     p = flops_parts(model, which, spans)
-    return p["attention"] + p["feed_forward"] + p["output"] + (p["position"] if position else 0)
+    return p["attention"] + p["feed_forward"]
+
+
+def executed_flops(model: nn.Module, which: Span = "max",
+                   spans: list[float] | None = None) -> float:
+    """What one prediction step executes beyond the cache re-projection: #FLOPS plus the output
+    layer and the q.p term (what fvcore counts as `flops_counted`; what MFU divides by)."""
+    return sum(flops_parts(model, which, spans).values())
 
 
 def set_spans(model: nn.Module, spans: torch.Tensor | float) -> None:

@@ -4,8 +4,8 @@ One new token, every layer's cache full, with exact handles for the contractions
 caches hidden states (Transformer-XL), so that step also re-projects the W - 1 cached states
 through W_k and W_v; a key/value cache (and the paper's count) projects each token once.
 `counted_flops` reports the executed graph and the graph minus that re-projection, which equals
-#FLOPS plus the position term at the executed windows (`cost.analytic_flops(model, "max",
-position=True)`).
+#FLOPS plus the output layer and the position term at the executed windows
+(`cost.executed_flops(model, "max")`).
 """
 
 import re
@@ -130,7 +130,8 @@ def counted_flops(model: nn.Module) -> dict:
     scales with the window: q.k, q.p, talking-heads maps, w.v), projection (per-token: Q, K, V, O,
     feed-forward, output, span gates, GBMA's P and Q) and cache_reprojection (K and V of the W - 1
     cached states, again), flops_counted = executed - cache_reprojection (= #FLOPS plus the q.p
-    term at the executed windows, `analytic_flops(model, "max", position=True)`), and `skipped`:
+    term and the output layer at the executed windows, `executed_flops(model, "max")`), and
+    `skipped`:
     ops fvcore saw but counted nothing for.
     """
     was_training = model.training

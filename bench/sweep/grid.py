@@ -40,6 +40,7 @@ from bench.findings.claims import Claim
 from bench.findings.claims import check as check_claims
 from bench.findings.spec import ReportSpec
 from bench.tracking.names import EVAL_METRICS
+from bench.training import precision, provenance
 from bench.training.loop import load_corpus
 
 FREE = ("model.attn.", "data.")  # typed by the variant's and the corpus's signatures
@@ -146,9 +147,10 @@ class Grid(Strict):
 class Trial:
     values: dict[str, Any]  # this trial's value of each grid key
     cfg: Config
-    hash: str
+    hash: str  # set from the corpus and the precision (`check_data`)
     vocab: int = 0
     ignored: list[str] = field(default_factory=list)  # grid options its variant does not take
+    probes: list[str] | None = None  # what its corpus scores apart (None: not built, a dry run)
 
     @property
     def seed(self) -> int:
@@ -172,15 +174,26 @@ def config_hash(cfg: Config) -> str:
     return _sha256_json(cfg.model_dump(mode="json"))
 
 
-def trial_hash(cfg: Config, identity: dict | None) -> str:
+def trial_hash(cfg: Config, identity: dict | None, precision_name: str) -> str:
     """A trial's identity: the config's hash with its data section replaced by what the data is
     (`Corpus.identity()`: name, sha256, split sizes), so the same trial has the same identity in
-    every checkout and on every machine, and other bytes under the same path do not. None (a
-    dry run that downloads nothing) hashes the data section as written."""
+    every checkout and on every machine, and other bytes under the same path do not; and the
+    precision it runs in (train.amp resolved on this machine: `auto` is bf16 here, fp32 there),
+    so a rerun elsewhere never reuses or averages with runs of the other precision. None (a dry
+    run that downloads nothing) hashes the data section as written."""
     tree = cfg.model_dump(mode="json")
     if identity is not None:
         tree["data"] = identity
-    return _sha256_json(tree)
+    return _sha256_json({**tree, "precision": precision_name})
+
+
+def resolved_precision(cfg: Config) -> str:
+    """The precision the trial runs in on this machine's device (ConfigError: no such device)."""
+    try:
+        device = provenance.device(cfg.train.device)
+    except ValueError as err:
+        raise ConfigError(f"train.device: {err}") from None
+    return precision.name(precision.resolve(cfg.train.amp, device))
 
 
 def load_grid(path: Path) -> Grid:
@@ -300,8 +313,7 @@ def expand(grid: Grid, base: dict, preset: str | None) -> list[Trial]:
     for values in combos:
         for seed in grid.seeds:
             cfg, ignored = trial_config(values, seed, base, preset, refused)
-            trials.setdefault(config_hash(cfg), Trial(values, cfg, trial_hash(cfg, None),
-                                                      ignored=ignored))
+            trials.setdefault(config_hash(cfg), Trial(values, cfg, "", ignored=ignored))
     return list(trials.values())
 
 
@@ -316,10 +328,10 @@ def resolve_trials(grid: Grid, args: argparse.Namespace, dry_run: bool) -> list[
 
 def check_data(trials: list[Trial], dry_run: bool) -> None:
     """Build each distinct corpus once (so a bad data option is a user error here, and a
-    download happens once), recording the vocabulary size and setting each trial's identity
-    from the corpus's. A dry run downloads nothing: a corpus not yet downloaded is planned with
-    256 symbols and identified by its options."""
-    seen: dict[str, tuple[int, dict | None]] = {}  # data options -> (vocabulary, identity)
+    download happens once), recording the vocabulary size and the probes it scores, and setting
+    each trial's identity from the corpus's. A dry run downloads nothing: a corpus not yet
+    downloaded is planned with 256 symbols and identified by its options."""
+    seen: dict[str, tuple] = {}  # data options -> (vocabulary, identity, probes)
     for t in trials:
         d, tr = t.cfg.data, t.cfg.train
         key = json.dumps([d.model_dump(mode="json"), tr.block, tr.batch_size], sort_keys=True)
@@ -329,11 +341,11 @@ def check_data(trials: list[Trial], dry_run: bool) -> None:
                 cfg = cfg.model_copy(update={"data": d.model_copy(update={"download": False})})
             try:
                 corpus = load_corpus(cfg)
-                seen[key] = (corpus.vocab_size, corpus.identity())
+                seen[key] = (corpus.vocab_size, corpus.identity(), list(corpus.target_floors()))
             except (data.DataError, TypeError) as err:
                 if not (dry_run and cfg is not t.cfg and "no cached copy" in str(err)):
                     raise ConfigError(f"trial {t.name}: data: {err}") from None
                 print(f"note: {d.name} is not downloaded yet; the plan assumes 256 symbols")
-                seen[key] = (256, None)
-        t.vocab, identity = seen[key]
-        t.hash = trial_hash(t.cfg, identity)
+                seen[key] = (256, None, None)
+        t.vocab, identity, t.probes = seen[key]
+        t.hash = trial_hash(t.cfg, identity, resolved_precision(t.cfg))

@@ -7,39 +7,46 @@ import pandas as pd
 
 from bench.findings.claims import Claim, describe
 from bench.model import create_model
-from bench.model.cost import cost
+from bench.model.cost import cost, executed_flops
 
 from .grid import Trial
+
+SCORE_PASSES = 16  # elementwise kernels over each attention score (band, mask, softmax, mixing)
 
 
 def plan_table(trials: list[Trial]) -> pd.DataFrame:
     """One row per trial: its grid values, params, analytic FLOPs per token (at the full span),
-    tokens, cost (tokens x FLOPs), and the options it ignores."""
+    tokens, cost (tokens x FLOPs), the schedule's work estimate and the options it ignores."""
     models: dict[str, dict] = {}
     rows = []
     for t in trials:
         key = json.dumps([t.cfg.model.model_dump(mode="json"), t.vocab], sort_keys=True)
         if key not in models:
-            models[key] = cost(create_model(t.cfg.model, t.vocab))
+            model = create_model(t.cfg.model, t.vocab)
+            scores = sum(b.attn.describe()["h"] * b.attn.window for b in model.blocks)
+            models[key] = {**cost(model), "work": executed_flops(model, "full")
+                           + SCORE_PASSES * scores}
         c, tr = models[key], t.cfg.train
         tokens = tr.steps * tr.batch_size * tr.block
         rows.append({"trial": t.hash[:10], **t.values, "seed": t.seed, "params": c["params"],
                      "flops/token": c["flops_full"], "tokens": tokens,
-                     "cost": float(tokens * c["flops_full"]),
+                     "cost": float(tokens * c["flops_full"]), "work": float(tokens * c["work"]),
                      "ignored": ", ".join(t.ignored) or "-"})
     return pd.DataFrame(rows)
 
 
 def costliest_first(trials: list[Trial]) -> list[Trial]:
-    """The trials by estimated cost, the most expensive first, so parallel workers finish
-    together (ties keep the grid's order)."""
-    costs = plan_table(trials)["cost"].tolist()
+    """The trials by estimated work, the most expensive first, so parallel workers finish
+    together (ties keep the grid's order). Work counts what a step executes (FLOPs) and what
+    FLOPs do not: the elementwise passes over every head's attention scores, which make a
+    layer of 32 narrow heads several times slower than one of 2 wide heads at equal FLOPs."""
+    costs = plan_table(trials)["work"].tolist()
     return [t for _, t in sorted(zip(costs, trials, strict=True), key=lambda p: -p[0])]
 
 
 def print_plan(trials: list[Trial], tested: list[Claim] | None = None) -> None:
     """The trial table and cost, then the claims the sweep's report will compute."""
-    df = plan_table(trials)
+    df = plan_table(trials).drop(columns="work")
     if (df["ignored"] == "-").all():
         df = df.drop(columns="ignored")
     print(df.to_markdown(index=False, floatfmt=".3g", intfmt=","))

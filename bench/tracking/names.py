@@ -5,10 +5,12 @@ One experiment per grid; a parent run per sweep (tags ROLE=sweep, GRID; the grid
 TRIALS, the sweep's trial hashes, as artifacts) and a child run per trial (ROLE=trial, GRID,
 HASH, GRID_KEYS, FAILURE when it failed, IGNORED for grid options its variant does not take).
 Child params: the flattened resolved config (model.n_heads, ...), seed, git_commit,
-code_version, versions.<pkg>, dataset.<DATASET_KEYS>, the run's machine (RUN_MACHINE) and
-layer.* (the layer's own description); metrics: EVAL_METRICS at each evaluation's step, then
-the final ones under their own names (FINAL_SAME, final_<FINAL_RENAMED>, final_dev_bpc,
-final_test_bpc).
+code_version, versions.<pkg>, dataset.<DATASET_KEYS>, the run's machine and precision
+(RUN_MACHINE) and
+layer.* (the layer's own description); metrics: EVAL_METRICS and dev_bpc.<probe> (on each
+probe's target symbols, the evaluated dev prefix) at each evaluation's step, then the final
+ones under their own names (FINAL_SAME, final_<FINAL_RENAMED>, final_dev_bpc, final_test_bpc,
+probe_bpc.<probe>, probe_floor.<probe>, probe_gap.<probe> over the whole dev split).
 """
 
 from pathlib import Path
@@ -39,6 +41,8 @@ FINAL_SAME = ("params", "params_non_embedding", "flops_full", "flops_mean", "flo
 # (peaks over the whole run; mean span over the dev split; tokens/s over all steps)
 FINAL_RENAMED = ("mean_span", "tokens_per_s", "tokens", "peak_rss_mb", "peak_cuda_mb")
 SEEDS = ("seed", "train.seed")  # a run's seed: the param, else the config's
+# what a run's numbers depend on beyond code, config and seed: params of every trial run
+RUN_MACHINE = ("precision", "cpu_capability", "gpu", "cpu")
 
 
 def default_uri(results_dir: Path) -> str:

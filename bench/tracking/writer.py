@@ -37,6 +37,7 @@ from .names import (
     IGNORED,
     PARENT,
     ROLE,
+    RUN_MACHINE,
     TRIALS,
 )
 from .store import store_lock
@@ -143,6 +144,11 @@ def final_metrics(result: RunResult) -> dict[str, float]:
     out.update({k: v for k in FINAL_SAME if (v := getattr(result, k)) is not None})
     out.update({f"final_{k}": v for k in FINAL_RENAMED if (v := getattr(result, k)) is not None})
     out.update({f"layer_max_span.{i}": s for i, s in enumerate(result.layer_max_span)})
+    for probe, bpc in result.probe_bpc.items():  # on each probe's target symbols, dev split
+        floor = result.probe_floor.get(probe)
+        out[f"probe_bpc.{probe}"] = bpc
+        if floor is not None:
+            out[f"probe_floor.{probe}"], out[f"probe_gap.{probe}"] = floor, bpc - floor
     return out
 
 
@@ -181,13 +187,13 @@ class TrialRun:
             self.client.log_batch(self.run_id, params=new)
 
     def log_provenance(self, out_dir: Path) -> None:
-        """git commit (param and MLflow's source tag), package versions and dataset identity
-        (params and a dataset input, once) from the trial's config.json."""
+        """git commit (param and MLflow's source tag), package versions, the machine and
+        precision it ran on, and dataset identity (params and a dataset input, once) from the
+        trial's config.json."""
         info = json.loads((out_dir / "config.json").read_text())
         ds = info["dataset"]
         self.log_params({"git_commit": info["git_commit"],
-                         **({"code_version": info["code_version"]} if "code_version" in info
-                            else {}),
+                         **{k: info[k] for k in ("code_version", *RUN_MACHINE) if k in info},
                          **{f"versions.{k}": v for k, v in info["versions"].items()},
                          **flatten({"dataset": {k: ds.get(k) for k in DATASET_KEYS}})})
         run = self.client.get_run(self.run_id)
@@ -210,7 +216,9 @@ class TrialRun:
         """One evaluation of train(): EVAL_METRICS at its step."""
         if not self.provenance_logged:
             self.log_provenance(out_dir)
-        self.log_metrics({k: metrics[k] for k in EVAL_METRICS if k in metrics}, metrics["step"])
+        self.log_metrics({**{k: metrics[k] for k in EVAL_METRICS if k in metrics},
+                          **{f"dev_bpc.{p}": v for p, v in metrics.get("probe_bpc", {}).items()}},
+                         metrics["step"])
 
     def finish(self, result: RunResult, out_dir: Path) -> None:
         """Final metrics, config.json and result.json as artifacts, status FINISHED."""

@@ -20,11 +20,13 @@ LN2 = math.log(2)
 
 @dataclass
 class SplitScore:
-    """bpc over a split, and the spans measured over its scored characters."""
+    """bpc over a split (and over each probe's target symbols), and the spans measured over its
+    scored characters."""
 
     bpc: float
     head_spans: list[list[float]]  # per layer, per head: mean effective span (z + R, <= S)
     layer_max_span: list[int]  # per layer: the widest window a forward computed
+    probes: dict[str, float]  # per target set of the corpus (`rest` included): its bpc
 
     @property
     def mean_span(self) -> float:
@@ -33,16 +35,25 @@ class SplitScore:
 
 @torch.no_grad()
 def evaluate(model: TransformerLM, split: np.ndarray, batch_size: int, block: int,
-             device: torch.device, max_tokens: int | None = None, amp: bool = False
-             ) -> SplitScore:
+             device: torch.device, max_tokens: int | None = None, amp: bool = False,
+             targets: dict[str, np.ndarray] | None = None) -> SplitScore:
     """bpc over a split (or its first max_tokens), every character once, with the cache; each
     stream first reads the model's reach of preceding text unscored, so the bpc does not depend
-    on `batch_size`. Spans are averaged over the scored characters: a dynamic span's z_t + R is
-    read from each forward as it runs (adaptive-span Table 3: the mean over the dev set).
-    `amp`: in bf16 autocast, the precision the model trained in."""
+    on `batch_size`. `targets` (a corpus's `targets(split)`: per probe, a bool mask over the
+    split) also scores each probe's symbols apart, batched exactly as the text. Spans are
+    averaged over the scored characters: a dynamic span's z_t + R is read from each forward as
+    it runs (adaptive-span Table 3: the mean over the dev set). `amp`: in bf16 autocast, the
+    precision the model trained in."""
     was_training = model.training
     model.eval()
     split = split if max_tokens is None else split[: max_tokens + 1]
+    names = list(targets or {})
+    label = np.zeros(len(split), np.int64)  # each symbol's target set
+    for i, name in enumerate(names):
+        label[targets[name][: len(split)]] = i
+    probe_nll = torch.zeros(len(names), device=device, dtype=torch.float64)
+    probe_count = torch.zeros(len(names), device=device, dtype=torch.float64)
+    labels = data.eval_batches(label, batch_size, block, model.reach, device=device)
     total, count, cache = torch.zeros((), device=device, dtype=torch.float64), 0, None
     span_sum = [torch.zeros(b.attn.spans().numel(), device=device, dtype=torch.float64)
                 for b in model.blocks]
@@ -51,9 +62,15 @@ def evaluate(model: TransformerLM, split: np.ndarray, batch_size: int, block: in
         with precision.autocast(device, amp):
             logits, cache = model(x, cache)
         scored = y != -100
-        total += F.cross_entropy(logits.flatten(0, 1).float(), y.flatten(), ignore_index=-100,
-                                 reduction="sum")
+        nll = F.cross_entropy(logits.flatten(0, 1).float(), y.flatten(), ignore_index=-100,
+                              reduction="none").double()
+        total += nll.sum()
         count += int(scored.sum())
+        lab = next(labels)[1].flatten()
+        if names:
+            at = lab != -100
+            probe_nll.index_add_(0, lab[at], nll[at])
+            probe_count.index_add_(0, lab[at], torch.ones_like(nll[at]))
         for layer, b in enumerate(model.blocks):
             trace = b.attn.span_trace()  # (B, h, M), or None: the same spans at every position
             if trace is None:
@@ -62,8 +79,9 @@ def evaluate(model: TransformerLM, split: np.ndarray, batch_size: int, block: in
                 span_sum[layer] += (trace * scored[:, None]).sum(dim=(0, 2))
             widest[layer] = max(widest[layer], b.attn.window)
     model.train(was_training)
-    return SplitScore(total.item() / count / LN2,
-                      [(s / count).tolist() for s in span_sum], widest)
+    probes = (probe_nll / probe_count / LN2).tolist()
+    return SplitScore(total.item() / count / LN2, [(s / count).tolist() for s in span_sum],
+                      widest, dict(zip(names, probes, strict=True)))
 
 
 def mixing_matrices(model: TransformerLM) -> list[dict]:

@@ -34,8 +34,9 @@ class Diverged(RuntimeError):
 
 
 def load_corpus(cfg: Config) -> data.Corpus:
-    """The config's corpus (`bench.data.build`), checked against the training sizes: a
-    DataError when a split cannot fill the blocks."""
+    """The config's corpus (`bench.data.build`), checked against the model and the training
+    sizes: a DataError when a probe's episodes outgrow the span or a split cannot fill the
+    blocks."""
     d, t = cfg.data, cfg.train
     corpus = data.build(d.name, **d.options)
     need = t.batch_size * (t.block + 1)
@@ -43,6 +44,12 @@ def load_corpus(cfg: Config) -> data.Corpus:
         raise data.DataError(f"train.block={t.block} x train.batch_size={t.batch_size} needs "
                              f"{need} training tokens; the {d.name} train split has "
                              f"{len(corpus.train)}")
+    for key, need in corpus.needs_span().items():
+        if cfg.model.span < need:
+            raise data.DataError(f"{key}: an episode needs model.span >= {need} (one head's "
+                                 "window must hold it from its last answer back to its "
+                                 f"delimiter); model.span is {cfg.model.span}: fewer keys or "
+                                 "queries, or a longer span")
     for split in ("dev", "test"):
         if len(corpus.split(split)) <= t.block:
             raise data.DataError(f"train.block={t.block} is longer than the {d.name} {split} "
@@ -84,11 +91,11 @@ def train(cfg: Config, out_dir: Path, *, report: Report | None = None, progress:
     device = provenance.device(t.device)
     keep_heap()
     start_run(device)  # a reused Ray worker: this run's own peak memory
-    amp = precision.use_amp(t.amp, device)
+    amp = precision.resolve(t.amp, device, say=True)
     corpus = load_corpus(cfg)
     out_dir.mkdir(parents=True, exist_ok=True)
     info = {"config": cfg.model_dump(mode="json"), "seed": t.seed, "dataset": corpus.describe(),
-            "precision": precision.name(amp), **provenance.record()}
+            "precision": precision.name(amp), **provenance.record(device)}
     (out_dir / "config.json").write_text(json.dumps(info, indent=2))
 
     torch.manual_seed(t.seed)  # dropout; the weights are drawn per (seed, name, shape)
@@ -139,7 +146,8 @@ def train(cfg: Config, out_dir: Path, *, report: Report | None = None, progress:
 
         last = state["step"] == t.steps
         if state["step"] % t.eval_every == 0 or last:
-            dev = evaluate(model, corpus.dev, eval_bs, t.block, device, t.eval_tokens, amp)
+            dev = evaluate(model, corpus.dev, eval_bs, t.block, device, t.eval_tokens, amp,
+                           corpus.targets("dev"))
             dev_bpc = dev.bpc
             improved = dev_bpc < state["best_dev"]
             if improved:
@@ -152,7 +160,7 @@ def train(cfg: Config, out_dir: Path, *, report: Report | None = None, progress:
                 step=state["step"], tokens=state["tokens"],
                 train_bpc=float(np.mean(state["losses"][-t.eval_every:])) / LN2,
                 dev_bpc=dev_bpc, lr=lr, tokens_per_s=tok_s, train_time_s=state["train_time"],
-                mean_span=dev.mean_span, **peak_memory_mb(device))
+                mean_span=dev.mean_span, probe_bpc=dev.probes, **peak_memory_mb(device))
             state["history"].append(metrics)
             if progress:
                 bar.write(f"step {state['step']}: dev bpc {dev_bpc:.4f}")
@@ -165,9 +173,10 @@ def train(cfg: Config, out_dir: Path, *, report: Report | None = None, progress:
 
     best = torch.load(out_dir / "best.pt", map_location=device, weights_only=True)
     model.load_state_dict(best["model"])
-    dev, test = (evaluate(model, split, eval_bs, t.block, device, amp=amp)
-                 for split in (corpus.dev, corpus.test))
+    dev, test = (evaluate(model, corpus.split(split), eval_bs, t.block, device, amp=amp,
+                          targets=corpus.targets(split)) for split in ("dev", "test"))
     counted = count_flops(model)
+    reach = cfg.model.n_layers * (cfg.model.span - 1) + 1
     # spans and #FLOPS as measured over the dev split: for a dynamic span, the mean z_t + R and
     # the widest window its forwards computed (for the others, their spans and windows)
     mean_spans = [float(np.mean(h)) for h in dev.head_spans]
@@ -179,7 +188,8 @@ def train(cfg: Config, out_dir: Path, *, report: Report | None = None, progress:
         **cost(model, mean_spans, dev.layer_max_span), **counted,
         mean_span=dev.mean_span, layer_max_span=dev.layer_max_span, head_spans=dev.head_spans,
         # the floor of what this model can see: L layers of span S reach L (S - 1) + 1 back
-        floor_bpc=corpus.floor_bpc(cfg.model.n_layers * (cfg.model.span - 1) + 1),
+        floor_bpc=corpus.floor_bpc(reach), probe_bpc=dev.probes,
+        probe_floor=corpus.target_floors(reach),
         entropy_rate=corpus.floor_bpc(), prefix=corpus.meta.get("prefix", False),
         layer=model.blocks[0].attn.describe(),  # what the variant is, for tables and reports
         mixing=mixing_matrices(model),

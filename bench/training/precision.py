@@ -1,42 +1,51 @@
-"""Mixed precision (`train.amp`): bf16 autocast where the hardware multiplies in bf16, else fp32.
+"""Mixed precision (`train.amp`): bf16 autocast where the hardware multiplies in bf16 natively,
+fp32 elsewhere.
+
+`auto` (the default) runs bf16 autocast on a device with native bf16 matmuls (a CUDA GPU with
+bf16, a CPU with AVX-512 BF16 or AMX) and fp32 elsewhere; `true` asks for bf16 and, without
+native support, runs fp32 and says why, once per run; `false` is fp32. Without native bf16 the
+products would be emulated (hundreds of times slower than fp32 on an AVX2 CPU), which is never
+worth it. Which precision ran is part of a trial's identity and of its record.
 
 Under autocast the matmuls (projections, q.k, q.p, w.v, feed-forward, output head, head
 mixing) run in bf16; the softmax, LayerNorm, the loss and the span parameters stay fp32 whatever
 a backend's autocast lists: the attention layer upcasts its logits, a dynamic span computes its
 gate outside autocast, the trainer upcasts the output logits, and LayerNorm sees the residual
 stream, which stays fp32 (an fp32 embedding plus bf16 branches promotes to fp32).
-Without native bf16 (a CPU without AVX-512 BF16 or AMX, an old GPU) bf16 is emulated, hundreds
-of times slower than fp32: amp then falls back to fp32 and says why, once.
 """
 
 import contextlib
 import sys
+from typing import Literal
 
 import torch
 
-_said: set[str] = set()
+Amp = bool | Literal["auto"]
 
 
 def bf16_unsupported(device: torch.device) -> str | None:
-    """Why bf16 autocast would not pay on `device`; None where it runs natively."""
+    """Why `device` has no native bf16 matmul; None where it has one. On a CPU this asks for the
+    instructions themselves (AVX-512 BF16 or AMX tiles): oneDNN's own bf16 flag is true on any
+    AVX-512 core, which would run bf16 emulated."""
     if device.type == "cuda":
         return None if torch.cuda.is_bf16_supported(including_emulation=False) else (
             f"{torch.cuda.get_device_name(device)} has no native bf16")
     if device.type == "cpu":
-        return None if torch.ops.mkldnn._is_mkldnn_bf16_supported() else (
-            "this CPU has no native bf16 matmul (AVX-512 BF16 or AMX; it has "
-            f"{torch.backends.cpu.get_cpu_capability()}), so bf16 would be emulated")
+        if torch.cpu._is_avx512_bf16_supported() or torch.cpu._is_amx_tile_supported():
+            return None
+        return ("this CPU has no native bf16 matmul (AVX-512 BF16 or AMX; its kernels are "
+                f"{torch.backends.cpu.get_cpu_capability()}), so bf16 would be emulated")
     return f"no bf16 autocast on device type {device.type!r}"
 
 
-def use_amp(requested: bool, device: torch.device) -> bool:
-    """Whether to run bf16 autocast: `requested` (train.amp) and the device supports it. A
-    request the device cannot honour is printed once per process, with the reason."""
-    if not requested:
+def resolve(amp: Amp, device: torch.device, say: bool = False) -> bool:
+    """Whether a run with `train.amp` = amp runs bf16 autocast on `device`: auto and true where
+    the device multiplies in bf16 natively. With `say`, a `true` the device cannot honour is
+    printed with the reason (a run calls this once, so each run says it)."""
+    if amp is False:
         return False
     why = bf16_unsupported(device)
-    if why is not None and why not in _said:
-        _said.add(why)
+    if why is not None and amp is True and say:
         print(f"train.amp=true: running fp32, because {why}", file=sys.stderr, flush=True)
     return why is None
 

@@ -88,7 +88,27 @@ def device(name: str = "auto") -> torch.device:
     return torch.device(name)
 
 
-def record() -> dict:
+def cpu_name() -> str:
+    """The CPU's model name (Linux: /proc/cpuinfo), else what platform says."""
+    try:
+        for line in Path("/proc/cpuinfo").read_text().splitlines():
+            if line.startswith("model name"):
+                return line.split(":", 1)[1].strip()
+    except OSError:
+        pass
+    return platform.processor() or platform.machine()
+
+
+def kernels(device: torch.device) -> dict[str, str | None]:
+    """What a run's numbers depend on beyond its code, config and seed: the CPU's kernel level
+    (the ISA torch dispatches to: DEFAULT, AVX2, AVX512, ...; sums are ordered differently on
+    each) and the GPU the run used, if any."""
+    return {"cpu_capability": torch.backends.cpu.get_cpu_capability(),
+            "gpu": torch.cuda.get_device_name(device) if device.type == "cuda" else None}
+
+
+def record(device: torch.device) -> dict:
+    """Where a run came from: code, package versions, Python, the machine and its kernels."""
     return {**identity(), "versions": versions(), "python": platform.python_version(),
-            "machine": platform.machine(), "cuda": torch.cuda.get_device_name() if
-            torch.cuda.is_available() else None, "torch_threads": torch.get_num_threads()}
+            "machine": platform.machine(), "cpu": cpu_name(), **kernels(device),
+            "torch_threads": torch.get_num_threads()}

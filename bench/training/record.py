@@ -24,6 +24,7 @@ class Evaluation(TypedDict):
     tokens_per_s: float
     train_time_s: float
     mean_span: float
+    probe_bpc: dict[str, float]  # per target set of the corpus (`rest` too): dev bpc on it
     peak_rss_mb: float  # the process's peak resident memory so far
     peak_cuda_mb: NotRequired[float]  # CUDA only: peak allocated in this evaluation window
 
@@ -61,6 +62,8 @@ class RunResult:
     layer_max_span: list[int]  # per layer, the window it computes
     head_spans: list[list[float]]  # per layer, per head, z + R capped at S
     floor_bpc: float | None  # the lowest bpc reachable with this model's reach; None: real text
+    probe_bpc: dict[str, float]  # per target set of the corpus (`rest` too): dev bpc on it
+    probe_floor: dict[str, float]  # ... the lowest reachable with this model's reach
     entropy_rate: float | None  # the synthetic corpus's entropy rate (its floor at any reach)
     prefix: bool  # trained on a prefix of the dataset: not comparable with full-dataset bpc
     layer: dict[str, Any]  # what the attention layer is: Attention.describe()

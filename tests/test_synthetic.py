@@ -2,7 +2,9 @@
 conjunctive recall), against sampling and against predictors that see exactly S symbols back;
 its copies and records; determinism; impossible probes."""
 
+import itertools
 import math
+import re
 
 import numpy as np
 import pytest
@@ -25,8 +27,8 @@ def make(**options) -> Synthetic:
 def probed() -> Synthetic:
     """Background frames and both probes, episodes small enough for tight statistics."""
     return Synthetic(frames=Frames(**{**DEFAULTS, "p_copy": 0.0}), probes=(
-        Recall(rate=0.3, keys=6, values=4, queries=8),
-        Conjunctive(rate=0.3, keys_a=3, keys_b=2, values=4, queries=6)))
+        Recall(rate=0.3, keys=12, stored=6, values=4, queries=8),
+        Conjunctive(rate=0.3, keys_a=3, keys_b=4, grid=2, values=4, queries=6)))
 
 
 SMALL = {"alphabet": 5, "concentration": 1.0, "frame": 4, "p_copy": 0.3, "distances": (4, 12),
@@ -142,83 +144,130 @@ def test_bad_options_name_the_key(bad):
         make(**bad)
 
 
+def episodes(gen: Synthetic, tokens: np.ndarray, probe) -> list[np.ndarray]:
+    """Each whole episode of `probe` in a stream, from its delimiter on, in the probe's own ids
+    (0 the delimiter), with its start in the stream."""
+    first = len(gen.frames.symbols) + sum(p.n_symbols for p in gen.probes[
+        :gen.probes.index(probe)])
+    starts = np.flatnonzero(tokens == first)
+    return [(t, tokens[t:t + probe.length].astype(np.int64) - first) for t in starts
+            if t + probe.length <= len(tokens)]
+
+
+def keyed(probe, episode: np.ndarray) -> tuple[dict, list]:
+    """Read an episode as a predictor that knows the layout: {key: value} from its records, and
+    its queries as (query's key, answer's value, the answer's index)."""
+    V, N = probe.values, probe.records
+    rec = episode[1:1 + N] - 1
+    if isinstance(probe, Recall):
+        table = dict(zip((rec // V).tolist(), (rec % V).tolist(), strict=True))
+        q = episode[1 + N:].reshape(-1, 2) - 1 - probe.record_symbols
+        asked = [(int(k),) for k in q[:, 0]]
+        answers = q[:, 1] - probe.keys
+    else:
+        A, B = probe.keys_a, probe.keys_b
+        table = {(int(r // V // B), int(r // V % B)): int(r % V) for r in rec}
+        q = episode[1 + N:].reshape(-1, 3) - 1 - probe.record_symbols
+        asked = [(int(x), int(y) - A) for x, y in q[:, :2]]
+        answers = q[:, 2] - A - B
+    index = [probe.answer(i) for i in range(probe.queries)]
+    return table, list(zip(asked, answers.tolist(), index, strict=True))
+
+
 def answer_bits(gen: Synthetic, tokens: np.ndarray, span: int) -> dict[str, np.ndarray]:
-    """Per probe, -log2 p(answer t) under the best predictor that reads only tokens t-span ..
-    t-1 and knows the symbol layout: the value is read from the record of the key its query
-    names, or from an earlier answer to the same key, inside that window and after the
-    episode's delimiter; else it is a uniform guess (log2 values bits)."""
-    first, out = len(gen.frames.symbols), {}
+    """Keyed recall (every key, in key order): -log2 p(answer) under the best predictor that
+    reads only the `span` symbols before it and knows the layout: the value is read from the
+    record of the key its query names, or from an earlier answer to the same key, inside that
+    window and after the episode's delimiter; else it is a uniform guess (log2 values bits)."""
+    out = {}
     for p in gen.probes:
-        N, V = p.records, p.values
-        rec, query = first + 1, first + 1 + N * V
-        ans = query + p.query_symbols
-        keys_b = getattr(p, "keys_b", 1)
         bits = []
-        for t in np.flatnonzero((tokens >= ans) & (tokens < ans + V)):
-            key = (int(tokens[t - 1]) - query if p.stride == 2 else
-                   (int(tokens[t - 2]) - query) * keys_b + int(tokens[t - 1]) - query - p.keys_a)
-            lo = max(0, t - span)
-            window = tokens[lo:t]
-            start = np.flatnonzero(window == first)  # this probe's delimiter
-            window = window[start[-1] + 1:] if start.size else window
-            off = t - len(window)
-            record = np.isin(window, rec + key * V + np.arange(V)).any()
-            same = [u for u in range(off + p.stride - 1, t - 1) if ans <= tokens[u] < ans + V
-                    and _key(p, tokens, u, query, keys_b) == key]  # its query in the window
-            bits.append(0.0 if record or same else np.log2(V))
+        for _, episode in episodes(gen, tokens, p):
+            table, queries = keyed(p, episode)
+            for i, (key, value, j) in enumerate(queries):
+                lo = j - span  # the window: indices lo .. j - 1 of the episode
+                record = 1 + key[0] >= max(lo, 1)
+                earlier = any(k == key and jj - 1 >= lo for k, _, jj in queries[:i])
+                assert table[key[0]] == value
+                bits.append(0.0 if span >= 1 and (record or earlier) else np.log2(p.values))
         out[p.name] = np.array(bits)
-        first += p.n_symbols
     return out
 
 
-def _key(p, tokens: np.ndarray, u: int, query: int, keys_b: int) -> int:
-    """The key the answer at u was asked for."""
-    if p.stride == 2:
-        return int(tokens[u - 1]) - query
-    return (int(tokens[u - 2]) - query) * keys_b + int(tokens[u - 1]) - query - p.keys_a
-
-
-def test_probe_floors_match_a_predictor_that_sees_exactly_span_back():
-    """Each probe's floor on its answers, at reaches from a few symbols to the whole episode,
-    is what a predictor that reads exactly that far back pays (within 4 standard errors);
-    the floor falls to 0 once the window holds every record and answer of an episode."""
-    gen = probed()
+def test_keyed_recall_floors_match_a_predictor_that_sees_exactly_span_back():
+    """Keyed recall's floor on its answers, at reaches from one symbol to the whole episode, is
+    what a predictor that reads exactly that far back pays (within 4 standard errors); the
+    floor falls to 0 once the window holds every record and answer of an episode."""
+    gen = Synthetic(frames=Frames(**{**DEFAULTS, "p_copy": 0.0}),
+                    probes=(Recall(rate=0.5, keys=6, values=4, queries=8),))
     s = gen.stream(200_000)
-    for span in (1, 3, 4, 6, 8, 9, 12, 16, 20, 24):
-        floors, bits = gen.target_floors(span), answer_bits(gen, s.tokens, span)
-        for name, b in bits.items():
-            mean, se = mean_with_se(b)
-            assert b.size > 3000 and abs(mean - floors[name]) < 4 * se + 1e-9, (span, name)
-    assert gen.target_floors(24) == {"rest": gen.target_floors()["rest"], "recall": 0.0,
-                                     "conjunctive": 0.0}
+    for span in (1, 3, 4, 6, 8, 9, 12, 16, 20, 22):
+        floor, bits = gen.target_floors(span)["recall"], answer_bits(gen, s.tokens, span)["recall"]
+        mean, se = mean_with_se(bits)
+        assert bits.size > 3000 and abs(mean - floor) < 4 * se + 1e-9, (span, mean, floor)
+    assert gen.target_floors(22) == {"rest": gen.target_floors()["rest"], "recall": 0.0}
     assert 0 < gen.target_floors(12)["recall"] < gen.target_floors(6)["recall"] < np.log2(4)
 
 
-def test_probed_stream_averages_to_its_floors_and_records_hold_the_answers():
+@pytest.mark.parametrize("probe", [Recall(rate=0.5, keys=9, stored=4, values=3, queries=5),
+                                   Conjunctive(rate=0.5, keys_a=4, keys_b=3, grid=2, values=3,
+                                               queries=5)], ids=["mqar", "conjunctive"])
+def test_drawn_probes_are_exact_from_their_length_and_unknown_below(probe):
+    """A probe whose keys are drawn per episode: every answer is its record's value (0 bits
+    for a model that sees the episode whole), the floors hold from the episode's length on,
+    and below it none is claimed (a window inside the records cannot know the grid)."""
+    gen = Synthetic(frames=Frames(**{**DEFAULTS, "p_copy": 0.0}), probes=(probe,))
+    s = gen.stream(20_000)
+    for start, episode in episodes(gen, s.tokens, probe):
+        table, queries = keyed(probe, episode)
+        assert len(table) == probe.records  # distinct keys, all recorded
+        for key, value, j in queries:
+            assert table[key if len(key) > 1 else key[0]] == value
+            assert s.bits[start + j] == 0 and s.target[start + j] == 2
+    L = probe.length
+    assert gen.target_floors(L - 1)[probe.name] == 0.0
+    assert gen.target_floors(L - 2) == {"rest": None, probe.name: None}
+    assert gen.floor_bpc(L - 2) is None and (L - 1, gen.floor_bpc()) in gen.floor_steps()
+
+
+def _sequences(A: int, B: int, g: int) -> list[tuple]:
+    """Every equally likely record order of a conjunctive episode: a's, b's, and a permutation
+    of their grid."""
+    return [perm for sa in itertools.combinations(range(A), g)
+            for sb in itertools.combinations(range(B), g)
+            for perm in itertools.permutations([(x, y) for x in sa for y in sb])]
+
+
+def test_conjunctive_records_cost_what_counting_their_orders_gives():
+    """Each record's bits, -log2 p(pair | earlier records) + log2 V under the generator, against
+    counting every equally likely order of every grid that agrees with the records so far."""
+    probe = Conjunctive(rate=0.5, keys_a=3, keys_b=4, grid=2, values=2, queries=2)
+    orders = _sequences(3, 4, 2)
+    tokens, bits, _ = probe.generate(np.random.default_rng(5), 200)
+    for row, row_bits in zip(tokens, bits, strict=True):
+        rec = row[1:1 + probe.records] - 1
+        pairs = list(zip((rec // 2 // 4).tolist(), (rec // 2 % 4).tolist(), strict=True))
+        for k, pair in enumerate(pairs):
+            agree = [o for o in orders if list(o[:k]) == pairs[:k]]
+            p = sum(o[k] == pair for o in agree) / len(agree)
+            assert row_bits[1 + k] == pytest.approx(1 - math.log2(p), abs=1e-12)
+
+
+def test_probed_stream_averages_to_its_floors():
     """The true bits average to the entropy rate, the answers cost 0 and every other symbol
-    averages to the `rest` floor; each answer is the value its key's record holds; the
-    target masks are the answers, in the share the floors count."""
+    averages to the `rest` floor; the target masks are the answers, in the share the floors
+    count."""
     gen = probed()
     s = gen.stream(400_000)
     mean, se = mean_with_se(s.bits)
     assert abs(mean - gen.floor_bpc()) < 4 * se and se < 0.01
     rest, se = mean_with_se(s.bits[s.target == 0])
     assert abs(rest - gen.target_floors()["rest"]) < 4 * se
-    first = len(gen.frames.symbols)
+    _, count, length = gen._per_unit(None)
     for j, p in enumerate(gen.probes):
         answers = np.flatnonzero(s.target == 2 + j)
         assert (s.bits[answers] == 0).all()
-        _, count, length = gen._per_unit(None)
         assert answers.size / len(s.tokens) == pytest.approx(count[p.name] / length, rel=0.05)
-        rec, query = first + 1, first + 1 + p.records * p.values
-        ans = query + p.query_symbols
-        delim = np.flatnonzero(s.tokens == first)
-        for t in answers[:500]:
-            start = delim[delim < t][-1]
-            key = _key(p, s.tokens, t, query, getattr(p, "keys_b", 1))
-            record = int(s.tokens[start + 1 + key]) - rec
-            assert record // p.values == key and record % p.values == s.tokens[t] - ans
-        first += p.n_symbols
 
 
 def test_a_probed_corpus_scores_its_probes_apart():
@@ -228,7 +277,7 @@ def test_a_probed_corpus_scores_its_probes_apart():
     assert list(masks) == ["rest", "recall", "conjunctive"]
     assert sum(m.sum() for m in masks.values()) == len(corpus.dev)
     assert corpus.vocab_size == len(corpus.meta["symbols"]) > 256 and corpus.dev.dtype.itemsize == 2
-    assert corpus.needs_span() == {"data.recall": 64, "data.conjunctive": 52}
+    assert corpus.needs_span() == {"data.recall": 64, "data.conjunctive": 30}
     assert corpus.planted() == [] and set(corpus.describe()["probes"]) == set(masks)
 
 
@@ -236,10 +285,14 @@ def test_a_probed_corpus_scores_its_probes_apart():
     (["data.recall={rate: 1.2}"], "data.recall"),
     (["data.recall={rate: 0.5, keys: 1}"], "recall: keys=1 is impossible (allowed: 2 or more"),
     (["data.conjunctive={rate: 0.5, values: 40}"], "values=40 is impossible (allowed: 2..20"),
+    (["data.conjunctive={rate: 0.5, keys_a: 2, grid: 3}"],
+     "conjunctive: grid=3 is impossible (allowed: 2 .. min(keys_a, keys_b))"),
+    (["data.recall={rate: 0.5, keys: 8, stored: 9}"],
+     "recall: stored=9 is impossible (allowed: 2 .. keys, or none for every key)"),
     (["data.recall={rate: 0.5, kees: 3}"], "data.recall"),
 ])
 def test_impossible_probes_are_refused_naming_the_key(sets, line):
-    with pytest.raises(ConfigError, match=line.replace("[", r"\[").replace("(", r"\(")):
+    with pytest.raises(ConfigError, match=re.escape(line)):
         resolve(parse_sets(["data.p_copy=0", *sets]))
 
 

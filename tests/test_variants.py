@@ -10,7 +10,8 @@ from bench.model import TransformerLM
 
 D, H, S = 32, 4, 24
 CROSS = [("adaptive", {"mixing": "both"}), ("dynamic", {"mixing": "gbma"}),
-         ("adaptive", {"mixing": "logits", "h": 6, "h_v": 6, "d_v": 8})]
+         ("adaptive", {"mixing": "logits", "h": 6, "h_v": 6, "d_v": 8}),
+         ("talking-heads", {"width": 8})]
 ALL = [(n, {}) for n in variants.names()] + CROSS
 
 
@@ -30,9 +31,10 @@ def set_z(attn, z_prime):
     attn.clamp_()
 
 
+@pytest.mark.parametrize("width", [None, 8])
 @pytest.mark.parametrize("name", ["talking-heads", "logits-only", "weights-only"])
-def test_identity_mixing_equals_multihead(name):
-    mh, th = build("fixed"), build(name)
+def test_identity_mixing_equals_multihead(name, width):
+    mh, th = build("fixed", width=width), build(name, width=width)
     missing = copy_shared(th, mh)
     assert all(".P_" in k for k in missing), missing  # only the mixing matrices differ
     x, c = torch.randn(2, 16, D), torch.randn(2, 30, D)
@@ -206,6 +208,20 @@ def test_parameter_counts():
     assert n_params(th) - base == hk * h + h * hv
 
 
+def test_width_sets_the_heads_widths_and_the_projections():
+    """`width` = h d_k = h d_v (talking-heads Table 1's constant): narrower heads as h grows,
+    Q, K, V and O of D x width; explicit d_k / d_v still win."""
+    for h in (1, 2, 8):
+        layer = variants.build("talking-heads", d_model=D, n_heads=h, span=S, width=8)
+        m = layer.mixing
+        assert (m.d_k, m.d_v) == (8 // h, 8 // h) and layer.describe()["options"]["width"] == 8
+        assert all(w.shape in {(D, 8), (8, D)} for w in (m.W_q, m.W_k, m.W_v, m.W_o))
+        assert m.flops(10) == 2 * D * 16 + 10 * (16 + 2 * h * h)
+    m = variants.build("fixed", d_model=D, n_heads=2, span=S, width=8, d_k=1).mixing
+    assert (m.d_k, m.d_v) == (1, 4)
+    assert build("fixed").mixing.d_k == D // H  # default: d_model
+
+
 @pytest.mark.parametrize("kwargs,key", [
     (dict(name="nope"), "variant"), (dict(mixing="talk"), "mixing"),
     (dict(span_policy="wide"), "span_policy"), (dict(n_heads=5), "n_heads"),
@@ -213,6 +229,7 @@ def test_parameter_counts():
     (dict(dropout=-0.1), "dropout"), (dict(name="talking-heads", mix_init="orthogonal"),
                                       "mix_init"),
     (dict(name="fixed", span_loss=1e-6), "span_loss"), (dict(name="gbma", h_v=3), "h_v"),
+    (dict(width=6), "divisor of the width 6"), (dict(width=0), "width=0"),
 ])
 def test_bad_input(kwargs, key):
     name = kwargs.pop("name", "adaptive")
@@ -456,7 +473,8 @@ def test_layer_describes_itself():
     assert th.describe() == {"span_policy": "fixed", "mixing": "both", "P_l": True, "P_w": True,
                              "h_k": 4, "h": 6, "h_v": 3, "d_k": 8, "d_v": 12, "S": S,
                              "learned_spans": False,
-                             "options": {"chunk": None, "mix_noise": 0.0, "mix_init": "identity"}}
+                             "options": {"width": None, "chunk": None, "mix_noise": 0.0,
+                                         "mix_init": "identity"}}
     assert th.flops(10) == 2 * D * (32 + 36) + 10 * (32 + 36 + 4 * 6 + 6 * 3)
     fixed, gbma, ad = build("fixed"), build("gbma"), build("adaptive")
     assert fixed.flops(S) == 4 * D * D + 2 * D * S
@@ -510,9 +528,10 @@ def test_a_variant_owns_its_options():
     assert variants.options("talking-heads")["mixing"].default == "both"
     layer = build("adaptive", ramp=5.0, mixing="logits", mix_noise=0.1)
     assert layer.span_policy.ramp == 5.0 and layer.mixing.P_l is not None
-    assert layer.describe()["options"] == {"chunk": None, "z_init": 0.0, "ramp": 5.0,
-                                           "span_loss": 2e-6, "trim": True, "trim_step": 64,
-                                           "mix_noise": 0.1, "mix_init": "identity"}
+    assert layer.describe()["options"] == {"width": None, "chunk": None, "z_init": 0.0,
+                                           "ramp": 5.0, "span_loss": 2e-6, "trim": True,
+                                           "trim_step": 64, "mix_noise": 0.1,
+                                           "mix_init": "identity"}
     with pytest.raises(ValueError, match=r"span_loss=1e-06 is not an option .*span policy fixed"):
         build("fixed", span_loss=1e-6)
     with pytest.raises(ValueError, match="already registered"):

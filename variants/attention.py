@@ -64,20 +64,26 @@ def _build(cls: type, fixed: dict, shape: dict, options: dict) -> nn.Module:
 
 
 def check_heads(d_model: int, n_heads: int, mixing: str | type, h_k: int | None, h: int | None,
-                h_v: int | None, d_k: int | None, d_v: int | None) -> tuple[int, ...]:
+                h_v: int | None, d_k: int | None, d_v: int | None, width: int | None = None
+                ) -> tuple[int, ...]:
     """Validate the heads and widths before anything is allocated; return h_k, h, h_v, d_k,
-    d_v (h_k, h, h_v default to n_heads, d_k and d_v to d_model over their heads)."""
+    d_v (h_k, h, h_v default to n_heads, d_k and d_v to `width` over their heads, and `width`
+    to d_model: talking-heads Table 1 keeps h d_k = h d_v = d_model as h grows)."""
+    _check("width", width, width is None or isinstance(width, int) and width > 0,
+           "a positive int, or None for d_model")
+    width = width or d_model
     h_k, h, h_v = h_k or n_heads, h or n_heads, h_v or n_heads
     for name, heads, dim in (("h_k", h_k, d_k), ("h_v", h_v, d_v)):
         name = name if heads != n_heads else "n_heads"
         _check(name, heads, isinstance(heads, int) and heads > 0, "a positive int")
         if dim is None:
-            _check(name, heads, d_model % heads == 0, f"a divisor of d_model={d_model}")
+            _check(name, heads, width % heads == 0, f"a divisor of the width {width} "
+                   "(model.attn.width, default d_model)")
     if mixing in ("none", "weights"):
         _check("h", h, h == h_k, f"h == h_k={h_k} without a logits projection")
     if mixing in ("none", "logits"):
         _check("h_v", h_v, h_v == h, f"h_v == h={h} without a weights projection")
-    return h_k, h, h_v, d_k or d_model // h_k, d_v or d_model // h_v
+    return h_k, h, h_v, d_k or width // h_k, d_v or width // h_v
 
 
 class Attention(nn.Module):
@@ -88,21 +94,21 @@ class Attention(nn.Module):
     last `cache_size` inputs as the next block's cache (Transformer-XL, no gradient through it).
     Masks are applied after the pre-softmax mixing P_l, so mixing never sees -inf.
 
-    The positional arguments are the body's (width, heads, span limit, dropout, and `key_pe`
+    The positional arguments are the body's (d_model, heads, span limit, dropout, and `key_pe`
     (S, d_k), a relative-position table the body shares between layers; None: the layer's own).
     The keyword arguments are options: the layer's own (`span_policy` and `mixing`, registered
-    names or policy classes; heads h_k, h, h_v and widths d_k, d_v; query `chunk`), and every
-    other option goes to the policy whose constructor names it as a keyword-only parameter
-    (`layer_options` lists them). An option no part takes is refused. The layer describes
-    itself (`describe`, `flops`, `spans`, `span_trace`) and sets learned spans (`set_spans`), so
-    tools never probe its policies.
+    names or policy classes; heads h_k, h, h_v; widths d_k, d_v, by default `width` over their
+    heads, d_model unless set; query `chunk`), and every other option goes to the policy whose
+    constructor names it as a keyword-only parameter (`layer_options` lists them). An option no
+    part takes is refused. The layer describes itself (`describe`, `flops`, `spans`,
+    `span_trace`) and sets learned spans (`set_spans`), so tools never probe its policies.
     """
 
     def __init__(self, d_model: int, n_heads: int, span: int, dropout: float = 0.0,
                  key_pe: nn.Parameter | None = None, *, span_policy: SpanArg = "fixed",
                  mixing: MixingArg = "none", h_k: int | None = None, h: int | None = None,
                  h_v: int | None = None, d_k: int | None = None, d_v: int | None = None,
-                 chunk: int | None = None, **options) -> None:
+                 width: int | None = None, chunk: int | None = None, **options) -> None:
         super().__init__()
         span_cls, span_fixed = policy_class("span_policy", span_policy)
         mix_cls, mix_fixed = policy_class("mixing", mixing)
@@ -125,7 +131,8 @@ class Attention(nn.Module):
         if unused := [k for k, v in heads.items() if v is not None and k not in named]:
             raise ValueError(f"{unused[0]}={heads[unused[0]]!r} is not an option of mixing "
                              f"{mixing if isinstance(mixing, str) else mix_cls.__name__}")
-        h_k, h, h_v, d_k, d_v = check_heads(d_model, n_heads, mixing, h_k, h, h_v, d_k, d_v)
+        h_k, h, h_v, d_k, d_v = check_heads(d_model, n_heads, mixing, h_k, h, h_v, d_k, d_v,
+                                            width)
         if key_pe is not None:
             _check("key_pe", tuple(key_pe.shape), tuple(key_pe.shape) == (span, d_k),
                    f"a relative-position table of shape (span, d_k) = ({span}, {d_k})")
@@ -137,7 +144,7 @@ class Attention(nn.Module):
         self.mixing = _build(mix_cls, mix_fixed, shape, pick["mixing"])
         self.drop = nn.Dropout(dropout)
         resolved = {k: p.default for part in takes.values() for k, p in part.items()}
-        self.options = {"chunk": chunk, **resolved, **options}  # for describe()
+        self.options = {"width": width, "chunk": chunk, **resolved, **options}  # for describe()
 
     @property
     def key_pe(self) -> nn.Parameter:

@@ -72,7 +72,7 @@ class Synthetic:
         out = self.frames.symbols
         for p in self.probes:
             delim, rec, query, ans = SCRIPTS[p.name]
-            out += delim + "".join(chr(rec + i) for i in range(p.records * p.values))
+            out += delim + "".join(chr(rec + i) for i in range(p.record_symbols))
             out += "".join(chr(query + i) for i in range(p.query_symbols))
             out += "".join(chr(ans + i) for i in range(p.values))
         return out
@@ -82,8 +82,13 @@ class Synthetic:
         r = [p.rate for p in self.probes]
         return np.concatenate([(1 - sum(r)) * self.frames.kind_probs(), r])
 
-    def _per_unit(self, reach: int | None) -> tuple[dict[str, float], dict[str, float], float]:
-        """Expected (floor bits, symbols) per unit, by target, and symbols per unit."""
+    def _per_unit(self, reach: int | None) -> tuple[dict[str, float], dict[str, float], float
+                                                     ] | None:
+        """Expected (floor bits, symbols) per unit, by target, and symbols per unit; None where
+        a probe's floor at this reach has no closed form."""
+        losses = [q.loss(reach) for q in self.probes]
+        if None in losses:
+            return None
         F, p = self.frames.frame, self.frames.p_copy
         r = sum(q.rate for q in self.probes)
         f = 1 - r
@@ -92,32 +97,41 @@ class Synthetic:
         total = (entropy(kinds[kinds > 0]) + f * (1 - p) * ((F - 2) * H_P + r * H_pi
                                                                + (1 - r) * H_P)
                  + f * self.frames.copy_loss(reach)
-                 + sum(q.rate * (q.bits() + q.loss(reach)) for q in self.probes))
+                 + sum(q.rate * (q.bits() + loss) for q, loss in zip(self.probes, losses,
+                                                                    strict=True)))
         length = f * F + sum(q.rate * q.length for q in self.probes)
         bits = {"copy": f * self.frames.copy_loss(reach),
-                **{q.name: q.rate * q.loss(reach) for q in self.probes}}
+                **{q.name: q.rate * loss for q, loss in zip(self.probes, losses, strict=True)}}
         count = {"copy": f * p * (F - 1), **{q.name: q.rate * q.queries for q in self.probes}}
         bits["rest"], count["rest"] = total - sum(bits.values()), length - sum(count.values())
         return bits, count, length
 
-    def floor_bpc(self, reach: int | None = None) -> float:
+    def floor_bpc(self, reach: int | None = None) -> float | None:
         """Lowest bpc of a model whose outputs see `reach` symbols back (None: the entropy rate);
-        a reach below the frame counts as the frame."""
+        a reach below the frame counts as the frame; None where a probe's floor at that reach
+        has no closed form (below its episode's length)."""
         if reach is not None and reach < self.frames.frame:
             reach = self.frames.frame
-        bits, _, length = self._per_unit(reach)
+        if (per_unit := self._per_unit(reach)) is None:
+            return None
+        bits, _, length = per_unit
         return float(sum(bits.values()) / length)
 
-    def target_floors(self, reach: int | None = None) -> dict[str, float]:
-        """Per target this corpus has, the lowest bpc on its symbols with `reach`."""
-        bits, count, _ = self._per_unit(reach)
+    def target_floors(self, reach: int | None = None) -> dict[str, float | None]:
+        """Per target this corpus has, the lowest bpc on its symbols with `reach` (None where
+        it has no closed form)."""
+        if (per_unit := self._per_unit(reach)) is None:
+            return dict.fromkeys(self.scored)
+        bits, count, _ = per_unit
         return {t: float(bits[t] / count[t]) for t in self.scored}
 
     def floor_steps(self) -> list[tuple[int, float]]:
-        """[(S, floor_bpc(S))] at every reach where a floor changes (at least the frame)."""
+        """[(S, floor_bpc(S))] at every reach where a floor changes (at least the frame) and is
+        known in closed form."""
         steps = self.frames.steps().union(*(p.steps() for p in self.probes))
-        return [(S, self.floor_bpc(S)) for S in sorted(s for s in steps
-                                                        if s >= self.frames.frame)]
+        floors = [(S, self.floor_bpc(S)) for S in sorted(s for s in steps
+                                                          if s >= self.frames.frame)]
+        return [(S, f) for S, f in floors if f is not None]
 
     def stream(self, n: int, split: str = "train") -> SyntheticStream:
         """n symbols of the split's stream (independent per split, the same P), with true bits.

@@ -45,9 +45,9 @@ class Corpus:
         a model predicts through the probe's mechanism); {} where the corpus has none."""
         return {}
 
-    def target_floors(self, reach: int | None = None) -> dict[str, float]:
+    def target_floors(self, reach: int | None = None) -> dict[str, float | None]:
         """Per probe and for `rest` (every other symbol), the lowest bpc reachable on its target
-        symbols with `reach` symbols of context (None: unlimited); {} where unknown."""
+        symbols with `reach` symbols of context (None: unlimited); {} or a None where unknown."""
         return {}
 
     def planted(self) -> list[int]:

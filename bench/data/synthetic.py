@@ -195,10 +195,10 @@ class SyntheticCorpus(Corpus):
         self.gen = gen
         self._targets = dict(zip(SPLITS, (s.target for s in streams), strict=True))
 
-    def floor_bpc(self, reach: int | None = None) -> float:
+    def floor_bpc(self, reach: int | None = None) -> float | None:
         return self.gen.floor_bpc(reach)
 
-    def target_floors(self, reach: int | None = None) -> dict[str, float]:
+    def target_floors(self, reach: int | None = None) -> dict[str, float | None]:
         return self.gen.target_floors(reach)
 
     def targets(self, split: str) -> dict[str, np.ndarray]:

@@ -17,7 +17,7 @@ import variants
 from bench import report as report_cli
 from bench.findings import figures, report, tables
 from bench.findings.layouts import FIGURES
-from bench.findings.runs import Sweep, _derive
+from bench.findings.runs import Sweep, _derive, machine_line
 from bench.findings.spec import GridSpec
 from bench.tracking.names import TRIALS
 from bench.tracking.writer import flatten
@@ -515,6 +515,27 @@ def test_tables_and_findings_say_what_the_runs_trained_on(span_report):
     assert unknown == "Data: not recorded by these runs."
     _, _, out = span_report
     assert (out / "as_table1.md").read_text().splitlines()[2] == unknown  # under the title
+
+
+def test_rows_from_more_than_one_kernel_level_or_precision_are_labelled(tmp_path):
+    """Sums are ordered differently on AVX2 and AVX-512 kernels (and in bf16): a table whose rows
+    come from both says so under its title, naming each with its run count; one machine is named
+    without the warning."""
+    uri = f"sqlite:///{tmp_path / 'mlflow.db'}"
+    client = MlflowClient(uri)
+    exp, parent = new_sweep(client, tmp_path, "lr_sweep", GRIDS["lr_sweep"])
+    machines = {0.1: ("AVX2", "fp32"), 0.03: ("AVX512", "bf16-autocast")}
+    for lr, (level, precision) in machines.items():
+        log_trial(client, exp, parent, {"model.variant": "fixed", "train.lr": lr,
+                                        "cpu_capability": level, "precision": precision},
+                  {"final_dev_bpc": 1.5 + lr, "final_test_bpc": 1.5}, grid_keys="train.lr")
+    render((uri, client, tmp_path), "lr_sweep", tmp_path / "out")
+    line = (tmp_path / "out" / "generic.md").read_text().splitlines()[4]
+    assert line.startswith("Machine: the rows come from more than one kernel level or precision")
+    assert "CPU, AVX2 kernels, fp32 (1 runs)" in line
+    assert "CPU, AVX512 kernels, bf16-autocast (1 runs)" in line
+    one = pd.DataFrame({"cpu_capability": ["AVX2"] * 2, "precision": ["fp32"] * 2})
+    assert machine_line(one) == "Machine: CPU, AVX2 kernels, fp32 (2 runs)."
 
 
 def test_learning_curves_legend_fits_and_axis_names_the_evaluated_prefix(monkeypatch):

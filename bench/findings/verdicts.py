@@ -152,8 +152,6 @@ def _holm_by_claim(tests: pd.DataFrame) -> pd.Series:
                       np.minimum(1.0, tests["p"] * tests["id"].map(factor).astype(float)))
 
 
-
-
 def _spans(runs: pd.DataFrame, cell: dict) -> Spans | None:
     """What fixes the spans of the cell's runs, from what their layer logged (its span limit,
     whether its spans are learned, its ramp, its softmax heads); None where they do not say."""

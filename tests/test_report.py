@@ -538,6 +538,29 @@ def test_rows_from_more_than_one_kernel_level_or_precision_are_labelled(tmp_path
     assert machine_line(one) == "Machine: CPU, AVX2 kernels, fp32 (2 runs)."
 
 
+def test_tables_show_each_probes_bits_beside_its_floor(tmp_path):
+    """Probe answers are what separates the variants: the table adds, per probe the runs scored
+    (not `rest`), its dev bpc as mean ± std over seeds (paired against the baseline) and the
+    floor at the model's reach."""
+    uri = f"sqlite:///{tmp_path / 'mlflow.db'}"
+    client = MlflowClient(uri)
+    exp, parent = new_sweep(client, tmp_path, "lr_sweep", GRIDS["lr_sweep"])
+    answers = {0.1: [0.30, 0.34, 0.32], 0.03: [0.01, 0.02, 0.03]}
+    for lr, bits in answers.items():
+        for seed, b in enumerate(bits):
+            log_trial(client, exp, parent, {"model.variant": "fixed", "train.lr": lr},
+                      {"final_dev_bpc": 2.0 + b, "final_test_bpc": 2.0, "probe_bpc.recall": b,
+                       "probe_floor.recall": 0.0, "probe_bpc.rest": 2.5,
+                       "probe_floor.rest": 2.4}, seed=seed, grid_keys="train.lr")
+    render((uri, client, tmp_path), "lr_sweep", tmp_path / "out")
+    header, rows = md_rows(tmp_path / "out" / "generic.md")
+    assert header[-3:] == ["dev recall", "recall floor", "n"] and "dev rest" not in header
+    recall, floor = header.index("dev recall"), header.index("recall floor")
+    assert rows["fixed lr=0.1"][recall] == "0.320 ± 0.020"
+    assert rows["fixed lr=0.03"][recall] == "**0.020 ± 0.010**"  # significant: no †
+    assert rows["fixed lr=0.1"][floor] == rows["fixed lr=0.03"][floor] == "0.000"
+
+
 def test_learning_curves_legend_fits_and_axis_names_the_evaluated_prefix(monkeypatch):
     """Long labels (four of 40 characters) wrap into fewer legend columns instead of running
     off the figure; the dev axis says the curves read the first train.eval_tokens characters."""

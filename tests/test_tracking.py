@@ -74,6 +74,26 @@ def test_stale_results_name_their_commits(tmp_path):
     assert reader.stale({"git_commit": "unknown"}, now) is None
 
 
+def test_an_unfinished_run_from_other_code_restarts_afresh(tmp_path):
+    """A trial left RUNNING (a killed sweep) by other code is not resumed from its checkpoint,
+    which would train one run on two codes; one left by this code is, and a finished one is
+    stale, not restarted."""
+    uri = f"sqlite:///{tmp_path / 'mlflow.db'}"
+    client = MlflowClient(uri)
+    exp = store.experiment_id(client, "smoke", uri)
+    trials = smoke_trials([])
+    now = {"code_version": "code-" + "a" * 12, "git_commit": "a" * 40}
+    for t, code in zip(trials, ("code-" + "b" * 12, now["code_version"]), strict=True):
+        r = client.create_run(exp, tags={names.ROLE: "trial", names.HASH: t.hash})
+        client.log_param(r.info.run_id, "code_version", code)
+    runs = reader.trial_runs(client, exp)
+    assert runner.restarted(trials, runs, now) == {trials[0].hash}
+    client.set_terminated(runs[trials[0].hash][0].info.run_id, "FINISHED")
+    runs = reader.trial_runs(client, exp)
+    assert runner.restarted(trials, runs, now) == set()
+    assert runner.stale_results(trials, runs, now) == {trials[0].hash: "code-" + "b" * 12}
+
+
 def test_code_version_follows_the_training_code_only(tmp_path, monkeypatch):
     """The same training code, the same version, whatever else differs; one changed byte in it,
     another. RESULT_CODE covers every module of this checkout that the training loop imports."""

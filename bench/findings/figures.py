@@ -161,16 +161,10 @@ def fig_mixing(sweep: Sweep, fig: Figure) -> bool:
     return True
 
 
-def _probes(sweep: Sweep) -> list[str]:
-    """The probes the runs scored apart (their final probe_bpc.<probe>), `rest` left out."""
-    return [c.split(".", 1)[1] for c in sweep.runs if c.startswith("probe_bpc.")
-            and c != "probe_bpc.rest"]
-
-
 def _history(sweep: Sweep) -> pd.DataFrame:
     """Every run's evaluations, long: tokens, label, run, series (`total` and each probe's) and
     the dev bpc of that series."""
-    series = {"dev_bpc": "total", **{f"dev_bpc.{p}": p for p in _probes(sweep)}}
+    series = {"dev_bpc": "total", **{f"dev_bpc.{p}": p for p in sweep.probes}}
     frames = [reader.history(sweep.client, r["run_id"], ("tokens", *series)).assign(
         run=r["run_id"], label=r["label"]) for _, r in sweep.runs.iterrows()]
     wide = pd.concat(frames)
@@ -189,7 +183,7 @@ def fig_curves(sweep: Sweep, fig: Figure) -> bool:
         return False
     n = sweep.runs.get("train.eval_tokens", pd.Series(dtype=float)).dropna().unique()
     ylabel = f"dev bpc, first {num(n[0])} chars" if len(n) == 1 else "dev bpc (bits/char)"
-    panels = ["total", *_probes(sweep)]
+    panels = ["total", *sweep.probes]
     cols = min(2, len(panels))
     rows = -(-len(panels) // cols)
     fig.set_size_inches(WIDTH, 0.9 + 1.5 * rows)

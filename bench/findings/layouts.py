@@ -1,7 +1,8 @@
 """The papers' tables as data: a grid file names one (`report: {table: ...}`), and the report
 fills its columns from the runs. Each column is (header, source column of the runs, kind);
 kinds: text (as is), bpc (mean ± std, bold minimum, significance marker), count (K/M/G), flops
-(K/M/G, bold minimum), span (characters)."""
+(K/M/G, bold minimum), span (characters), floor (a bpc the setup fixes). The table adds, after
+them, each probe's dev bpc and floor where the runs scored probes."""
 
 DEV, TEST = ("dev", "final_dev_bpc", "bpc"), ("test", "final_test_bpc", "bpc")
 PARAMS, MODEL = ("#Params", "params", "count"), ("Model", "label", "text")

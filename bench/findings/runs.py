@@ -29,6 +29,12 @@ class Sweep:
     spec: GridSpec  # what the grid file says of its report: axes, claims, table, figures
     client: MlflowClient
 
+    @property
+    def probes(self) -> list[str]:
+        """The probes the runs scored apart (their final probe_bpc.<probe>), `rest` left out."""
+        return [c.split(".", 1)[1] for c in self.runs if c.startswith("probe_bpc.")
+                and c != "probe_bpc.rest"]
+
 
 def grid_keys(df: pd.DataFrame, spec: GridSpec) -> list[str]:
     """The grid's axes (the grid file's, else the runner's attnbench.grid_keys tag, else the

@@ -55,6 +55,8 @@ def _cell(kind: str, m: float, s: float) -> str:
         return "-"
     if kind == "bpc":
         return f"{m:.3f}" + (f" ± {s:.3f}" if pd.notna(s) else "")
+    if kind == "floor":  # fixed by the corpus and the model's reach: no spread over seeds
+        return f"{m:.3f}"
     if kind == "span":
         return f"{m:.0f}" + (f" ± {s:.1f}" if pd.notna(s) and s > 0 else "")
     return human(m) + (f" ± {human(s, m)}" if pd.notna(s) and s > 0 else "")
@@ -64,6 +66,8 @@ def build_table(sweep: Sweep, layout: str) -> tuple[pd.DataFrame, pd.DataFrame, 
     """(numbers for the CSV, formatted cells with † markers, bold mask) with one row per
     configuration, in the columns of `layout`."""
     _, cols = LAYOUTS[layout]
+    cols = [*cols, *[col for p in sweep.probes for col in (
+        (f"dev {p}", f"probe_bpc.{p}", "bpc"), (f"{p} floor", f"probe_floor.{p}", "floor"))]]
     runs = sweep.runs.assign(**{src: np.nan for _, src, _ in cols if src not in sweep.runs})
     g = runs.groupby("label", sort=False)
     first, n = g.first(), g.size()
@@ -117,7 +121,9 @@ NOTE = ("Mean ± std over n seeds; **bold**: best (lowest) in its column; †: d
         "without the relative-position term q.p or the cache re-projection, which are logged "
         "as flops_position and flops_cache_reprojection), at the mean span over the dev split "
         "(the paper's estimate); Multiplies/token and FLOPs/token: fvcore-counted where logged "
-        "(q.p included), else analytic at the executed windows.")
+        "(q.p included), else analytic at the executed windows. dev <probe>: dev bpc on a "
+        "capability probe's answers (bits per answer), beside the lowest reachable at the "
+        "model's reach (<probe> floor).")
 
 
 def data_line(sweep: Sweep) -> str:

@@ -208,6 +208,13 @@ def stale_results(trials: list[Trial], runs: dict[str, list], now: dict[str, str
     return out
 
 
+def restarted(trials: list[Trial], runs: dict[str, list], now: dict[str, str]) -> set[str]:
+    """Unfinished trials whose last run started on other code than `now`: resuming its
+    checkpoint would train one run on two codes, so they start afresh, in a new run."""
+    return {t.hash for t in trials if (got := runs.get(t.hash)) and not reader.done_run(got)
+            and reader.stale(got[0].data.params, now)}
+
+
 def say_stale(stale: dict[str, str], now: dict[str, str], rerun: bool) -> None:
     """How many finished trials come from other code, from which commits, what happens."""
     if not stale:
@@ -231,6 +238,10 @@ def sweep(grid: Grid, trials: list[Trial], args: argparse.Namespace, command: st
     stale = stale_results(trials, runs, now)
     say_stale(stale, now, args.rerun_stale)
     fresh = {t.hash for t in trials if args.force or (args.rerun_stale and t.hash in stale)}
+    if again := restarted(trials, runs, now):
+        print(f"warning: {len(again)} unfinished trials started on other code than this "
+              "checkout; restarting them afresh, in new runs", file=sys.stderr, flush=True)
+    fresh |= again
     for h in fresh:
         shutil.rmtree(root / "trials" / h, ignore_errors=True)
     todo = costliest_first([t for t in trials

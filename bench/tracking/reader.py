@@ -36,15 +36,13 @@ def done_run(runs: list[Run]) -> Run | None:
 
 
 def stale(params: Mapping[str, str], now: Mapping[str, str]) -> str | None:
-    """What a finished run ran on, where that is other code than `now` (provenance.identity()):
+    """What a run ran on, where that is other code than `now` (provenance.identity()):
     its code_version, or its git_commit for a run that predates them; None where it is current
     or its code was not recorded ('unknown': no checkout)."""
     key = "code_version" if isinstance(params.get("code_version"), str) else "git_commit"
     ran = params.get(key)
     judged = isinstance(ran, str) and "unknown" not in (ran, now[key])
     return ran if judged and ran != now[key] else None
-
-
 
 
 class StoreError(LookupError):

@@ -504,7 +504,7 @@ def test_tables_and_findings_say_what_the_runs_trained_on(span_report):
     runs = pd.DataFrame({"dataset.name": ["enwik8", "enwik8", "synthetic"],
                          "dataset.n_bytes": [3_650_000, 3_650_000, 300_000],
                          "dataset.sha256": ["ab" * 32, "ab" * 32, "cd" * 32],
-                         "dataset.prefix": ["True", "True", "False"]})
+                         "dataset.prefix": ["true", "true", "false"]})  # as the writer logs
     line = tables.data_line(Sweep("g", runs[:2], pd.DataFrame(), [], GridSpec(), None))
     assert line == ("Data: a 3,650,000-byte prefix of enwik8, sha256 abababababab. Prefix "
                     "results: split 90/5/5, not comparable with the papers' full-corpus numbers.")

@@ -134,10 +134,10 @@ def data_line(sweep: Sweep) -> str:
         return "Data: not recorded by these runs."
     parts = []
     for name, n, sha, prefix in sweep.runs[cols].drop_duplicates().itertuples(index=False):
-        what = f"a {int(n):,}-byte prefix of {name}" if str(prefix) == "True" else (
+        what = f"a {int(n):,}-byte prefix of {name}" if str(prefix).lower() == "true" else (
             f"{name} ({int(n):,} bytes)")
         parts.append(f"{what}, sha256 {str(sha)[:12]}")
-    prefix = sweep.runs["dataset.prefix"].astype(str).eq("True").any()
+    prefix = sweep.runs["dataset.prefix"].astype(str).str.lower().eq("true").any()
     note = (" Prefix results: split 90/5/5, not comparable with the papers' full-corpus "
             "numbers.") if prefix else ""
     return "Data: " + "; ".join(parts) + "." + note

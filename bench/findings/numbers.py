@@ -6,6 +6,12 @@ def num(v: object) -> str:
     return str(int(v)) if isinstance(v, float) and v.is_integer() else str(v)
 
 
+def flag(v: object) -> bool:
+    """A logged flag as a bool: the writer logs params as JSON (`true`); older runs logged
+    Python's `True`."""
+    return str(v).lower() == "true"
+
+
 def human(x: float, ref: float | None = None) -> str:
     """42_100_000 -> '42.1M': three significant digits (as the paper's #Params and #FLOPS), in
     the unit that suits `ref` (default x), so that a std reads in its mean's unit."""

@@ -11,7 +11,7 @@ from bench.tracking.names import SEEDS
 
 from . import stats
 from .layouts import LAYOUTS
-from .numbers import human, num
+from .numbers import flag, human, num
 from .runs import Sweep, machine_line, missing_lines
 from .verdicts import match
 
@@ -134,10 +134,10 @@ def data_line(sweep: Sweep) -> str:
         return "Data: not recorded by these runs."
     parts = []
     for name, n, sha, prefix in sweep.runs[cols].drop_duplicates().itertuples(index=False):
-        what = f"a {int(n):,}-byte prefix of {name}" if str(prefix).lower() == "true" else (
+        what = f"a {int(n):,}-byte prefix of {name}" if flag(prefix) else (
             f"{name} ({int(n):,} bytes)")
         parts.append(f"{what}, sha256 {str(sha)[:12]}")
-    prefix = sweep.runs["dataset.prefix"].astype(str).str.lower().eq("true").any()
+    prefix = sweep.runs["dataset.prefix"].map(flag).any()
     note = (" Prefix results: split 90/5/5, not comparable with the papers' full-corpus "
             "numbers.") if prefix else ""
     return "Data: " + "; ".join(parts) + "." + note

@@ -31,7 +31,7 @@ from bench.tracking.names import FAILURE, SEEDS, STOPPED
 from . import stats
 from .bounds import Spans, decided
 from .claims import EXACT, MIN_SEEDS, Claim, cells, expectation
-from .numbers import num
+from .numbers import flag, num
 
 COLUMNS = ["claim", "effect", "ci_low", "ci_high", "p", "p_adj", "p_opposite",
            "p_opposite_adj", "verdict", "detectable", "seeds_needed", "n", "metric", "expect",
@@ -159,7 +159,7 @@ def _spans(runs: pd.DataFrame, cell: dict) -> Spans | None:
     if sub.empty or not {"model.span", "layer.learned_spans", "layer.h"} <= set(sub):
         return None
     r = sub.iloc[0]
-    learned = str(r["layer.learned_spans"]).lower() == "true"
+    learned = flag(r["layer.learned_spans"])
     ramp = r.get("layer.options.ramp") if learned else None
     if learned and (ramp is None or pd.isna(ramp)):
         return None

@@ -25,15 +25,15 @@ def heads_runs() -> pd.DataFrame:
         for s in SEEDS:
             mh = 2.0 + 0.05 * np.log2(h) + NOISE[s] + 0.003 * h * s
             rows.append({"model.variant": "fixed", "model.n_heads": h, "seed": s,
-                         "final_dev_bpc": mh, "mean_span": 30.0, "model.span": 64})
+                         "final_test_bpc": mh, "mean_span": 30.0, "model.span": 64})
             rows.append({"model.variant": "talking-heads", "model.n_heads": h, "seed": s,
-                         "final_dev_bpc": 1.95 + NOISE[s] + 0.004 * (s - 1) * np.log2(h),
+                         "final_test_bpc": 1.95 + NOISE[s] + 0.004 * (s - 1) * np.log2(h),
                          "mean_span": 30.0, "model.span": 64})
     return pd.DataFrame(rows)
 
 
 def claim(**kw) -> claims.Claim:
-    return claims.parse([{"id": "c", "text": "a claim", "metric": "final_dev_bpc", **kw}])[0]
+    return claims.parse([{"id": "c", "text": "a claim", "metric": "final_test_bpc", **kw}])[0]
 
 
 TH = {"model.variant": "talking-heads"}
@@ -54,7 +54,7 @@ def test_compare_at_each_value_matches_a_paired_test():
 
     def sel(variant: str, h: int) -> np.ndarray:
         return runs[(runs["model.variant"] == variant) & (runs["model.n_heads"] == h)
-                    ].sort_values("seed")["final_dev_bpc"].to_numpy()
+                    ].sort_values("seed")["final_test_bpc"].to_numpy()
 
     for h in (2, 4, 8):
         ref = ttest_rel(sel("talking-heads", h), sel("fixed", h), alternative="less")
@@ -64,31 +64,34 @@ def test_compare_at_each_value_matches_a_paired_test():
         bound = ref.confidence_interval(0.95)  # the one-sided bound a one-sided test matches
         assert r["ci_low"] == -np.inf and r["ci_high"] == pytest.approx(bound.high)
         ps.append(ref.pvalue)
-    # one claim: its tests need no correction (it holds only if every one rejects)
-    assert [rows[f"c [n_heads={h}]"]["p_adj"] for h in (2, 4, 8)] == pytest.approx(ps)
+    # one claim's tests are Holm-corrected within it, and each test's label carries that
+    assert [rows[f"c [n_heads={h}]"]["p_adj"] for h in (2, 4, 8)] == pytest.approx(
+        list(stats.holm(ps)))
     assert all(r["verdict"] == "reproduced" for r in rows.values())
     assert rows["c"]["reason"] == "3 of 3 tests reproduced" and np.isnan(rows["c"]["effect"])
-    assert rows["c"]["p"] == rows["c"]["p_adj"] == pytest.approx(max(ps))
+    assert rows["c"]["p"] == pytest.approx(max(ps))
+    assert rows["c"]["p_adj"] == pytest.approx(max(stats.holm(ps)))
+    assert rows["c"]["look"] == "1 of 1" and rows["c"]["test"] == "t"
 
 
-def test_holm_across_claims():
-    """Each claim's p is its largest test p; Holm runs over the claims; a claim's p_adj is
-    the largest of its tests' p_adj."""
+def test_claims_are_a_fixed_sequence_at_the_full_alpha():
+    """Each claim is tested at alpha in the written order (no Holm across claims); the first
+    claim not reproduced stops the sequence, and every later claim is not tested."""
     runs = heads_runs()
-    tested = [claim(rows=TH, baseline=MH, at_each="model.n_heads", expect="less"),
-              claim(id="trend", type="trend", rows=MH, along="model.n_heads", expect="greater"),
-              claim(id="h2", rows={**TH, "model.n_heads": 2}, baseline=MH, expect="less")]
-    table = by_claim(verdicts.evaluate(tested, runs))
-    claim_p = [table[c]["p"] for c in ("c", "trend", "h2")]
-    assert claim_p[0] == max(table[f"c [n_heads={h}]"]["p"] for h in (2, 4, 8))
-    expected = stats.holm(claim_p)
-    assert [table[c]["p_adj"] for c in ("c", "trend", "h2")] == pytest.approx(list(expected))
-    assert max(table[f"c [n_heads={h}]"]["p_adj"] for h in (2, 4, 8)) == pytest.approx(
-        expected[0])
-    for h in (2, 4, 8):
-        sub = table[f"c [n_heads={h}]"]
-        assert sub["p"] <= sub["p_adj"] <= expected[0] + 1e-12
-        assert sub["verdict"] == ("reproduced" if sub["p_adj"] < 0.05 else "inconclusive")
+    trend = claim(id="trend", type="trend", rows=MH, along="model.n_heads", expect="greater")
+    h2 = claim(id="h2", rows={**TH, "model.n_heads": 2}, baseline=MH, expect="less")
+    never = claim(id="never", rows={**TH, "model.n_heads": 2}, baseline=MH, expect="greater")
+    table = by_claim(verdicts.evaluate([trend, h2, never, trend.model_copy(
+        update={"id": "after"})], runs))
+    for cid in ("trend", "h2"):
+        assert table[cid]["p_adj"] == pytest.approx(table[cid]["p"])  # alone in its claim
+        assert table[cid]["level"] == 0.05 and table[cid]["verdict"] == "reproduced"
+    assert table["never"]["verdict"] == "contradicted"
+    assert table["after"]["verdict"] == "not tested"
+    assert table["after"]["reason"] == "sequence stopped at never"
+    # the same claims in another order: the one that fails first hides the others
+    first = by_claim(verdicts.evaluate([never, trend, h2], runs))
+    assert first["trend"]["verdict"] == first["h2"]["verdict"] == "not tested"
 
 
 def test_trend_is_the_mean_per_seed_slope():
@@ -98,7 +101,7 @@ def test_trend_is_the_mean_per_seed_slope():
                  margin=0.02)
     table = by_claim(verdicts.evaluate([worse, flat], runs))
     mh = runs[runs["model.variant"] == "fixed"]
-    slopes = [linregress(np.log2(g["model.n_heads"]), g["final_dev_bpc"]).slope
+    slopes = [linregress(np.log2(g["model.n_heads"]), g["final_test_bpc"]).slope
               for _, g in mh.groupby("seed")]
     assert table["c"]["effect"] == pytest.approx(np.mean(slopes))
     assert table["c"]["p"] == pytest.approx(
@@ -113,29 +116,29 @@ def test_trend_is_the_mean_per_seed_slope():
 
 
 def test_contradicted_when_the_data_say_the_opposite_and_inconclusive_when_they_cannot_say():
-    """Significant the other way (Holm across every test) is `contradicted`, and one such test
+    """Significant the other way (Holm within the claim) is `contradicted`, and one such test
     contradicts a claim tested at each value; an interval that admits both is `inconclusive`,
     with the effect its seeds could detect and the seeds that would detect the observed one."""
     runs = heads_runs()
-    tested = [claim(id="wrong_way", rows=TH, baseline=MH, at_each="model.n_heads",
-                    expect="greater"),
-              claim(id="too_tight", type="trend", rows=TH, along="model.n_heads",
-                    expect="equivalent", margin=0.001)]
-    table = by_claim(verdicts.evaluate(tested, runs))
+    wrong_way = claim(id="wrong_way", rows=TH, baseline=MH, at_each="model.n_heads",
+                      expect="greater")
+    table = by_claim(verdicts.evaluate([wrong_way], runs))
     assert table["wrong_way"]["verdict"] == "contradicted"
     assert table["wrong_way [n_heads=2]"]["p"] > 0.9
     assert table["wrong_way [n_heads=2]"]["p_opposite"] == pytest.approx(ttest_rel(
         runs[(runs["model.variant"] == "talking-heads") & (runs["model.n_heads"] == 2)][
-            "final_dev_bpc"], runs[(runs["model.variant"] == "fixed") & (runs["model.n_heads"]
+            "final_test_bpc"], runs[(runs["model.variant"] == "fixed") & (runs["model.n_heads"]
                                                                           == 2)]
-        ["final_dev_bpc"], alternative="less").pvalue)
-    tight = table["too_tight"]
+        ["final_test_bpc"], alternative="less").pvalue)
+    too_tight = claim(id="too_tight", type="trend", rows=TH, along="model.n_heads",
+                      expect="equivalent", margin=0.001)
+    tight = by_claim(verdicts.evaluate([too_tight], runs))["too_tight"]
     assert tight["verdict"] == "inconclusive" and tight["ci_low"] < -0.001 < 0.001 < \
         tight["ci_high"]  # the 90% interval straddles the margin: neither way
     assert tight["detectable"] > 0.001 and tight["seeds_needed"] > 3
     # below 1.5 at h=2, clearly above it at h=8: one test contradicts the claim "at each h"
     mixed = pd.DataFrame([{"model.variant": "fixed", "model.n_heads": h, "seed": s,
-                           "final_dev_bpc": (1.0 if h == 2 else 2.0) + 0.01 * s}
+                           "final_test_bpc": (1.0 if h == 2 else 2.0) + 0.01 * s}
                           for h in (2, 8) for s in SEEDS])
     table = by_claim(verdicts.evaluate([claim(id="mixed", rows=MH, at_each="model.n_heads",
                                               expect="less", margin=1.5)], mixed))
@@ -151,18 +154,19 @@ def test_inconclusive_with_the_reason():
         runs["model.variant"] == "fixed")
     missing = runs[failed].assign(**{"status": "FAILED",
                                      "tags.attnbench.failure": "Diverged: loss is nan"})
-    tested = [claim(rows=TH, baseline=MH, at_each="model.n_heads", expect="less"),
-              claim(id="trend", type="trend", rows=MH, along="model.n_heads", expect="greater")]
-    table = by_claim(verdicts.evaluate(tested, runs[~failed], missing))
+    each = claim(rows=TH, baseline=MH, at_each="model.n_heads", expect="less")
+    trend = claim(id="trend", type="trend", rows=MH, along="model.n_heads", expect="greater")
+    table = by_claim(verdicts.evaluate([each], runs[~failed], missing))
     assert table["c [n_heads=4]"]["verdict"] == "inconclusive"
     assert "seed 2: failed (Diverged: loss is nan)" in table["c [n_heads=4]"]["reason"]
     assert table["c [n_heads=2]"]["verdict"] == "reproduced"
     assert table["c"]["verdict"] == "inconclusive"  # the claim is "at each h"
-    assert table["trend"]["verdict"] == "inconclusive" and np.isnan(table["trend"]["p"])
-    one_h = by_claim(verdicts.evaluate(tested[1:], runs[runs["model.n_heads"] == 4]))  # --set
+    lone = by_claim(verdicts.evaluate([trend], runs[~failed], missing))["trend"]
+    assert lone["verdict"] == "inconclusive" and np.isnan(lone["p"])
+    one_h = by_claim(verdicts.evaluate([trend], runs[runs["model.n_heads"] == 4]))  # --set
     assert "at least 2 values of model.n_heads" in one_h["trend"]["reason"]
     # too few seeds: the numbers are shown, the verdict waits
-    two = by_claim(verdicts.evaluate(tested[:1], runs[runs["seed"] < 2]))
+    two = by_claim(verdicts.evaluate([each], runs[runs["seed"] < 2]))
     assert two["c [n_heads=2]"]["verdict"] == "inconclusive"
     assert "2 paired seeds" in two["c [n_heads=2]"]["reason"]
     assert np.isfinite(two["c [n_heads=2]"]["ci_high"])
@@ -177,7 +181,7 @@ def test_inconclusive_with_the_reason():
 
 def test_head_span_and_span_fraction_metrics():
     runs = pd.DataFrame([{"model.variant": "adaptive", "seed": s, "model.span": 256,
-                          "mean_span": 40.0 + s, "final_dev_bpc": 1.5, "floor_bpc": 1.4,
+                          "mean_span": 40.0 + s, "final_test_bpc": 1.5, "floor_bpc": 1.4,
                           "head_spans": [[10.0, 12.0 + s, 200.0], [11.0, 9.0, 13.0]]}
                          for s in SEEDS])
     d = verdicts.derive(runs)
@@ -210,7 +214,7 @@ def spans_runs() -> pd.DataFrame:
                 rows.append({"model.variant": v, "model.span": S, "seed": s,
                              "layer.learned_spans": learned, "layer.h": 4,
                              "layer.options.ramp": 96.0 if learned == "true" else np.nan,
-                             "flops_mean": flops, "final_dev_bpc": 1.5 + 0.01 * s,
+                             "flops_mean": flops, "final_test_bpc": 1.5 + 0.01 * s,
                              "dataset.planted": "[16, 64, 128]",
                              "head_spans": [[100.0 + s, 150.0], [200.0, 250.0 + s]]})
     return pd.DataFrame(rows)
@@ -249,7 +253,7 @@ def test_a_claim_about_planted_structure_on_real_text_is_inconclusive():
 def test_a_precision_claim_whose_rows_ran_one_precision_is_inconclusive():
     """train.amp=true fell back to fp32 (no native bf16): the rows are the same computation."""
     rows = [{"model.variant": "fixed", "train.amp": amp, "seed": s, "precision": "fp32",
-             "final_dev_bpc": 1.5 + 0.01 * s} for amp in ("true", "false") for s in SEEDS]
+             "final_test_bpc": 1.5 + 0.01 * s} for amp in ("true", "false") for s in SEEDS]
     same = claim(id="same", rows={"train.amp": True}, baseline={"train.amp": False},
                  expect="equivalent", margin=0.02)
     table = by_claim(verdicts.evaluate([same], pd.DataFrame(rows)))
@@ -261,7 +265,7 @@ def test_a_precision_claim_whose_rows_ran_one_precision_is_inconclusive():
 
 GRID = {"model.variant": ["fixed", "talking-heads", "gbma"], "model.n_heads": [2, 4]}
 GOOD = {"id": "th_beats_mh", "text": "talking-heads beats multi-head at each h",
-        "rows": TH, "baseline": MH, "at_each": "model.n_heads", "metric": "final_dev_bpc",
+        "rows": TH, "baseline": MH, "at_each": "model.n_heads", "metric": "final_test_bpc",
         "expect": "less"}
 BAD = {
     "unknown metric": {"metric": "dev_bcp"},
@@ -298,7 +302,7 @@ def test_duplicate_claim_ids_are_refused(tmp_path, capsys):
 
 def test_dry_run_prints_the_plan_and_the_claims(tmp_path, capsys):
     trend = {"id": "mh_worse", "text": "multi-head gets worse as h grows", "type": "trend",
-             "rows": MH, "along": "model.n_heads", "metric": "final_dev_bpc",
+             "rows": MH, "along": "model.n_heads", "metric": "final_test_bpc",
              "expect": "greater"}
     path = write_grid(tmp_path, "claimed", grid=GRID, claims=[GOOD, trend])
     assert run.main([str(path), "--dry-run", "--results-dir", str(tmp_path / "r")]) == 0
@@ -358,10 +362,10 @@ def test_dry_run_refuses_claims_the_setup_decides_or_the_corpus_does_not_score(t
     err = capsys.readouterr().err
     assert "claims.0 (spread): cannot hold by construction: head_span_spread lies in [1, 2.67]" \
         in err
-    probe = {**GOOD, "metric": "probe_bpc.recall"}
+    probe = {**GOOD, "metric": "test_probe_bpc.recall"}
     path = write_grid(tmp_path, "noprobe", grid=GRID, claims=[probe])
     assert run.main([str(path), "--dry-run"]) == 2
-    assert "metric 'probe_bpc.recall': the runs' corpus scores no probe 'recall' (it scores: " \
+    assert "metric 'test_probe_bpc.recall': the runs' corpus scores no probe 'recall' (it scores: " \
         "copy, rest)" in capsys.readouterr().err
     recall = write_grid(tmp_path, "probed", grid=GRID, claims=[probe], base={
         "preset": "tiny", "model": {"d_model": 32, "n_layers": 1, "d_ff": 64, "span": 64},

@@ -81,7 +81,7 @@ def test_dry_run_prints_trials_and_cost(tmp_path, capsys):
 
 def test_cli_preset_wins_over_base_sizes_but_not_grid_axes():
     grid = grids.load_grid(ROOT / "ablations" / "heads_grid.yaml")
-    cli = argparse.Namespace(preset="small", sets=[], data="enwik8", seeds=None)
+    cli = argparse.Namespace(preset="small", sets=[], data="enwik8", seeds=None, seed_start=None)
     base, preset = grids.apply_cli(grid, cli)
     cfg = resolve(base, preset)
     assert (cfg.model.d_model, cfg.model.n_layers, cfg.data.name) == (512, 12, "enwik8")
@@ -93,7 +93,7 @@ def test_an_option_some_variants_take_is_ignored_by_the_others(tmp_path, capsys)
     so; a grid whose variants all refuse an option is refused, naming it."""
     trials = grids.resolve_trials(grids.load_grid(ROOT / "ablations" / "span_limit.yaml"),
                                   argparse.Namespace(preset=None, sets=[], data=None,
-                                                     seeds=None), dry_run=True)
+                                                     seeds=None, seed_start=None), dry_run=True)
     for t in trials:
         fixed = t.cfg.model.variant == "fixed"
         assert t.ignored == (["model.attn.ramp"] if fixed else [])

@@ -15,7 +15,7 @@ from scipy.stats import ttest_rel
 
 import variants
 from bench import report as report_cli
-from bench.findings import figures, report, tables
+from bench.findings import figures, report, tables, verdicts
 from bench.findings.layouts import FIGURES
 from bench.findings.runs import Sweep, _derive, machine_line
 from bench.findings.spec import GridSpec
@@ -68,7 +68,7 @@ def record(**fields) -> RunResult:
                  flops_full=0.0, flops_mean=0.0, flops_max=0.0, flops_position=0.0,
                  flops_counted=0.0, flops_executed=0.0, flops_cache_reprojection=0.0,
                  mean_span=0.0, layer_max_span=[], head_spans=[], floor_bpc=None,
-                 probe_bpc={}, probe_floor={},
+                 probe_bpc={}, probe_bpc_test={}, probe_floor={},
                  entropy_rate=None, prefix=False, layer={}, mixing=[], dynamic_trace=None,
                  history=[])
     return RunResult(**blank | fields)
@@ -407,19 +407,20 @@ CLAIMED = """name: claimed
 grid: {model.variant: [fixed, adaptive], model.span: [64, 128]}
 seeds: [0, 1, 2]
 claims:
-  - {id: fewer_flops, text: adaptive needs fewer FLOPs at each S, rows: {model.variant: adaptive},
-     baseline: {model.variant: fixed}, at_each: model.span, metric: flops_mean, expect: less}
   - {id: spread, text: head spans differ, rows: {model.variant: adaptive, model.span: 64},
      metric: head_span_spread, expect: greater, margin: 1.5}
+  - {id: fewer_flops, text: adaptive needs fewer FLOPs at each S, rows: {model.variant: adaptive},
+     baseline: {model.variant: fixed}, at_each: model.span, metric: flops_mean, expect: less}
   - {id: same_bpc, text: adaptive matches fixed, rows: {model.variant: adaptive, model.span: 64},
-     baseline: {model.variant: fixed}, metric: final_dev_bpc, expect: equivalent, margin: 0.001}
+     baseline: {model.variant: fixed}, metric: final_test_bpc, expect: equivalent, margin: 0.001}
 """
 
 
 def test_findings_from_the_sweeps_grid_file(store, tmp_path):
-    """The claims come from the grid file logged with the sweep; findings.md / .csv are written,
-    printed, logged to the sweep's run with a verdict tag per claim; a failed trial makes its
-    test inconclusive without stopping the others."""
+    """The claims come from the grid file logged with the sweep; findings.md / .csv and the
+    per-seed runs.csv are written, printed, logged to the sweep's run with a verdict tag per
+    claim; a failed trial makes its test inconclusive, which stops the sequence there; the
+    per-seed values recompute the findings."""
     uri, client, root = store
     exp, parent = new_sweep(client, root, "claimed")
     grid = tmp_path / "claimed.yaml"
@@ -441,24 +442,29 @@ def test_findings_from_the_sweeps_grid_file(store, tmp_path):
                     seed=seed, grid_keys=keys,
                     result={"head_spans": spans} if variant == "adaptive" else None)
     paths, printed = render(store, "claimed", tmp_path / "out", sweep=parent)
-    assert {"findings.md", "findings.csv"} <= {p.name for p in paths}
+    assert {"findings.md", "findings.csv", "runs.csv"} <= {p.name for p in paths}
     csv = pd.read_csv(tmp_path / "out" / "findings.csv")
-    assert list(csv.columns[:9]) == ["claim", "effect", "ci_low", "ci_high", "p", "p_adj",
-                                     "p_opposite", "p_opposite_adj", "verdict"]
+    assert list(csv.columns[:11]) == ["claim", "effect", "ci_low", "ci_high", "p", "p_adj",
+                                      "p_opposite", "p_opposite_adj", "level", "verdict", "look"]
     verdict = dict(zip(csv["claim"], csv["verdict"], strict=True))
     assert verdict == {"fewer_flops [span=64]": "reproduced",
                        "fewer_flops [span=128]": "inconclusive", "fewer_flops": "inconclusive",
-                       "spread": "reproduced", "same_bpc": "contradicted"}
+                       "spread": "reproduced", "same_bpc": "not tested"}
+    assert csv.set_index("claim").loc["same_bpc", "reason"] == "sequence stopped at fewer_flops"
+    spec = GridSpec.from_text(CLAIMED, "test")
+    again = verdicts.evaluate(spec.claims, report.read_per_seed(tmp_path / "out" / "runs.csv"))
+    cols = ["claim", "effect", "p", "p_adj", "verdict"]
+    pd.testing.assert_frame_equal(again[cols].iloc[:3], csv[cols].iloc[:3])  # done trials
     reason = csv.set_index("claim").loc["fewer_flops [span=128]", "reason"]
     assert "seed 2: failed (Diverged: training loss is nan)" in reason
     assert "| fewer_flops [span=64]" in printed and "reproduced" in printed
     md = (tmp_path / "out" / "findings.md").read_text()
-    assert "Holm" in md and "- `spread`: head spans differ" in md
+    assert "Holm" in md and "1. `spread`: head spans differ" in md
     assert md.splitlines()[2].startswith("Data: ")  # what the runs trained on, under the title
     run = client.get_run(parent)
     assert {k: v for k, v in run.data.tags.items() if k.startswith("attnbench.claim.")} == {
         "attnbench.claim.fewer_flops": "inconclusive", "attnbench.claim.spread": "reproduced",
-        "attnbench.claim.same_bpc": "contradicted"}
+        "attnbench.claim.same_bpc": "not tested"}
     logged = {f.path for f in client.list_artifacts(parent, "report")}
     assert {"report/findings.md", "report/findings.csv"} <= logged
     # the report alone (no parent given) finds the newest sweep's grid file: same findings

@@ -67,7 +67,8 @@ def trial_runs(tmp: Path, grid: str) -> list:
 
 def expected_hashes(grid_file: Path, sets: tuple = (), seeds: list | None = None) -> set[str]:
     grid = grids.load_grid(grid_file)
-    cli = argparse.Namespace(preset=None, sets=list(sets), data=None, seeds=seeds)
+    cli = argparse.Namespace(preset=None, sets=list(sets), data=None, seeds=seeds,
+                             seed_start=None)
     base, preset = grids.apply_cli(grid, cli)
     trials = grids.expand(grid, base, preset)
     grids.check_data(trials, dry_run=False)  # sets each trial's identity from its corpus

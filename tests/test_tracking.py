@@ -29,7 +29,7 @@ ROOT = Path(__file__).resolve().parents[1]
 
 def smoke_trials(sets: list[str], data: str | None = None) -> list[grids.Trial]:
     grid = grids.load_grid(ROOT / "ablations" / "smoke.yaml")
-    cli = argparse.Namespace(preset=None, sets=sets, data=data, seeds=None)
+    cli = argparse.Namespace(preset=None, sets=sets, data=data, seeds=None, seed_start=None)
     base, preset = grids.apply_cli(grid, cli)
     trials = grids.expand(grid, base, preset)
     grids.check_data(trials, dry_run=False)

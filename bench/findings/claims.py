@@ -12,7 +12,14 @@ values changed), the metric and what is expected of it:
 
 `expect: less` / `greater` tests mean < margin / mean > margin one-sided (margin 0 by default);
 `expect: equivalent` is TOST: |mean| < margin. `margin: planted` is the farthest distance the
-corpus planted (a claim about planted structure: inconclusive on real text).
+corpus planted (a claim about planted structure: inconclusive on real text). `test` picks the
+t-test or the exact sign-flip test (`stats`); `log_offset: c` analyses log(metric + c) per run
+(natural log), for a metric whose seeds spread over orders of magnitude (bits per answer near a
+floor of 0): a difference is then a log ratio, and the margin is in log units.
+
+A claim never reads the split that chose its run's checkpoint: training keeps the checkpoint
+with the best dev bpc, so claims score the test split (final_test_bpc, test_probe_bpc.<probe>,
+gap_to_floor) and a dev-split metric is refused.
 """
 
 import re
@@ -32,11 +39,15 @@ MIN_SEEDS = 3  # paired seeds a test needs before its verdict counts
 # the report reads a final_<name> summary back under <name> (FINAL_RENAMED)
 FINAL = ("final_dev_bpc", "final_test_bpc", *FINAL_SAME, *FINAL_RENAMED)
 EXACT = ("params", "params_non_embedding", "flops_full")  # fixed by the config: no seed noise
-# a probe's metrics on its own target symbols (`rest`: every other symbol), over the dev split:
-# probe_bpc.<probe>, probe_floor.<probe> (the lowest reachable), probe_gap.<probe> (the two's gap)
-PROBE_METRIC = re.compile(r"^probe_(bpc|floor|gap)\.([A-Za-z0-9_]+)$")
+# a probe's metrics on its own target symbols (`rest`: every other symbol): probe_bpc.<probe>
+# (dev split), test_probe_bpc.<probe> (test split), probe_floor.<probe> (the lowest reachable),
+# probe_gap.<probe> / test_probe_gap.<probe> (bpc minus floor)
+PROBE_METRIC = re.compile(r"^(test_)?probe_(bpc|floor|gap)\.([A-Za-z0-9_]+)$")
+# scored on the dev split, which chose the checkpoint: metric -> what to claim instead
+SELECTED = {"final_dev_bpc": "final_test_bpc", "probe_bpc": "test_probe_bpc",
+            "probe_gap": "test_probe_gap"}
 DERIVED = {  # metric: what it is; computed per run by `derive`
-    "gap_to_floor": "final_dev_bpc - floor_bpc: bits above the corpus's lowest reachable bpc",
+    "gap_to_floor": "final_test_bpc - floor_bpc: bits above the corpus's lowest reachable bpc",
     "span_fraction": "mean_span / model.span: the learned span as a share of the limit S",
     "max_head_span": "the longest head's span (chars), from result.json's head_spans",
     "head_span_spread": "longest head span / median head span, from head_spans",
@@ -61,6 +72,8 @@ class Claim(Strict):
     expect: Literal["less", "greater", "equivalent"]
     margin: float | Literal["planted"] = 0.0  # less / greater: the bound the mean is tested
     # against; equivalent: +-margin; planted: the corpus's farthest planted distance
+    test: Literal["t", "sign-flip"] = "t"  # the paired test (bench.findings.stats)
+    log_offset: float | None = Field(None, gt=0)  # analyse log(metric + log_offset)
 
     @model_validator(mode="wrap")
     @classmethod
@@ -130,8 +143,11 @@ def check(claims: list[Claim], axes: dict[str, list[Any]],
         seen.add(c.id)
         if c.metric not in METRICS and not PROBE_METRIC.match(c.metric):
             raise ValueError(f"{where}: unknown metric {c.metric!r}; known: {', '.join(METRICS)}"
-                             ", and a probe's probe_bpc.<probe>, probe_floor.<probe>, "
-                             "probe_gap.<probe>")
+                             ", and a probe's test_probe_bpc.<probe>, probe_floor.<probe>, "
+                             "test_probe_gap.<probe>")
+        if instead := selected(c.metric):
+            raise ValueError(f"{where}: metric {c.metric} is scored on the dev split, which "
+                             f"chose each run's checkpoint (its best dev bpc): claim {instead}")
         named = {"rows": list(c.rows), "baseline": list(c.baseline or {}),
                  "at_each": c.at_each, "along": [c.along] if c.along else []}
         for field, keys in named.items():
@@ -165,9 +181,18 @@ def check(claims: list[Claim], axes: dict[str, list[Any]],
                                      "`exclude` drops")
 
 
+def selected(metric: str) -> str | None:
+    """The test-split metric to claim instead of a dev-split one (None: not a dev score)."""
+    head, _, probe = metric.partition(".")
+    if head not in SELECTED:
+        return None
+    return SELECTED[head] + (f".{probe}" if probe else "")
+
+
 def expectation(c: Claim) -> str:
     """What a claim expects, in words: "difference < 0", "slope within ±0.01"."""
     what = "slope" if c.type == "trend" else "difference" if c.baseline else "value"
+    what += f" of log(y + {c.log_offset:g})" if c.log_offset else ""
     margin = c.margin if c.margin == "planted" else f"{c.margin:g}"
     if c.expect == "equivalent":
         return f"{what} within ±{margin}"

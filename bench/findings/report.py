@@ -6,6 +6,7 @@ the seed); running or failed trials are listed. The report reads MLflow (`bench.
 and the grid file, never the training code.
 """
 
+import json
 import os
 from pathlib import Path
 
@@ -13,13 +14,13 @@ import numpy as np
 import pandas as pd
 
 from bench.tracking import reader
-from bench.tracking.names import CLAIM
+from bench.tracking.names import CLAIM, SEEDS
 from bench.training.provenance import identity
 
 from . import claims, stats, verdicts
 from .figures import run_result, write_figures
 from .runs import Sweep, load_sweep, machine_line, missing_lines
-from .spec import GridSpec
+from .spec import GridSpec, Looks
 from .tables import data_line, write_tables
 
 
@@ -33,27 +34,29 @@ class ReportError(RuntimeError):
 
 
 FINDINGS_NOTE = (
-    "Each test pairs runs by seed (seed k: same data order and initial weights for every "
-    "variant): per seed, the claim's rows minus its baseline (compare), or the least-squares "
-    "slope along the grid axis (trend, per doubling on a log2 axis). Effect: mean over seeds. "
-    "Interval: the one that matches the test: the one-sided {level:.0%} bound for less / greater "
-    "(a one-sided t-test against the margin), the {tost:.0%} interval for an equivalence (TOST, "
-    "the larger of the two one-sided p's: the interval lies inside ±margin exactly when it "
-    "rejects). p_adj: Holm-corrected across the grid's claims, a claim tested at each value of "
-    "a key counting once with the largest p of its tests (it holds only if every test does), "
-    "each test at its claim's Holm step. Verdict: `reproduced` when p_adj < {alpha}; "
-    "`contradicted` when the test in the opposite direction (for an equivalence: the interval "
-    "outside the margin) is significant after Holm across every test; `inconclusive` "
-    "otherwise, with `detectable`, the smallest effect beyond the margin its seeds could have "
-    "detected (80% power at the seeds' paired std, at the strictest Holm level {alpha} / "
-    "claims; for an equivalence, the narrowest margin they would establish were the true "
-    "difference the observed one), and `seeds`, how many seeds would detect the observed "
-    "effect; or with the reason it could not be computed (a trial that did not finish, a "
-    "metric the runs lack, fewer than {min_seeds} paired seeds, seeds that tie). A test whose "
-    "outcome the setup decides (spans capped at S, a spread bounded by S / R) is `not tested`. "
-    "A claim tested at each value of a key is reproduced when every tested test is, "
-    "contradicted when one is, else inconclusive. Absence of evidence is never printed as "
-    "evidence of absence.")
+    "How to read this table (the standard, and every word in it, is defined once in "
+    "docs/claims.md): the claims are one pre-registered family, tested in their written order "
+    "(fixed sequence, each at alpha = {alpha}, one-sided); the first claim not reproduced stops "
+    "the sequence. Each test pairs runs by seed; `test` names the test that ran (t: one-sample "
+    "t-test; sign-flip: the exact paired randomization test) and the scale (log(y + c)). "
+    "p_adj: Holm within the claim; `level`: the claim's alpha-spending boundary at its look "
+    "(alpha itself with one look). `reproduced` / `contradicted`: p_adj (the opposite "
+    "direction's for contradicted) at most the level; `inconclusive`: neither at the last "
+    "look, or stopped for futility; `not tested`: decided by construction, or after the "
+    "sequence stopped. `p_rep`: the probability that a fresh seed set of the same size settles "
+    "the test the same way. `detectable`: the smallest effect beyond the margin the seeds "
+    "could detect (80% power); `seeds`: how many would detect the observed effect at the 95% "
+    "upper bound of the seeds' std. The per-seed values are in runs.csv beside this file.")
+
+
+def waiting(uri: str, experiment: str, spec: GridSpec, trials: list[str]) -> list[claims.Claim]:
+    """The claims a running sweep has not decided yet, from the finished runs of `trials`
+    (`verdicts.undecided`): what its next look adds seeds for."""
+    found = reader.sweep_runs(uri, experiment, identity(), trials=set(trials))
+    data = load_sweep(found, spec)
+    looks = spec.seeds if isinstance(spec.seeds, Looks) else None
+    return verdicts.undecided(spec.claims, claim_runs(data), data.missing, looks) \
+        if looks else []
 
 
 def head_spans(sweep: Sweep) -> pd.Series:
@@ -62,12 +65,43 @@ def head_spans(sweep: Sweep) -> pd.Series:
     return pd.Series([s if s else np.nan for s in spans], index=sweep.runs.index, dtype=object)
 
 
+def claim_runs(sweep: Sweep) -> pd.DataFrame:
+    """The finished runs with what the claims read: their grid keys, seed, metrics, layer
+    description, and head spans where a claim needs them (as runs.csv holds them)."""
+    runs = sweep.runs
+    if any(c.metric in claims.HEAD_SPAN_METRICS for c in sweep.spec.claims):
+        runs = runs.assign(head_spans=head_spans(sweep))
+    return runs
+
+
+def per_seed(sweep: Sweep, runs: pd.DataFrame) -> pd.DataFrame:
+    """runs.csv: one row per finished run: grid keys, seed, trial hash, precision, every
+    final metric and what the claims read, enough to recompute findings.csv
+    (`verdicts.evaluate` over it gives the same table)."""
+    metrics = [c for c in runs if c in claims.METRICS or claims.PROBE_METRIC.match(c)
+               or c.startswith(("layer.", "dataset.planted"))]
+    keys = [k for k in [*sweep.spec.grid, *SEEDS, "trial", "precision", "cpu_capability",
+                        "model.span", "floor_bpc", "head_spans"] if k in runs]
+    out = runs[list(dict.fromkeys([*keys, *metrics]))].copy()
+    if "head_spans" in out:
+        out["head_spans"] = out["head_spans"].map(
+            lambda v: json.dumps(v) if isinstance(v, list) else v)
+    return out
+
+
+def read_per_seed(path: Path) -> pd.DataFrame:
+    """runs.csv back as evaluate() reads runs (head spans as lists)."""
+    df = pd.read_csv(path)
+    if "head_spans" in df:
+        df["head_spans"] = df["head_spans"].map(lambda v: json.loads(v) if isinstance(v, str)
+                                                else v)
+    return df
+
+
 def findings(sweep: Sweep) -> pd.DataFrame:
     """The grid's claims' tests and verdicts (`verdicts.evaluate`) on the sweep's runs."""
-    runs, tested = sweep.runs, sweep.spec.claims
-    if any(c.metric in claims.HEAD_SPAN_METRICS for c in tested):
-        runs = runs.assign(head_spans=head_spans(sweep))
-    return verdicts.evaluate(tested, runs, sweep.missing)
+    looks = sweep.spec.seeds if isinstance(sweep.spec.seeds, Looks) else None
+    return verdicts.evaluate(sweep.spec.claims, claim_runs(sweep), sweep.missing, looks)
 
 
 def interval(lo: float, hi: float) -> str:
@@ -94,7 +128,9 @@ def findings_markdown(table: pd.DataFrame) -> str:
                      zip(table["ci_low"], table["ci_high"], strict=True)],
         "p_adj": table["p_adj"].map(lambda v: num(v, ".3g")),
         "p_adj opposite": table["p_opposite_adj"].map(lambda v: num(v, ".3g")),
-        "n": table["n"].map(lambda v: num(v, ".0f")), "verdict": table["verdict"],
+        "level": table["level"].map(lambda v: num(v, ".3g")), "look": table["look"].fillna(""),
+        "n": table["n"].map(lambda v: num(v, ".0f")), "test": table["test"].fillna(""),
+        "verdict": table["verdict"], "p_rep": table["p_replicate"].map(lambda v: num(v, ".2f")),
         "detectable": table["detectable"].map(num),
         "seeds": table["seeds_needed"].map(lambda v: num(v, ".0f")),
         "reason": table["reason"].fillna("")})
@@ -103,17 +139,18 @@ def findings_markdown(table: pd.DataFrame) -> str:
 
 
 def write_findings(sweep: Sweep, out_dir: Path) -> tuple[list[Path], pd.DataFrame, str]:
-    """findings.md and findings.csv (columns verdicts.COLUMNS); returns the paths, the table and
-    the table as Markdown."""
+    """findings.md, findings.csv (columns verdicts.COLUMNS) and runs.csv (every seed's values,
+    from which findings.csv recomputes); returns the paths, the table and the table as
+    Markdown."""
     table, tested = findings(sweep), sweep.spec.claims
     md = findings_markdown(table)
-    texts = [f"- `{c.id}`: {c.text}" for c in tested]
-    paths = [out_dir / "findings.md", out_dir / "findings.csv"]
+    texts = [f"{i}. `{c.id}`: {c.text}" for i, c in enumerate(tested, 1)]
+    paths = [out_dir / "findings.md", out_dir / "findings.csv", out_dir / "runs.csv"]
+    per_seed(sweep, claim_runs(sweep)).to_csv(paths[2], index=False)
     paths[0].write_text("\n".join([
         f"# {sweep.name}: findings", "", data_line(sweep), "", machine_line(sweep.runs), "", md,
         "",
-        FINDINGS_NOTE.format(alpha=stats.ALPHA, min_seeds=claims.MIN_SEEDS, level=1 - stats.ALPHA,
-                             tost=1 - 2 * stats.ALPHA), "", "## Claims",
+        FINDINGS_NOTE.format(alpha=stats.ALPHA), "", "## Claims, in their test order",
         "", *texts, ""]))
     table.to_csv(paths[1], index=False)
     return paths, table, md

@@ -13,6 +13,39 @@ from .claims import Claim
 from .layouts import FIGURES, LAYOUTS
 
 
+class Looks(Strict):
+    """`seeds: {looks: [3, 6, 10], start: 0, futility: 0.5}`: a group-sequential design. Look k
+    runs seeds start .. start + looks[k] - 1 of the settings an undecided claim reads; each
+    claim is tested at every look against its own alpha-spending boundary
+    (`bench.findings.sequential`), and stops for futility (non-binding) at an interim look
+    where its one-sided p exceeds `futility` (null: never)."""
+
+    looks: list[int] = Field(min_length=1)
+    start: int = 0
+    futility: float | None = Field(0.5, gt=0, lt=1)
+
+    @field_validator("looks")
+    @classmethod
+    def _increasing(cls, v: list[int]) -> list[int]:
+        if v[0] < 2:
+            raise ValueError(f"the first look has {v[0]} seeds; a paired test needs at least 2")
+        if any(b <= a for a, b in zip(v, v[1:], strict=False)):
+            raise ValueError(f"{v}: looks must be strictly increasing seed counts")
+        return v
+
+    @property
+    def seeds(self) -> list[int]:
+        """Every seed the last look runs, in order."""
+        return list(range(self.start, self.start + self.looks[-1]))
+
+
+Seeds = list[int] | Looks  # a fixed list (one look), or looks
+
+
+def seed_list(seeds: Seeds) -> list[int]:
+    return seeds.seeds if isinstance(seeds, Looks) else list(seeds)
+
+
 class ReportSpec(Strict):
     """`report:` of a grid file: a table layout (LAYOUTS; a grid that declares none gets the
     generic table), the figures to draw (FIGURES; none declared: every figure the runs have
@@ -45,6 +78,7 @@ class GridSpec(BaseModel):
     name: str = ""
     grid: dict[str, list[Any]] = {}
     claims: list[Claim] = []
+    seeds: Seeds = [0]
     report: ReportSpec = Field(default_factory=ReportSpec)
 
     @classmethod

@@ -1,22 +1,25 @@
-"""Verdicts of a grid's claims, computed from its finished runs: paired by seed, each test with
-the interval that matches it, corrected across the grid, and a verdict that says what the data
-say.
+"""Verdicts of a grid's claims, computed from its finished runs: one pre-registered error
+family per grid, paired by seed, tested look by look (docs/claims.md states the standard).
 
-- `reproduced`: significant in the claimed direction after correction. The family is the
-  grid's claims: a claim tested at each value of a key holds when every test rejects, so its p
-  is the largest of its tests' (an intersection-union test, which needs no correction within
-  the claim) and Holm runs across the claims' p's; a test's p_adj is its own p at its claim's
-  Holm step.
-- `contradicted`: significant in the opposite direction (for an equivalence: the 90% interval
-  lies outside the margin), Holm-corrected across every test of the grid.
-- `inconclusive`: neither; reported with the smallest effect its seeds could detect (80% power
-  at the seeds' std, at the strictest Holm level alpha / claims) and the seeds that would detect
-  the observed one; or with the reason it could not be computed (a trial that did not finish, a
-  metric the runs lack, fewer than MIN_SEEDS paired seeds, seeds that tie, rows that ran at one
-  precision where the claim contrasts two, a claim about planted structure on real text).
-A test whose outcome the setup decides (`bounds`) is `not tested`, with the reason. A claim
-tested at each value keeps its rule: reproduced when every tested test is, contradicted when
-one is, else inconclusive.
+- The family is the grid's `claims:` in their written order, a fixed sequence: each claim is
+  tested at the full alpha, one-sided; the sequence stops at the first claim not reproduced,
+  and the claims after it are `not tested (sequence stopped at <id>)`.
+- A claim's own tests (one per value of its `at_each` keys) are Holm-corrected within the
+  claim, in both directions; the claim is reproduced when every test is.
+- At look k (the first looks[k] seeds; one look for a fixed seed list) a claim rejects where
+  its Holm-adjusted p is at most its boundary (`sequential.boundaries`): `reproduced` in the
+  claimed direction, `contradicted` in the opposite one (the claim's hypothesis and its
+  negation partition the effect, so both directions share the claim's alpha). At an interim
+  look a claim neither way is undecided (seeds are added) or, where its p exceeds the futility
+  bound, stopped for futility (`inconclusive`); at the last look it is `inconclusive`.
+- An inconclusive test reports the smallest effect its seeds could detect (80% power at the
+  seeds' std, at the last look's level) and the seeds that would detect the observed one at
+  the 95% upper bound of that std; or the reason it could not be computed (a trial that did
+  not finish, a metric the runs lack, fewer than MIN_SEEDS paired seeds, seeds that tie, rows
+  that ran at one precision where the claim contrasts two, planted structure on real text).
+  A settled one reports the probability that a fresh seed set of its size settles it again.
+A test whose outcome the setup decides (`bounds`) is `not tested`, with the reason; a claim all
+of whose tests are is skipped by the sequence.
 """
 
 import json
@@ -28,14 +31,15 @@ from scipy.stats import linregress
 
 from bench.tracking.names import FAILURE, SEEDS, STOPPED
 
-from . import stats
+from . import sequential, stats
 from .bounds import Spans, decided
 from .claims import EXACT, MIN_SEEDS, Claim, cells, expectation
 from .numbers import flag, num
+from .spec import Looks
 
 COLUMNS = ["claim", "effect", "ci_low", "ci_high", "p", "p_adj", "p_opposite",
-           "p_opposite_adj", "verdict", "detectable", "seeds_needed", "n", "metric", "expect",
-           "reason", "text"]
+           "p_opposite_adj", "level", "verdict", "look", "n", "test", "p_replicate",
+           "detectable", "seeds_needed", "metric", "expect", "reason", "text"]
 NOT_TESTED = "not tested"
 
 
@@ -47,7 +51,7 @@ def derive(runs: pd.DataFrame) -> pd.DataFrame:
     def col(name: str) -> pd.Series:
         return runs.get(name, pd.Series(np.nan, runs.index))
 
-    runs["gap_to_floor"] = col("final_dev_bpc") - col("floor_bpc")
+    runs["gap_to_floor"] = col("final_test_bpc") - col("floor_bpc")
     runs["span_fraction"] = col("mean_span") / col("model.span")
     spans = col("head_spans").map(lambda s: np.concatenate([np.ravel(layer) for layer in s])
                                   if isinstance(s, list) and s else None)
@@ -106,6 +110,7 @@ def _values(runs: pd.DataFrame, missing: pd.DataFrame, cell: dict, metric: str,
     if lost := [s for s in seeds if s not in got.index]:
         raise _Unavailable("; ".join(f"{label} seed {num(s)}: "
                                      f"{_why_missing(missing, cell, s)}" for s in lost))
+    got = got[got.index.isin(seeds)]
     if got.isna().any():
         seeds_na = ", ".join(num(s) for s in sorted(got.index[got.isna()]))
         raise _Unavailable(f"{label}: no {metric} (seeds {seeds_na})")
@@ -113,43 +118,55 @@ def _values(runs: pd.DataFrame, missing: pd.DataFrame, cell: dict, metric: str,
 
 
 def _sample(claim: Claim, runs: pd.DataFrame, missing: pd.DataFrame, pairs: list,
-            seeds: list[Any]) -> pd.Series:
-    """Per-seed values one test is about: differences, or slopes along the trend axis."""
+            seeds: list[Any]) -> tuple[pd.Series, str]:
+    """Per-seed values one test is about (differences, or slopes along the trend axis), on the
+    claim's scale (log(y + log_offset) where declared), and for a trend what its slope
+    estimates."""
     def point(rows: dict, base: dict | None) -> pd.Series:
-        v = _values(runs, missing, rows, claim.metric, seeds)
-        return v if base is None else v - _values(runs, missing, base, claim.metric, seeds)
+        def at(cell: dict) -> pd.Series:
+            v = _values(runs, missing, cell, claim.metric, seeds)
+            return np.log(v + claim.log_offset) if claim.log_offset else v
+
+        return at(rows) if base is None else at(rows) - at(base)
 
     if claim.type == "compare":
         (rows, base), = pairs
-        return point(rows, base)
+        return point(rows, base), ""
     x = np.array([float(rows[claim.along]) for rows, _ in pairs])
     if len(np.unique(x)) < 2:
         raise _Unavailable(f"a trend needs at least 2 values of {claim.along}; the runs have "
                            f"{', '.join(map(num, np.unique(x)))}")
+    values = x
     x = np.log2(x) if claim.scale == "log2" else x
     y = pd.concat([point(rows, base) for rows, base in pairs], axis=1)
-    return y.apply(lambda row: linregress(x, row.to_numpy()).slope, axis=1)
+    return y.apply(lambda row: linregress(x, row.to_numpy()).slope, axis=1), _shape(
+        claim, values, x, y.mean().to_numpy())
+
+
+def _shape(claim: Claim, values: np.ndarray, x: np.ndarray, means: np.ndarray) -> str:
+    """What a trend's slope estimates: at 3 evenly spaced points the least-squares slope is the
+    contrast of the ends, the middle carries no weight; and whether the means are monotone in
+    the claimed direction (descriptive, not a test)."""
+    order = np.argsort(x)
+    x, values, means = x[order], values[order], means[order]
+    key = claim.along.rsplit(".", 1)[-1]
+    steps = np.diff(means)
+    up = claim.expect == "greater"
+    trend = ("monotone in the claimed direction" if (steps > 0).all() and up or
+             (steps < 0).all() and claim.expect == "less" else "not monotone")
+    said = ", ".join(f"{num(v)}: {m:.3g}" for v, m in zip(values, means, strict=True))
+    ends = ""
+    if len(x) == 3 and np.isclose(x[1] - x[0], x[2] - x[1]):
+        ends = (f"; at 3 evenly spaced points the slope is the contrast of the ends "
+                f"({key} = {num(values[-1])} vs {num(values[0])}), {key} = {num(values[1])} "
+                "carries no weight")
+    return f"means by {key} {said} ({trend}){ends}"
 
 
 def _axes(runs: pd.DataFrame, missing: pd.DataFrame, keys: list[str]) -> dict[str, list]:
     """The values each grid key took in the sweep (finished or not), sorted."""
     every = pd.concat([runs, missing], ignore_index=True)
     return {k: sorted(every[k].dropna().unique().tolist()) for k in keys if k in every}
-
-
-def _holm_by_claim(tests: pd.DataFrame) -> pd.Series:
-    """Holm across claims, each claim's p the largest of its computed tests' (intersection-union);
-    a test's adjusted p is max(the previous claim's adjusted p, min(1, k p)) with k its claim's
-    Holm multiplier, so the largest over a claim's tests is the claim's Holm-adjusted p."""
-    if tests.empty:
-        return pd.Series(dtype=float)
-    claim_p = tests.groupby("id", sort=False)["p"].max()
-    order = claim_p.sort_values(kind="stable").index
-    adjusted = pd.Series(stats.holm(claim_p.to_numpy()), index=claim_p.index)[order]
-    factor = pd.Series(len(order) - np.arange(len(order)), index=order)
-    previous = adjusted.shift(1, fill_value=0.0)
-    return np.maximum(tests["id"].map(previous).astype(float),
-                      np.minimum(1.0, tests["p"] * tests["id"].map(factor).astype(float)))
 
 
 def _spans(runs: pd.DataFrame, cell: dict) -> Spans | None:
@@ -187,9 +204,9 @@ def _one_precision(runs: pd.DataFrame, claim: Claim, rows: dict, base: dict | No
 
 
 def _test(c: Claim, margin: float | None, pairs: list, runs: pd.DataFrame,
-          missing: pd.DataFrame, seeds: list[Any], alpha: float) -> dict:
-    """One test's numbers (effect, interval, p both ways, n; for an inconclusive outcome, what it
-    could detect), or its reason: `not tested` where the setup decides it."""
+          missing: pd.DataFrame, seeds: list[Any]) -> dict:
+    """One test's numbers at these seeds (effect, interval at the plain alpha, p both ways, n),
+    or its reason: `not tested` where the setup decides it."""
     if not pairs:
         raise _Unavailable(f"the runs have no trials for {', '.join(c.rows)}")
     if margin is None:
@@ -202,70 +219,175 @@ def _test(c: Claim, margin: float | None, pairs: list, runs: pd.DataFrame,
             return {"verdict": NOT_TESTED, "reason": why}
         if why := _one_precision(runs, c, rows, base):
             raise _Unavailable(why)
-    est = stats.estimate(_sample(c, runs, missing, pairs, seeds), c.expect, margin,
-                         exact=c.metric in EXACT)
+    values, shape = _sample(c, runs, missing, pairs, seeds)
+    est = stats.estimate(values, c.expect, margin, exact=c.metric in EXACT, test=c.test)
     out = {"effect": est.effect, "ci_low": est.ci_low, "ci_high": est.ci_high, "p": est.p,
-           "p_opposite": est.p_opposite, "n": est.n}
-    if est.n < MIN_SEEDS:
-        return out | {"reason": f"{est.n} paired seeds; a verdict needs {MIN_SEEDS}"}
+           "p_opposite": est.p_opposite, "n": est.n, "sd": est.sd, "reason": shape,
+           "values": values}
+    if est.n < MIN_SEEDS:  # the numbers are shown, the verdict waits
+        return out | {"reason": f"{est.n} paired seeds; a verdict needs {MIN_SEEDS}",
+                      "usable": False}
     if np.isnan(est.p):
-        return out | {"reason": f"the seeds tie at {est.effect:.4g}: no spread to test (a capped "
-                                "or discrete metric)"}
-    if est.sd > 0:
-        seen = stats.detectable(est, c.expect, margin, alpha)
-        out |= {"detectable": seen.effect, "seeds_needed": seen.seeds}
+        raise _Unavailable(f"the seeds tie at {est.effect:.4g}: no spread to test (a capped or "
+                           "discrete metric)")
+    return out | {"usable": True}
+
+
+def _claim_tests(c: Claim, runs: pd.DataFrame, missing: pd.DataFrame, seeds: list[Any]
+                 ) -> list[dict]:
+    """The claim's tests at these seeds, one row each (numbers, or a reason)."""
+    keys = [*c.rows, *(c.baseline or {}), *c.at_each, *([c.along] if c.along else [])]
+    axes = _axes(runs, missing, keys)
+    tests: dict[str, list] = {}
+    if all(k in axes for k in keys):
+        for label, rows, base in cells(c, axes):
+            tests.setdefault(label, []).append((rows, base))
+    margin = _planted(runs) if c.margin == "planted" else c.margin
+    out = []
+    for label, pairs in (tests or {"": []}).items():
+        row = {"claim": f"{c.id} [{label}]" if label else c.id, "id": c.id, "metric": c.metric,
+               "expect": expectation(c), "text": c.text, "reason": "", "margin": margin,
+               "test": c.test + (f", log(y + {c.log_offset:g})" if c.log_offset else "")}
+        try:
+            row |= _test(c, margin, pairs, runs, missing, seeds)
+        except _Unavailable as err:
+            row["reason"] = str(err)
+        out.append(row)
     return out
 
 
-def evaluate(claims: list[Claim], runs: pd.DataFrame, missing: pd.DataFrame | None = None
-             ) -> pd.DataFrame:
+def _judge(c: Claim, tests: list[dict], level: float, last: bool, futility: float | None
+           ) -> str:
+    """The claim's state at one look, its tests' p's Holm-adjusted within it (in place):
+    reproduced, contradicted, futile, undecided (seeds to add), or unavailable / not tested."""
+    counted = [t for t in tests if t.get("usable")]
+    if not counted:
+        return NOT_TESTED if tests and all(t.get("verdict") == NOT_TESTED for t in tests) \
+            else "unavailable"
+    for key in ("p", "p_opposite"):
+        for t, adj in zip(counted, stats.holm([t[key] for t in counted]), strict=True):
+            t[f"{key}_adj"] = float(adj)
+    for t in counted:
+        t["level"] = level
+        t["verdict"] = ("reproduced" if t["p_adj"] <= level else
+                        "contradicted" if t["p_opposite_adj"] <= level else "inconclusive")
+    if len(counted) < len(tests) - sum(t.get("verdict") == NOT_TESTED for t in tests):
+        return "unavailable"
+    if any(t["verdict"] == "contradicted" for t in counted):
+        return "contradicted"
+    if all(t["verdict"] == "reproduced" for t in counted):
+        return "reproduced"
+    if last:
+        return "inconclusive"
+    if futility is not None and max(t["p_adj"] for t in counted) > futility:
+        return "futile"
+    return "undecided"
+
+
+def _report(c: Claim, tests: list[dict], state: str, look: int, looks: list[int],
+            level: float) -> list[dict]:
+    """The claim's rows as printed: verdicts in words, when it settled, the replication
+    probability of a settled test, what an inconclusive one could detect (at the last look's
+    level, seeds needed at the 95% upper bound of its std)."""
+    where = f"{look + 1} of {len(looks)}"
+    final = sequential.boundaries(tuple(looks))[-1]
+    for t in tests:
+        t["look"] = where
+        values = t.pop("values", None)
+        if not t.pop("usable", False):
+            t.setdefault("verdict", "inconclusive")
+            continue
+        n = t["n"]
+        if state == "futile":
+            t["reason"] = "; ".join(filter(None, [t["reason"], f"stopped for futility at look "
+                                                  f"{where}: p_adj above the futility bound"]))
+        if t["verdict"] in ("reproduced", "contradicted"):
+            p = t["p_adj"] if t["verdict"] == "reproduced" else t["p_opposite_adj"]
+            t["p_replicate"] = stats.replication(p, level, n, c.test)
+        elif t["sd"] > 0:
+            est = stats.estimate(values, c.expect, t["margin"], test=c.test)
+            seen = stats.detectable(est, c.expect, t["margin"], final)
+            upper = stats.detectable(est, c.expect, t["margin"], final,
+                                     sd=stats.sd_upper(t["sd"], n))
+            seeds = upper.seeds
+            if seeds is not None and c.test == "sign-flip":
+                seeds = max(seeds, stats.min_seeds(final))
+            t |= {"detectable": seen.effect, "seeds_needed": seeds}
+    return tests
+
+
+def evaluate(claims: list[Claim], runs: pd.DataFrame, missing: pd.DataFrame | None = None,
+             looks: Looks | None = None) -> pd.DataFrame:
     """One row per test (and one summary row per claim with several tests), in COLUMNS.
 
     runs: the finished trials, one row each, with grid-key columns, a seed column and metrics
     (derive() is applied here); missing: the sweep's other trials (grid keys, seed, status,
-    failure tags) so an inconclusive verdict can say what happened. Never raises on data.
+    failure tags) so an inconclusive verdict can say what happened; looks: the grid's
+    group-sequential design (None: one look at every seed the runs have). Never raises on data.
     """
+    return _summaries(pd.DataFrame(_sequence(claims, runs, missing, looks)[0]))
+
+
+def undecided(claims: list[Claim], runs: pd.DataFrame, missing: pd.DataFrame | None,
+              looks: Looks) -> list[Claim]:
+    """The claims that wait for the next look: the one the sequence is at, if it is undecided
+    at the last look the runs complete, and every claim after it."""
+    return _sequence(claims, runs, missing, looks)[1]
+
+
+def _sequence(claims: list[Claim], runs: pd.DataFrame, missing: pd.DataFrame | None,
+              looks: Looks | None) -> tuple[list[dict], list[Claim]]:
+    """The fixed sequence over the looks the runs reach: (every test row, the claims still
+    waiting for seeds)."""
     missing = pd.DataFrame() if missing is None else missing
     runs = derive(runs)
     every = pd.concat([runs, missing], ignore_index=True)
     col = _seed_col(every)
     seeds = sorted(every[col].dropna().unique().tolist()) if col else [0]
-    alpha = stats.ALPHA / max(1, len(claims))  # the strictest Holm step: what power assumes
-    out = []
-    for c in claims:
-        keys = [*c.rows, *(c.baseline or {}), *c.at_each, *([c.along] if c.along else [])]
-        axes = _axes(runs, missing, keys)
-        tests: dict[str, list] = {}
-        if all(k in axes for k in keys):
-            for label, rows, base in cells(c, axes):
-                tests.setdefault(label, []).append((rows, base))
-        margin = _planted(runs) if c.margin == "planted" else c.margin
-        for label, pairs in (tests or {"": []}).items():
-            row = {"claim": f"{c.id} [{label}]" if label else c.id, "id": c.id,
-                   "metric": c.metric, "expect": expectation(c), "text": c.text, "reason": ""}
-            try:
-                row |= _test(c, margin, pairs, runs, missing, seeds, alpha)
-            except _Unavailable as err:
-                row["reason"] = str(err)
-            out.append(row)
-    df = pd.DataFrame(out).reindex(columns=[*COLUMNS, "id"])
-    counted = (df["reason"].fillna("") == "") & (df["verdict"] != NOT_TESTED)
-    df["p_adj"] = _holm_by_claim(df[counted]).reindex(df.index)
-    df["p_opposite_adj"] = pd.Series(stats.holm(df.loc[counted, "p_opposite"]),
-                                     index=df.index[counted]).reindex(df.index)
-    df["verdict"] = np.select(
-        [df["verdict"] == NOT_TESTED, counted & (df["p_adj"] < stats.ALPHA),
-         counted & (df["p_opposite_adj"] < stats.ALPHA)],
-        [NOT_TESTED, "reproduced", "contradicted"], "inconclusive")
-    settled = df["verdict"].isin(["reproduced", "contradicted"])
-    df.loc[settled, ["detectable", "seeds_needed"]] = np.nan  # only an inconclusive test needs
-    return _summaries(df)
+    plan = list(looks.looks) if looks else [len(seeds)]
+    reached = [n for n in plan if n <= len(seeds)] or plan[:1]
+    futility = looks.futility if looks else None
+    out: list[dict] = []
+    i = 0
+    for k, n in enumerate(reached):
+        level = sequential.boundaries(tuple(plan))[k]
+        last = k == len(plan) - 1
+        while i < len(claims):
+            c = claims[i]
+            tests = _claim_tests(c, runs, missing, seeds[:n])
+            state = _judge(c, tests, level, last, futility)
+            if state == "undecided" or state == "unavailable" and not last:
+                break
+            out += _report(c, tests, state, k, plan, level)
+            i += 1
+            if state not in ("reproduced", NOT_TESTED):
+                stopped = c.id
+                out += [_skipped(rest, f"sequence stopped at {stopped}") for rest in claims[i:]]
+                return out, []
+        if i == len(claims):
+            return out, []
+    waiting = claims[i:]
+    k = len(reached) - 1
+    tests = _claim_tests(waiting[0], runs, missing, seeds[:reached[-1]])
+    _judge(waiting[0], tests, sequential.boundaries(tuple(plan))[k], False, None)
+    out += [t | {"verdict": "inconclusive", "reason": "; ".join(filter(None, [
+        t.get("reason"), f"undecided at look {k + 1} of {len(plan)}: look {k + 2} not run"]))}
+            for t in _report(waiting[0], tests, "undecided", k, plan,
+                             sequential.boundaries(tuple(plan))[k])]
+    out += [_skipped(rest, f"waits for {waiting[0].id}") for rest in waiting[1:]]
+    return out, waiting
+
+
+def _skipped(c: Claim, why: str) -> dict:
+    return {"claim": c.id, "id": c.id, "metric": c.metric, "expect": expectation(c),
+            "text": c.text, "verdict": NOT_TESTED, "reason": why}
 
 
 def _summaries(df: pd.DataFrame) -> pd.DataFrame:
     """After each claim's tests, when it has several: contradicted when one tested test is,
     reproduced when every tested test is, else inconclusive; the reason counts them and names
-    the values the setup decides."""
+    the values the setup decides; its replication probability is the product of its tests'."""
+    df = df.reindex(columns=[*COLUMNS, "id"])
     out = []
     for cid, tests in df.groupby("id", sort=False):
         out.append(tests)
@@ -285,7 +407,9 @@ def _summaries(df: pd.DataFrame) -> pd.DataFrame:
             "claim": cid, "p": tested["p"].max(skipna=False),
             "p_adj": tested["p_adj"].max(skipna=False),
             "p_opposite": tested["p_opposite"].min(), "p_opposite_adj":
-            tested["p_opposite_adj"].min(), "verdict": verdict, "n": tested["n"].min(),
+            tested["p_opposite_adj"].min(), "level": first["level"], "verdict": verdict,
+            "look": first["look"], "n": tested["n"].min(), "test": first["test"],
+            "p_replicate": tested["p_replicate"].prod() if verdict == "reproduced" else np.nan,
             "metric": first["metric"], "expect": first["expect"] + " at each",
             "text": first["text"], "id": cid, "reason": reason}]).astype(
             {"p": float, "p_adj": float, "p_opposite": float, "p_opposite_adj": float}))

@@ -32,10 +32,10 @@ def check(claims: list[Claim], axes: dict[str, list[Any]], trials: list[Trial]) 
     for i, c in enumerate(claims):
         where = f"claims.{i} ({c.id})"
         if (probe := PROBE_METRIC.match(c.metric)) and any(
-                t.probes is not None and probe[2] not in t.probes for t in trials):
+                t.probes is not None and probe[3] not in t.probes for t in trials):
             scored = sorted({p for t in trials for p in t.probes or []}) or ["none"]
             raise ConfigError(f"{where}: metric {c.metric!r}: the runs' corpus scores no probe "
-                              f"{probe[2]!r} (it scores: {', '.join(scored)})")
+                              f"{probe[3]!r} (it scores: {', '.join(scored)})")
         if c.type == "trend" or c.margin == "planted":
             continue
         why = []

@@ -38,7 +38,7 @@ from bench.config import (
 )
 from bench.findings.claims import Claim
 from bench.findings.claims import check as check_claims
-from bench.findings.spec import ReportSpec
+from bench.findings.spec import Looks, ReportSpec, Seeds, seed_list
 from bench.tracking.names import EVAL_METRICS
 from bench.training import precision, provenance
 from bench.training.loop import load_corpus
@@ -107,7 +107,7 @@ class Grid(Strict):
     base: Base = Base()
     grid: dict[str, list[Any]]
     exclude: list[dict[str, Any]] = []  # a trial matching every key of a rule is dropped
-    seeds: list[int] = Field([0], min_length=1)
+    seeds: Seeds = [0]  # a list (one look), or {looks: [3, 6, 10], start, futility}
     resources: Resources = Resources()
     scheduler: Scheduler = Scheduler()
     metric: Literal[EVAL_METRICS] = "dev_bpc"
@@ -129,6 +129,13 @@ class Grid(Strict):
             if not values:
                 raise ValueError(f"{key}: empty list of values")
         return grid
+
+    @field_validator("seeds")
+    @classmethod
+    def _some(cls, v: Seeds) -> Seeds:
+        if isinstance(v, list) and (not v or len(set(v)) < len(v)):
+            raise ValueError("give at least one seed, each once (or {looks: [3, 6, 10]})")
+        return v
 
     @model_validator(mode="after")
     def _rules(self) -> "Grid":
@@ -231,7 +238,11 @@ def add_trial_args(p: argparse.ArgumentParser) -> None:
                    help="model/train preset; wins over the sizes the grid's base sets")
     p.add_argument("--data", help="registered dataset (data.name); drops the base's options "
                    "of another corpus")
-    p.add_argument("--seeds", type=seeds_arg, help="comma-separated seeds, e.g. 0,1,2")
+    p.add_argument("--seeds", type=seeds_arg, help="comma-separated seeds, e.g. 0,1,2 (one "
+                   "look; refused for a grid that declares seeds.looks)")
+    p.add_argument("--seed-start", type=int, metavar="N", help="run the grid's seeds from N: "
+                   "its looks on seeds N, N+1, ..., or its list of k seeds as N .. N+k-1 (a "
+                   "replication on a disjoint seed range)")
 
 
 def seeds_arg(text: str) -> list[int]:
@@ -259,8 +270,16 @@ def apply_cli(grid: Grid, args: argparse.Namespace) -> tuple[dict, str | None]:
         found, value = lookup(sets, key)
         if found:
             grid.grid[key] = [value]
+    if args.seeds and isinstance(grid.seeds, Looks):
+        raise ConfigError(f"--seeds: the grid declares seeds.looks {grid.seeds.looks} (seeds "
+                          "added look by look); --seeds fixes one list: use --seed-start N to "
+                          "run the looks from seed N, or drop --seeds")
     if args.seeds:
         grid.seeds = args.seeds
+    if args.seed_start is not None:
+        grid.seeds = grid.seeds.model_copy(update={"start": args.seed_start}) if isinstance(
+            grid.seeds, Looks) else list(range(args.seed_start,
+                                               args.seed_start + len(grid.seeds)))
     return merge(base, sets), preset
 
 
@@ -311,7 +330,7 @@ def expand(grid: Grid, base: dict, preset: str | None) -> list[Trial]:
     refused = set.intersection(*(set(untaken(trial_tree(v, 0, base), preset)) for v in combos))
     trials: dict[str, Trial] = {}
     for values in combos:
-        for seed in grid.seeds:
+        for seed in seed_list(grid.seeds):
             cfg, ignored = trial_config(values, seed, base, preset, refused)
             trials.setdefault(config_hash(cfg), Trial(values, cfg, "", ignored=ignored))
     return list(trials.values())

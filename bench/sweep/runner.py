@@ -22,6 +22,8 @@ import torch
 
 from bench import data, plugins
 from bench.config import Config, ConfigError
+from bench.findings.claims import Claim, cells
+from bench.findings.spec import GridSpec, Looks, seed_list
 from bench.tracking import names, reader, store, writer
 from bench.training import provenance
 from bench.training.loop import Diverged, train
@@ -227,14 +229,79 @@ def say_stale(stale: dict[str, str], now: dict[str, str], rerun: bool) -> None:
           file=sys.stderr, flush=True)
 
 
+def reads(claims: list[Claim], axes: dict[str, list[Any]], values: dict[str, Any]) -> bool:
+    """Whether a trial with these grid values is a row or a baseline row of one of the claims."""
+    return any(all(values.get(k) == v for k, v in cell.items())
+               for c in claims for _, *pair in cells(c, axes) for cell in pair if cell)
+
+
+def looks_of(grid: Grid) -> list[list[Any]]:
+    """The seeds each look runs: the first looks[k] of the grid's seeds (a list: one look)."""
+    seeds = seed_list(grid.seeds)
+    return [seeds[:n] for n in grid.seeds.looks] if isinstance(grid.seeds, Looks) else [seeds]
+
+
 def sweep(grid: Grid, trials: list[Trial], args: argparse.Namespace, command: str) -> int:
-    """Run what is not finished yet; returns 0, 1 (a trial failed) or 130 (interrupted)."""
+    """Run what is not finished yet, look by look: the first look's seeds of every setting,
+    then more seeds only for the settings that a claim still undecided (`verdicts.undecided`)
+    reads; returns 0, 1 (a trial failed) or 130 (interrupted). A rerun recomputes every look's
+    decision from the finished runs, so it retrains nothing and adds no duplicate run."""
     root = args.results_dir.resolve() / grid.name
     uri = store.tracking_uri(args.tracking_uri, args.results_dir)
     client = store.open_store(uri)
     exp = store.experiment_id(client, grid.name, uri)
-    runs = reader.trial_runs(client, exp)
     now = provenance.identity()
+    spec = GridSpec.model_validate(grid.model_dump(include={"name", "grid", "claims", "seeds"}))
+    looks = looks_of(grid)
+    covered: list[Trial] = []
+    parent: str | None = None
+    interrupted = failed = False
+    for k, seeds in enumerate(looks):
+        waiting = grid.claims if k == 0 else undecided(uri, grid.name, spec, covered)
+        if k and not waiting:
+            print(f"{grid.name}: every claim decided after look {k} of {len(looks)}")
+            break
+        new = [t for t in trials if t.seed in seeds and t not in covered
+               and (k == 0 or reads(waiting, grid.grid, t.values))]
+        covered += new
+        if len(looks) > 1:
+            print(f"{grid.name}: look {k + 1} of {len(looks)}, seeds {seeds[0]}-{seeds[-1]}: "
+                  f"{len(new)} trials" + ("" if k == 0 else " for the undecided claims "
+                                          + ", ".join(c.id for c in waiting)))
+        parent, interrupted = run_look(grid, new, covered, args, command, parent,
+                                       (uri, client, exp, now, root))
+        if interrupted:
+            break
+    table = summary(client, exp, covered, now)
+    failed = bool(table.status.isin(["FAILED", "NOT RUN"]).any())
+    if parent:
+        writer.end_sweep(client, parent, "KILLED" if interrupted else
+                         "FAILED" if failed else "FINISHED")
+    print("\n" + table.astype(object).where(table.notna(), None).to_markdown(
+        index=False, floatfmt=".4f", intfmt=",", missingval="-"))
+    if parent and not interrupted and not args.no_report:
+        render_report(uri, grid.name, root, parent)
+    print(f"\nresults: {root.resolve()}\nMLflow:  {store.ui_command(uri)}\n"
+          f"         then {store.ui_url(exp)}")
+    if interrupted:
+        print("interrupted: finished trials are kept; rerun the same command to continue")
+    return 130 if interrupted else 1 if failed else 0
+
+
+def undecided(uri: str, experiment: str, spec: GridSpec, covered: list[Trial]) -> list[Claim]:
+    """The claims that still wait for seeds, from the finished runs of the trials so far."""
+    from bench.findings.report import waiting
+
+    return waiting(uri, experiment, spec, [t.hash for t in covered])
+
+
+def run_look(grid: Grid, trials: list[Trial], covered: list[Trial], args: argparse.Namespace,
+             command: str, parent: str | None, where_: tuple) -> tuple[str | None, bool]:
+    """Train the look's unfinished trials under the sweep's parent run (created at the first
+    look with work; its trial list then covers every look so far); returns (parent,
+    interrupted)."""
+    uri, client, exp, now, root = where_
+    runs = reader.trial_runs(client, exp)
     stale = stale_results(trials, runs, now)
     say_stale(stale, now, args.rerun_stale)
     fresh = {t.hash for t in trials if args.force or (args.rerun_stale and t.hash in stale)}
@@ -248,40 +315,32 @@ def sweep(grid: Grid, trials: list[Trial], args: argparse.Namespace, command: st
                             if t.hash in fresh or not reader.done_run(runs.get(t.hash, []))])
     print(f"{grid.name}: {len(trials)} trials, {len(trials) - len(todo)} already finished, "
           f"{len(todo)} to run")
-    interrupted, parent = False, None
-    if todo:
-        source = f"bench.run {args.grid.name}"  # the UI shows a source's last path part
+    if not todo:
+        if parent:
+            writer.cover(client, parent, [t.hash for t in covered])
+        return parent, False
+    source = f"bench.run {args.grid.name}"  # the UI shows a source's last path part
+    if parent is None:
         parent = writer.start_sweep(client, exp, grid.name, args.grid,
-                                    [t.hash for t in trials], command, source)
-        where = {"uri": uri, "experiment": exp, "parent": parent, "source": source}
-        for t in todo:  # unfinished runs of earlier sweeps continue under this one
-            if t.hash not in fresh and runs.get(t.hash):
-                client.set_tag(runs[t.hash][0].info.run_id, names.PARENT, parent)
-        ended: set[str] = set()  # trials whose run the worker or the callback closed
-        try:
-            print(start_ray(args.address))
-            run_tune(grid, todo, root, where, make_callback(client, where, len(todo), ended),
-                     client.get_run(parent).info.run_name)
-        except KeyboardInterrupt:
-            pass
-        finally:
-            stop_ray()
-        for t in todo:
-            if t.hash not in ended:
-                writer.close(client, exp, parent, t.hash, "KILLED", names.FAILURE,
-                             "interrupted")
-                interrupted = True
-    table = summary(client, exp, trials, now)
-    failed = bool(table.status.isin(["FAILED", "NOT RUN"]).any())
-    if parent:
-        client.set_terminated(parent, "KILLED" if interrupted else
-                              "FAILED" if failed else "FINISHED")
-    print("\n" + table.astype(object).where(table.notna(), None).to_markdown(
-        index=False, floatfmt=".4f", intfmt=",", missingval="-"))
-    if parent and not interrupted and not args.no_report:
-        render_report(uri, grid.name, root, parent)
-    print(f"\nresults: {root.resolve()}\nMLflow:  {store.ui_command(uri)}\n"
-          f"         then {store.ui_url(exp)}")
-    if interrupted:
-        print("interrupted: finished trials are kept; rerun the same command to continue")
-    return 130 if interrupted else 1 if failed else 0
+                                    [t.hash for t in covered], command, source)
+    else:
+        writer.cover(client, parent, [t.hash for t in covered])
+    where = {"uri": uri, "experiment": exp, "parent": parent, "source": source}
+    for t in todo:  # unfinished runs of earlier sweeps continue under this one
+        if t.hash not in fresh and runs.get(t.hash):
+            writer.adopt(client, runs[t.hash][0].info.run_id, parent)
+    ended: set[str] = set()  # trials whose run the worker or the callback closed
+    try:
+        print(start_ray(args.address))
+        run_tune(grid, todo, root, where, make_callback(client, where, len(todo), ended),
+                 client.get_run(parent).info.run_name)
+    except KeyboardInterrupt:
+        pass
+    finally:
+        stop_ray()
+    interrupted = False
+    for t in todo:
+        if t.hash not in ended:
+            writer.close(client, exp, parent, t.hash, "KILLED", names.FAILURE, "interrupted")
+            interrupted = True
+    return parent, interrupted

@@ -10,7 +10,8 @@ code_version, versions.<pkg>, dataset.<DATASET_KEYS>, the run's machine and prec
 layer.* (the layer's own description); metrics: EVAL_METRICS and dev_bpc.<probe> (on each
 probe's target symbols, the evaluated dev prefix) at each evaluation's step, then the final
 ones under their own names (FINAL_SAME, final_<FINAL_RENAMED>, final_dev_bpc, final_test_bpc,
-probe_bpc.<probe>, probe_floor.<probe>, probe_gap.<probe> over the whole dev split).
+probe_bpc.<probe>, probe_floor.<probe>, probe_gap.<probe> over the whole dev split, and
+test_probe_bpc.<probe>, test_probe_gap.<probe> over the whole test split).
 """
 
 from pathlib import Path

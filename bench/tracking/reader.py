@@ -85,10 +85,11 @@ def frame(found: pd.DataFrame, now: Mapping[str, str]) -> pd.DataFrame:
 
 
 def sweep_runs(uri: str, experiment: str, now: Mapping[str, str],
-               sweep: str | None = None) -> SweepRuns:
+               sweep: str | None = None, trials: set[str] | None = None) -> SweepRuns:
     """The runs of the trials that sweep `sweep` (a parent run id; default: the experiment's
-    newest sweep) covers, by the trial hashes it recorded: the experiment also keeps runs of
-    the grid's other configurations. An experiment without sweeps: every trial run.
+    newest sweep) covers, by the trial hashes it recorded (or `trials`, the hashes a running
+    sweep has covered so far): the experiment also keeps runs of the grid's other
+    configurations. An experiment without sweeps: every trial run.
     StoreError when there is no store, experiment or sweep, or no trial run (code 1)."""
     if uri.startswith("sqlite:///") and not Path(uri.removeprefix("sqlite:///")).exists():
         raise StoreError(f"no MLflow store at {uri.removeprefix('sqlite:///')} (run a sweep "
@@ -99,8 +100,8 @@ def sweep_runs(uri: str, experiment: str, now: Mapping[str, str],
     if exp is None:
         known = ", ".join(e.name for e in client.search_experiments()) or "none"
         raise StoreError(f"no experiment {experiment!r} in {uri} (known: {known})", 2)
-    parent = _sweep(client, exp.experiment_id, sweep)
-    trials, grid_text = None, None
+    parent = None if trials is not None else _sweep(client, exp.experiment_id, sweep)
+    grid_text = None
     if parent is not None:
         files = [a.path for a in client.list_artifacts(parent.info.run_id)]
         if TRIALS in files:
@@ -117,7 +118,8 @@ def sweep_runs(uri: str, experiment: str, now: Mapping[str, str],
         df = df[df["trial"].isin(trials)]
         if df.empty:
             raise StoreError(f"{experiment}: none of the {len(trials)} trials of sweep "
-                             f"{parent.info.run_name} has a run in {uri}", 1)
+                             f"{parent.info.run_name if parent else '(running)'} has a run in "
+                             f"{uri}", 1)
     return SweepRuns(experiment, df.reset_index(drop=True), parent, grid_text, client)
 
 

@@ -74,6 +74,21 @@ def start_sweep(client: MlflowClient, exp: str, grid: str, grid_file: Path, tria
     return run.info.run_id
 
 
+def cover(client: MlflowClient, parent: str, trials: list[str]) -> None:
+    """The sweep's trial list (TRIALS, what its report selects), grown by a later look."""
+    client.log_dict(parent, {"trials": trials}, TRIALS)
+
+
+def adopt(client: MlflowClient, run_id: str, parent: str) -> None:
+    """An unfinished trial run of an earlier sweep continues under this sweep's run."""
+    client.set_tag(run_id, PARENT, parent)
+
+
+def end_sweep(client: MlflowClient, parent: str, status: str) -> None:
+    """The sweep's run ends: FINISHED, FAILED (a trial failed) or KILLED (interrupted)."""
+    client.set_terminated(parent, status)
+
+
 def sweep_run(client: MlflowClient, exp: str, parent: str, trial_hash: str) -> Run | None:
     """The trial's run in this sweep, if it has one."""
     found = client.search_runs([exp], f"tags.`{HASH}` = '{trial_hash}' and "
@@ -144,11 +159,12 @@ def final_metrics(result: RunResult) -> dict[str, float]:
     out.update({k: v for k in FINAL_SAME if (v := getattr(result, k)) is not None})
     out.update({f"final_{k}": v for k in FINAL_RENAMED if (v := getattr(result, k)) is not None})
     out.update({f"layer_max_span.{i}": s for i, s in enumerate(result.layer_max_span)})
-    for probe, bpc in result.probe_bpc.items():  # on each probe's target symbols, dev split
-        floor = result.probe_floor.get(probe)
-        out[f"probe_bpc.{probe}"] = bpc
-        if floor is not None:
-            out[f"probe_floor.{probe}"], out[f"probe_gap.{probe}"] = floor, bpc - floor
+    for split, scores in (("", result.probe_bpc), ("test_", result.probe_bpc_test)):
+        for probe, bpc in scores.items():  # on each probe's target symbols
+            floor = result.probe_floor.get(probe)
+            out[f"{split}probe_bpc.{probe}"] = bpc
+            if floor is not None:
+                out[f"probe_floor.{probe}"], out[f"{split}probe_gap.{probe}"] = floor, bpc - floor
     return out
 
 

@@ -188,7 +188,7 @@ def train(cfg: Config, out_dir: Path, *, report: Report | None = None, progress:
         **cost(model, mean_spans, dev.layer_max_span), **counted,
         mean_span=dev.mean_span, layer_max_span=dev.layer_max_span, head_spans=dev.head_spans,
         # the floor of what this model can see: L layers of span S reach L (S - 1) + 1 back
-        floor_bpc=corpus.floor_bpc(reach), probe_bpc=dev.probes,
+        floor_bpc=corpus.floor_bpc(reach), probe_bpc=dev.probes, probe_bpc_test=test.probes,
         probe_floor=corpus.target_floors(reach),
         entropy_rate=corpus.floor_bpc(), prefix=corpus.meta.get("prefix", False),
         layer=model.blocks[0].attn.describe(),  # what the variant is, for tables and reports

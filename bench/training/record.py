@@ -63,6 +63,7 @@ class RunResult:
     head_spans: list[list[float]]  # per layer, per head, z + R capped at S
     floor_bpc: float | None  # the lowest bpc reachable with this model's reach; None: real text
     probe_bpc: dict[str, float]  # per target set of the corpus (`rest` too): dev bpc on it
+    probe_bpc_test: dict[str, float]  # ... test bpc on it: what claims score (dev chose best.pt)
     probe_floor: dict[str, float | None]  # ... the lowest reachable at this reach (None: unknown)
     entropy_rate: float | None  # the synthetic corpus's entropy rate (its floor at any reach)
     prefix: bool  # trained on a prefix of the dataset: not comparable with full-dataset bpc

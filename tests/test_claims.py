@@ -322,7 +322,8 @@ def test_shipped_paper_grids_declare_valid_claims_with_three_seeds(name):
     from tests.test_grid import ROOT
 
     grid = load_grid(ROOT / "ablations" / f"{name}.yaml")
-    assert grid.seeds == [0, 1, 2] and len(grid.claims) >= 2
+    first = grid.seeds.looks[0] if hasattr(grid.seeds, "looks") else len(grid.seeds)
+    assert first >= 3 and len(grid.claims) >= 2
     raw = yaml.safe_load((ROOT / "ablations" / f"{name}.yaml").read_text())
     assert all(c["text"] for c in raw["claims"])
 
@@ -365,8 +366,8 @@ def test_dry_run_refuses_claims_the_setup_decides_or_the_corpus_does_not_score(t
     probe = {**GOOD, "metric": "test_probe_bpc.recall"}
     path = write_grid(tmp_path, "noprobe", grid=GRID, claims=[probe])
     assert run.main([str(path), "--dry-run"]) == 2
-    assert "metric 'test_probe_bpc.recall': the runs' corpus scores no probe 'recall' (it scores: " \
-        "copy, rest)" in capsys.readouterr().err
+    assert "metric 'test_probe_bpc.recall': the runs' corpus scores no probe 'recall' (it " \
+        "scores: copy, rest)" in capsys.readouterr().err
     recall = write_grid(tmp_path, "probed", grid=GRID, claims=[probe], base={
         "preset": "tiny", "model": {"d_model": 32, "n_layers": 1, "d_ff": 64, "span": 64},
         "data": {"n_chars": 60000, "p_copy": 0.0, "recall": {"rate": 0.5}},

@@ -39,6 +39,13 @@ BAD = {
     "bad synthetic option": ({"base": {"data": {"n_char": 5}}}, [], "n_char"),
     "exclude on a non-grid key": ({"exclude": [{"model.n_heads": 4}]}, [], "exclude.0"),
     "unknown scheduler": ({"scheduler": "hyperband"}, [], "scheduler.type"),
+    "looks not increasing": ({"seeds": {"looks": [3, 3, 6]}}, [], "strictly increasing"),
+    "a look below 2 seeds": ({"seeds": {"looks": [1, 4]}}, [], "seeds.looks.looks"),
+    "futility outside (0, 1)": ({"seeds": {"looks": [3, 6], "futility": 1.5}}, [],
+                                "seeds.looks.futility"),
+    "a seed twice": ({"seeds": [0, 0, 1]}, [], "each once"),
+    "--seeds with looks": ({"seeds": {"looks": [3, 6]}}, ["--seeds", "0,1,2"],
+                           "--seed-start"),
 }
 
 

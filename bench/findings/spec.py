@@ -2,10 +2,18 @@
 order), its claims, and the table layout and figures it declares (`report:`)."""
 
 from pathlib import Path
-from typing import Any
+from typing import Annotated, Any
 
 import yaml
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Discriminator,
+    Field,
+    Tag,
+    ValidationError,
+    field_validator,
+)
 
 from bench.config import ConfigError, Strict, format_error, read_yaml
 
@@ -39,7 +47,9 @@ class Looks(Strict):
         return list(range(self.start, self.start + self.looks[-1]))
 
 
-Seeds = list[int] | Looks  # a fixed list (one look), or looks
+# a fixed list (one look), or looks; errors name the form given (seeds.looks.futility)
+Seeds = Annotated[Annotated[list[int], Tag("list")] | Annotated[Looks, Tag("looks")],
+                  Discriminator(lambda v: "looks" if isinstance(v, dict | Looks) else "list")]
 
 
 def seed_list(seeds: Seeds) -> list[int]:

@@ -93,6 +93,22 @@ def _bound(d: np.ndarray, alternative: str, alpha: float, test: Test) -> float:
                  if np.isfinite(lo) else sign * np.inf)
 
 
+def p_values(d: np.ndarray, expect: Expect, margin: float, test: Test) -> tuple[float, float]:
+    """(p, p_opposite) of per-seed values d (at least 2, not all tied) against `margin`: see
+    `estimate`."""
+    p_of = _t if test == "t" else _flip
+    with warnings.catch_warnings():  # nearly identical values: scipy warns of precision loss
+        warnings.simplefilter("ignore", RuntimeWarning)
+        if expect == "equivalent":
+            return (max(p_of(d, -margin, "greater"), p_of(d, margin, "less")),
+                    min(1.0, 2 * min(p_of(d, margin, "greater"), p_of(d, -margin, "less"))))
+        if expect == "two-sided":
+            return min(1.0, 2 * min(p_of(d, margin, "less"), p_of(d, margin, "greater"))), \
+                float("nan")
+        opposite = "greater" if expect == "less" else "less"
+        return p_of(d, margin, expect), p_of(d, margin, opposite)
+
+
 def estimate(values: np.ndarray | pd.Series, expect: Expect = "two-sided",
              margin: float = 0.0, exact: bool = False, test: Test = "t",
              alpha: float = ALPHA) -> Estimate:
@@ -120,24 +136,17 @@ def estimate(values: np.ndarray | pd.Series, expect: Expect = "two-sided",
                             0.0 if opposite else 1.0, 0.0)
         return Estimate(n, mean, nan, nan, nan, nan, float(d.std(ddof=1)) if n > 1 else nan)
     sd = float(d.std(ddof=1))
-    p_of = _t if test == "t" else _flip
+    p, p_opp = p_values(d, expect, margin, test)
     with warnings.catch_warnings():  # nearly identical values: scipy warns of precision loss
         warnings.simplefilter("ignore", RuntimeWarning)
         if expect == "equivalent":
             low, high = _bound(d, "greater", alpha, test), _bound(d, "less", alpha, test)
-            p = max(p_of(d, -margin, "greater"), p_of(d, margin, "less"))
-            p_opp = min(1.0, 2 * min(p_of(d, margin, "greater"), p_of(d, -margin, "less")))
         elif expect == "two-sided":
-            p = min(1.0, 2 * min(p_of(d, margin, "less"), p_of(d, margin, "greater")))
             low, high = ttest_1samp(d, 0.0).confidence_interval(1 - alpha) if test == "t" \
                 else (nan, nan)
-            p_opp = nan
         else:
-            opposite = "greater" if expect == "less" else "less"
             bound = _bound(d, expect, alpha, test)
             low, high = (-np.inf, bound) if expect == "less" else (bound, np.inf)
-            p = p_of(d, margin, expect)
-            p_opp = p_of(d, margin, opposite)
     return Estimate(n, mean, float(low), float(high), float(p), float(p_opp), sd)
 
 

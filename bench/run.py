@@ -2,7 +2,8 @@
 (the sweep room, `bench.sweep`).
 
 python -m bench.run ablations/heads_grid.yaml [--set train.steps=500] [--preset small]
-    [--data enwik8] [--seeds 0,1,2] [--dry-run] [--address HOST:PORT] [--force]
+    [--data enwik8] [--seeds 0,1,2 | --seed-start 20] [--dry-run] [--address HOST:PORT]
+    [--force]
 
 Every trial config is resolved and validated before Ray or MLflow start; a user error exits 2.
 """
@@ -17,7 +18,7 @@ from bench.config import ConfigError
 from bench.sweep import feasible
 from bench.sweep.grid import add_trial_args, load_grid, resolve_trials
 from bench.sweep.plan import print_plan
-from bench.sweep.runner import sweep
+from bench.sweep.runner import looks_of, reads, sweep
 from bench.training.provenance import ROOT
 
 
@@ -47,7 +48,16 @@ def main(argv: list[str] | None = None) -> int:
         print(f"error: {err}", file=sys.stderr)
         return 2
     if args.dry_run:
-        print_plan(trials, grid.claims)
+        looks = looks_of(grid)
+        first = [t for t in trials if t.seed in looks[0]]
+        print_plan(first, grid.claims)
+        if len(looks) > 1:
+            later = [t for t in trials if t.seed not in looks[0]
+                     and reads(grid.claims, grid.grid, t.values)]
+            print(f"\nseeds.looks {grid.seeds.looks}: look 1 runs the {len(first)} trials above "
+                  f"(seeds {looks[0][0]}-{looks[0][-1]}); later looks add seeds up to "
+                  f"{looks[-1][-1]} only to the settings an undecided claim reads: at most "
+                  f"{len(later)} more trials")
         return 0
     command = shlex.join(["python", "-m", "bench.run", *(sys.argv[1:] if argv is None
                                                           else map(str, argv))])

@@ -269,6 +269,8 @@ GOOD = {"id": "th_beats_mh", "text": "talking-heads beats multi-head at each h",
         "expect": "less"}
 BAD = {
     "unknown metric": {"metric": "dev_bcp"},
+    "the split that chose the checkpoint": {"metric": "final_dev_bpc"},
+    "a probe on the dev split": {"metric": "probe_bpc.recall"},
     "key not in the grid": {"rows": {"model.span": 32}},
     "value not in the grid": {"rows": {"model.variant": "logits-only"}},
     "varied key left loose": {"at_each": []},

@@ -442,7 +442,7 @@ def test_findings_from_the_sweeps_grid_file(store, tmp_path):
                     seed=seed, grid_keys=keys,
                     result={"head_spans": spans} if variant == "adaptive" else None)
     paths, printed = render(store, "claimed", tmp_path / "out", sweep=parent)
-    assert {"findings.md", "findings.csv", "runs.csv"} <= {p.name for p in paths}
+    assert {"findings.md", "findings.csv", "runs.csv", "grid.yaml"} <= {p.name for p in paths}
     csv = pd.read_csv(tmp_path / "out" / "findings.csv")
     assert list(csv.columns[:11]) == ["claim", "effect", "ci_low", "ci_high", "p", "p_adj",
                                       "p_opposite", "p_opposite_adj", "level", "verdict", "look"]
@@ -664,3 +664,19 @@ def test_the_report_never_imports_the_trainer(tmp_path):
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
                           cwd=Path(__file__).resolve().parents[1])
     assert done.returncode == 2 and "no MLflow store" in done.stderr, done.stderr
+
+
+COMMITTED = sorted((Path(__file__).resolve().parents[1] / "results").rglob("runs.csv"))
+
+
+@pytest.mark.parametrize("path", COMMITTED, ids=[str(p.parent.name) for p in COMMITTED])
+def test_committed_findings_recompute_from_their_per_seed_values(path):
+    """Every committed findings.csv is what its grid's claims give on the runs.csv beside it
+    (grid.yaml: the grid file the sweep ran, as the report wrote it there)."""
+    spec = GridSpec.read(path.parent / "grid.yaml")
+    looks = spec.seeds if hasattr(spec.seeds, "looks") else None
+    again = verdicts.evaluate(spec.claims, report.read_per_seed(path), looks=looks)
+    committed = pd.read_csv(path.parent / "findings.csv")
+    cols = ["claim", "effect", "p", "p_adj", "level", "verdict", "look", "n"]
+    pd.testing.assert_frame_equal(again[cols].reset_index(drop=True), committed[cols],
+                                  check_dtype=False)

@@ -475,3 +475,29 @@ def test_concurrent_trials_lose_nothing_in_sqlite(tmp_path):
 
     with sqlite3.connect(tmp_path / "mlflow.db") as db:
         assert db.execute("PRAGMA integrity_check").fetchone() == ("ok",)
+
+
+@slow
+def test_looks_add_seeds_only_where_a_claim_is_undecided_and_a_rerun_adds_nothing(short_tmp):
+    """seeds: {looks: [2, 3]}: look 1 runs seeds 0-1 of both variants; the one claim reads only
+    multi-head and cannot be decided by 2 seeds (a sign-flip p is at least 1/4), so look 2 adds
+    seed 2 to multi-head alone; the same command again retrains nothing and logs no new run."""
+    claim = {"id": "low", "text": "multi-head is below 9 bpc", "rows": {"model.variant": "fixed"},
+             "metric": "final_test_bpc", "expect": "less", "margin": 9, "test": "sign-flip"}
+    grid = write_grid(short_tmp, "looked", seeds={"looks": [2, 3], "futility": None},
+                      claims=[claim])
+    done = bench_run([grid], short_tmp)
+    assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
+    assert "look 2 of 2, seeds 0-2: 1 trials for the undecided claims low" in done.stdout
+
+    def ran() -> list[tuple[str, int]]:
+        return sorted((r.data.params["model.variant"], int(r.data.params["seed"]))
+                      for r in trial_runs(short_tmp, "looked"))
+
+    assert ran() == [("fixed", 0), ("fixed", 1), ("fixed", 2), ("talking-heads", 0),
+                     ("talking-heads", 1)]
+    again = bench_run([grid], short_tmp)
+    assert again.returncode == 0 and again.stdout.count("0 to run") == 2, again.stdout[-3000:]
+    assert len(ran()) == 5
+    refused = bench_run([grid, "--seeds", "0,1"], short_tmp)
+    assert refused.returncode == 2 and "--seed-start" in refused.stderr

@@ -111,6 +111,8 @@ def interval(lo: float, hi: float) -> str:
 
     if pd.isna(lo) or pd.isna(hi):
         return ""
+    if np.isinf(lo) and np.isinf(hi):
+        return "unbounded (too few seeds)"
     return f"≤ {num(hi)}" if np.isneginf(lo) else f"≥ {num(lo)}" if np.isposinf(hi) else (
         f"[{num(lo)}, {num(hi)}]")
 
@@ -191,6 +193,9 @@ def render_sweep(uri: str, experiment: str, out_dir: Path, sweep: str | None = N
     if spec.claims:
         written, table, md = write_findings(data, out_dir)
         paths += written
+        if found.grid_text is not None or grid_file is not None:  # what the findings tested
+            paths.append(out_dir / "grid.yaml")
+            paths[-1].write_text(grid_file.read_text() if grid_file else found.grid_text)
         print(f"\nfindings ({written[0]}):\n{md}")
         verdicts = table.set_index("claim")["verdict"].reindex([c.id for c in spec.claims])
     if found.sweep is not None:

@@ -40,6 +40,8 @@ def costliest_first(trials: list[Trial]) -> list[Trial]:
     together (ties keep the grid's order). Work counts what a step executes (FLOPs) and what
     FLOPs do not: the elementwise passes over every head's attention scores, which make a
     layer of 32 narrow heads several times slower than one of 2 wide heads at equal FLOPs."""
+    if not trials:
+        return []
     costs = plan_table(trials)["work"].tolist()
     return [t for _, t in sorted(zip(costs, trials, strict=True), key=lambda p: -p[0])]
 

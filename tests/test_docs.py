@@ -197,9 +197,10 @@ def test_table_footnotes_explain_only_their_columns():
     """A committed table's footnote explains a cost column only if the table has it."""
     for md in sorted((ROOT / "results").rglob("*table*.md")):
         lines = md.read_text().splitlines()
-        header = next(line for line in lines if line.startswith("| "))
-        columns = {c.strip() for c in header.strip("|").split("|")}
-        note = next(line for line in lines if line.startswith("Mean ± std over n seeds"))
+        top = next(i for i, line in enumerate(lines) if line.startswith("| "))
+        columns = {c.strip() for c in lines[top].strip("|").split("|")}
+        end = next(i for i in range(top, len(lines)) if not lines[i].startswith("|"))
+        note = next(line for line in lines[end:] if line.strip())  # the table's footnote
         for col in ("#FLOPS", "Multiplies/token", "FLOPs/token"):
             assert (f"{col}:" in note) == (col in columns), (
                 f"{md.relative_to(ROOT)}: the footnote and the columns disagree on {col}")
@@ -225,3 +226,12 @@ def test_the_mixing_plugin_in_docs_runs():
         assert layer.describe()["mixing"] == "temperature"
     finally:
         registry._PRESETS.pop("temp-heads", None)
+
+
+def test_a_footnote_is_written_for_the_columns_it_explains():
+    from bench.findings.tables import note
+
+    th = note(["Model", "h", "#Params", "Multiplies/token", "dev", "test", "n"])
+    assert "Multiplies/token:" in th and "#FLOPS" not in th and "dev <probe>" not in th
+    as1 = note(["Model", "Avg. span", "#FLOPS", "dev", "dev copy", "copy floor", "n"])
+    assert "#FLOPS:" in as1 and "Multiplies/token" not in as1 and "dev <probe>" in as1

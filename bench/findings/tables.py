@@ -117,15 +117,30 @@ NOTE = ("Mean ± std over n seeds; **bold**: best (lowest) in its column; †: d
         "paired t-test, Holm-corrected across the table's rows, p_adj ≥ 0.05 or fewer than 2 "
         "paired seeds (the CSV has each row's mean difference, 95% CI, p and p_adj). The marks "
         "are descriptive, outside the grid's error family: its verdicts are in findings.md "
-        "(docs/claims.md). "
-        "#FLOPS: multiply-adds per predicted "
-        "token in the adaptive-span paper's convention (4 D² + 2 D F + 2 D s per layer, "
-        "without the relative-position term q.p or the cache re-projection, which are logged "
-        "as flops_position and flops_cache_reprojection), at the mean span over the dev split "
-        "(the paper's estimate); Multiplies/token and FLOPs/token: fvcore-counted where logged "
-        "(q.p included), else analytic at the executed windows. dev <probe>: dev bpc on a "
-        "capability probe's answers (bits per answer), beside the lowest reachable at the "
-        "model's reach (<probe> floor).")
+        "(docs/claims.md).")
+# What a column means, said under a table only when the table has that column.
+COLUMN_NOTES = {
+    "#FLOPS": "#FLOPS: multiply-adds per predicted token in the adaptive-span paper's convention "
+              "(4 D² + 2 D F + 2 D s per layer, without the relative-position term q.p or the "
+              "cache re-projection, which are logged as flops_position and "
+              "flops_cache_reprojection), at the mean span over the dev split (the paper's "
+              "estimate).",
+    "Multiplies/token": "Multiplies/token: multiply-adds per predicted token, fvcore-counted "
+                        "where logged (q.p included), else analytic at the executed windows.",
+    "FLOPs/token": "FLOPs/token: multiply-adds per predicted token, fvcore-counted where logged "
+                   "(q.p included), else analytic at the executed windows.",
+}
+PROBE_NOTE = ("dev <probe>: dev bpc on a capability probe's answers (bits per answer), beside "
+              "the lowest reachable at the model's reach (<probe> floor).")
+
+
+def note(headers: list[str]) -> str:
+    """The footnote of a table with these column headers: the shared note, then what each of
+    its cost columns means, then the probe columns' meaning if it has any."""
+    parts = [NOTE, *(text for head, text in COLUMN_NOTES.items() if head in headers)]
+    if any(h.startswith("dev ") for h in headers):
+        parts.append(PROBE_NOTE)
+    return " ".join(parts)
 
 
 def data_line(sweep: Sweep) -> str:
@@ -153,7 +168,7 @@ def write_tables(sweep: Sweep, out_dir: Path) -> list[Path]:
     nums, cells, bold = build_table(sweep, layout)
     missing = missing_lines(sweep)
     md = [f"# {sweep.name}: {title} (in shape)", "", data_line(sweep), "",
-          machine_line(sweep.runs), "", _markdown(cells, bold), "", NOTE, ""]
+          machine_line(sweep.runs), "", _markdown(cells, bold), "", note(list(cells.columns)), ""]
     if missing:
         md += [f"## Not finished ({len(missing)} of {len(missing) + len(sweep.runs)} trials)",
                "", *(f"- {line}" for line in missing), ""]

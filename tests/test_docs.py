@@ -1,0 +1,237 @@
+"""README.md and docs/*.md name only what exists: every repository path, relative link (and its
+#anchor), dotted module name and command-line option they name resolves in this checkout. A
+failure names the file and the line. Fast: the CLIs' parsers are captured as `main` builds them,
+before anything runs, and module names are resolved from the source files, not imported."""
+
+import argparse
+import ast
+import contextlib
+import importlib
+import re
+from functools import cache
+from pathlib import Path
+from unittest import mock
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+DOCS = [ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md"))]
+CLIS = ("bench.run", "bench.train", "bench.report", "bench.speed", "bench.anchors",
+        "bench.flops", "ci.regression")
+# The top-level entries a repository path may start with.
+TOPS = ("bench", "variants", "ablations", "results", "examples", "docs", "tests", "ci", ".ci")
+# Paths the commands write at run time, named in the docs but never committed.
+WRITTEN_AT_RUN_TIME = ("results/mlflow.db", "results/mlartifacts/", "results/runs/",
+                       "results/ray/")
+# Options of other programs the docs quote (mlflow ui, ray start, the adaptive-span reference's
+# enwik8 script): not attnbench's to check.
+EXTERNAL_OPTIONS = {"--backend-store-uri", "--host", "--head", "--port", "--adapt-span-cache"}
+
+_TOPS = "|".join(re.escape(t) for t in TOPS)
+PATH = re.compile(rf"(?<![\w./$~(-])((?:{_TOPS})/[\w./-]*)")
+LINK = re.compile(r"\]\(([^)\s]+)\)")
+MODULE = re.compile(r"(?<![\w./-])((?:bench|variants|ci)(?:\.\w+)+)(?!\.?\w)")
+FILE_SUFFIXES = {"md", "py", "yaml", "json", "csv", "png", "pdf", "txt", "toml", "tex"}
+COMMAND = re.compile(r"python -m ((?:bench|ci)\.\w+)([^`|#;&)]*)")
+OPTION = re.compile(r"(?<![\w-])(--[a-z][\w-]*)")
+
+
+class _Parsed(Exception):
+    """Raised in place of parsing: `main` has built its parser."""
+
+
+@cache
+def cli_options(module: str) -> frozenset[str]:
+    """The option strings of `module`'s argparse parser, captured when its `main` parses (so
+    nothing after parsing runs)."""
+    seen = []
+
+    def capture(self, args=None, namespace=None):
+        seen.append(self)
+        raise _Parsed
+
+    main = importlib.import_module(module).main
+    with mock.patch.object(argparse.ArgumentParser, "parse_known_args", capture), \
+            contextlib.suppress(_Parsed):
+        main(["--help"])
+    assert seen, f"{module}.main never parsed its arguments"
+    return frozenset(s for a in seen[0]._actions for s in a.option_strings)
+
+
+def logical_lines(text: str) -> list[tuple[int, str]]:
+    """(first line number, text) with shell continuations (a trailing backslash) joined."""
+    out, buf, start = [], "", 0
+    for no, line in enumerate(text.splitlines(), 1):
+        if not buf:
+            start = no
+        if line.endswith("\\"):
+            buf += line[:-1] + " "
+            continue
+        out.append((start, buf + line))
+        buf = ""
+    if buf:
+        out.append((start, buf))
+    return out
+
+
+def slugs(path: Path) -> set[str]:
+    """GitHub's anchors for the headings of a markdown file."""
+    heads = re.findall(r"^#+\s+(.*)$", path.read_text(), re.M)
+    return {re.sub(r"[^\w\- ]", "", h.strip().lower()).replace(" ", "-") for h in heads}
+
+
+@cache
+def top_names(source: Path) -> frozenset[str]:
+    """Names defined at the top of a module: functions, classes, assignments, imports."""
+    names = set()
+    for node in ast.parse(source.read_text()).body:
+        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+            names.add(node.name)
+        elif isinstance(node, (ast.Assign, ast.AnnAssign)):
+            targets = node.targets if isinstance(node, ast.Assign) else [node.target]
+            names |= {n.id for t in targets for n in ast.walk(t) if isinstance(n, ast.Name)}
+        elif isinstance(node, (ast.Import, ast.ImportFrom)):
+            names |= {(a.asname or a.name).split(".")[0] for a in node.names}
+    return frozenset(names)
+
+
+def module_ok(dotted: str) -> bool:
+    """`dotted` is a module of the repository, or a module and a name defined at its top."""
+    parts = dotted.split(".")
+    for i in range(len(parts), 0, -1):
+        base = ROOT.joinpath(*parts[:i])
+        source = base / "__init__.py" if base.is_dir() else base.with_suffix(".py")
+        if source.is_file():
+            rest = parts[i:]
+            return not rest or rest[0] in top_names(source)
+    return False
+
+
+def problems(path: Path, text: str | None = None) -> list[str]:
+    """What `path` (or `text`, as if it were at `path`) names that does not exist, one line each,
+    starting with the file and the line."""
+    rel = path.relative_to(ROOT)
+    known = frozenset().union(*(cli_options(m) for m in CLIS)) | EXTERNAL_OPTIONS
+    out = []
+    for no, line in logical_lines(path.read_text() if text is None else text):
+        where = f"{rel}:{no}"
+        for m in PATH.finditer(line):
+            name = m.group(1).rstrip(".")
+            follows = line[m.end():m.end() + 3]
+            if follows.startswith(("<", "{", "*", "...")):
+                continue  # a pattern (results/<grid>/), not a path
+            if name.startswith(WRITTEN_AT_RUN_TIME) or name in WRITTEN_AT_RUN_TIME:
+                continue
+            if not (ROOT / name).exists():
+                out.append(f"{where}: names `{name}`, which does not exist")
+        for m in LINK.finditer(line):
+            target = m.group(1)
+            if re.match(r"[a-z]+:", target):
+                continue  # http:, mailto:
+            file, _, anchor = target.partition("#")
+            dest = (path.parent / file).resolve() if file else path
+            if not dest.exists():
+                out.append(f"{where}: links to `{target}`, which does not exist")
+            elif anchor and dest.suffix == ".md" and anchor not in slugs(dest):
+                out.append(f"{where}: links to `{target}`: no heading `#{anchor}` in {file}")
+        for m in MODULE.finditer(line):
+            if m.group(1).rsplit(".", 1)[1] in FILE_SUFFIXES:
+                continue  # a file name (variants.md), not a module
+            if not module_ok(m.group(1)):
+                out.append(f"{where}: names `{m.group(1)}`, which is no module or name of it")
+        checked = set()
+        for m in COMMAND.finditer(line):
+            module, args = m.groups()
+            if module not in CLIS:
+                out.append(f"{where}: `python -m {module}` is not one of the checked CLIs")
+                continue
+            for opt in OPTION.findall(args):
+                checked.add(opt)
+                if opt not in cli_options(module):
+                    out.append(f"{where}: `python -m {module}` has no option `{opt}`")
+        for opt in OPTION.findall(line):
+            if opt not in checked and opt not in known:
+                out.append(f"{where}: `{opt}` is an option of none of {', '.join(CLIS)}")
+    return list(dict.fromkeys(out))
+
+
+@pytest.mark.parametrize("path", DOCS, ids=lambda p: str(p.relative_to(ROOT)))
+def test_docs_name_only_what_exists(path):
+    found = problems(path)
+    assert not found, "\n".join(found)
+
+
+def test_the_check_fails_on_what_does_not_exist():
+    text = ("ok `bench/run.py`\nsee `bench/claims.py` and [x](missing.md)\n"
+            "```bash\npython -m bench.run ablations/smoke.yaml \\\n  --no-such-option\n"
+            "```\n`bench.findings.layouts.NO_SUCH` `--seeds` [y](claims.md#no-anchor)\n")
+    found = problems(ROOT / "docs" / "_bad_for_test.md", text)
+    assert found == [
+        "docs/_bad_for_test.md:2: names `bench/claims.py`, which does not exist",
+        "docs/_bad_for_test.md:2: links to `missing.md`, which does not exist",
+        "docs/_bad_for_test.md:4: `python -m bench.run` has no option `--no-such-option`",
+        "docs/_bad_for_test.md:7: links to `claims.md#no-anchor`: no heading `#no-anchor` in "
+        "claims.md",
+        "docs/_bad_for_test.md:7: names `bench.findings.layouts.NO_SUCH`, which is no module "
+        "or name of it",
+    ]
+
+
+def test_the_readme_is_a_front_door():
+    lines = (ROOT / "README.md").read_text().splitlines()
+    assert len(lines) <= 200, f"README.md has {len(lines)} lines (at most 200)"
+    first = "\n".join(lines[:40])
+    assert "python -m bench.run ablations/heads_grid.yaml" in first
+    assert ".venv/bin/python -m pytest" in first  # the test command as .ci/run calls it
+    assert "results/heads_grid/findings.md" in first
+
+
+def test_the_worked_example_in_docs_is_the_plugin_file():
+    text = (ROOT / "docs" / "variants.md").read_text()
+    block = re.search(r"<!-- example: add a variant -->\n```python\n(.*?)```", text, re.S)
+    assert block, "docs/variants.md lost its add-a-variant example"
+    assert block.group(1) == (ROOT / "examples" / "decay_plugin.py").read_text()
+
+
+def test_table_footnotes_explain_only_their_columns():
+    """A committed table's footnote explains a cost column only if the table has it."""
+    for md in sorted((ROOT / "results").rglob("*table*.md")):
+        lines = md.read_text().splitlines()
+        top = next(i for i, line in enumerate(lines) if line.startswith("| "))
+        columns = {c.strip() for c in lines[top].strip("|").split("|")}
+        end = next(i for i in range(top, len(lines)) if not lines[i].startswith("|"))
+        note = next(line for line in lines[end:] if line.strip())  # the table's footnote
+        for col in ("#FLOPS", "Multiplies/token", "FLOPs/token"):
+            assert (f"{col}:" in note) == (col in columns), (
+                f"{md.relative_to(ROOT)}: the footnote and the columns disagree on {col}")
+
+
+def test_the_mixing_plugin_in_docs_runs():
+    import torch
+
+    import variants
+    from variants import registry
+
+    text = (ROOT / "docs" / "variants.md").read_text()
+    block = re.search(r"<!-- example: mixing plugin -->\n```python\n(.*?)```", text, re.S)
+    assert block, "docs/variants.md lost its mixing-policy example"
+    try:
+        exec(compile(block.group(1), "docs/variants.md", "exec"), {})
+        assert variants.options("temp-heads")["temp_init"].annotation is float
+        layer = variants.build("temp-heads", d_model=32, n_heads=4, span=16, temp_init=2.0)
+        x = torch.randn(1, 20, 32, requires_grad=True)
+        y = layer(x)
+        y[:, 5].sum().backward()
+        assert y.shape == (1, 20, 32) and (x.grad[:, 6:] == 0).all()  # still causal
+        assert layer.describe()["mixing"] == "temperature"
+    finally:
+        registry._PRESETS.pop("temp-heads", None)
+
+
+def test_a_footnote_is_written_for_the_columns_it_explains():
+    from bench.findings.tables import note
+
+    th = note(["Model", "h", "#Params", "Multiplies/token", "dev", "test", "n"])
+    assert "Multiplies/token:" in th and "#FLOPS" not in th and "dev <probe>" not in th
+    as1 = note(["Model", "Avg. span", "#FLOPS", "dev", "dev copy", "copy floor", "n"])
+    assert "#FLOPS:" in as1 and "Multiplies/token" not in as1 and "dev <probe>" in as1

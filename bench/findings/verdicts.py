@@ -222,8 +222,7 @@ def _test(c: Claim, margin: float | None, pairs: list, runs: pd.DataFrame,
     values, shape = _sample(c, runs, missing, pairs, seeds)
     est = stats.estimate(values, c.expect, margin, exact=c.metric in EXACT, test=c.test)
     out = {"effect": est.effect, "ci_low": est.ci_low, "ci_high": est.ci_high, "p": est.p,
-           "p_opposite": est.p_opposite, "n": est.n, "sd": est.sd, "reason": shape,
-           "values": values}
+           "p_opposite": est.p_opposite, "n": est.n, "sd": est.sd, "reason": shape}
     if est.n < MIN_SEEDS:  # the numbers are shown, the verdict waits
         return out | {"reason": f"{est.n} paired seeds; a verdict needs {MIN_SEEDS}",
                       "usable": False}
@@ -287,13 +286,13 @@ def _judge(c: Claim, tests: list[dict], level: float, last: bool, futility: floa
 def _report(c: Claim, tests: list[dict], state: str, look: int, looks: list[int],
             level: float) -> list[dict]:
     """The claim's rows as printed: verdicts in words, when it settled, the replication
-    probability of a settled test, what an inconclusive one could detect (at the last look's
-    level, seeds needed at the 95% upper bound of its std)."""
+    probability of each test's verdict (that a fresh seed set of the same size gets it again),
+    what an inconclusive one could detect (at the last look's level, seeds needed at the 95%
+    upper bound of its std)."""
     where = f"{look + 1} of {len(looks)}"
     final = sequential.boundaries(tuple(looks))[-1]
     for t in tests:
         t["look"] = where
-        values = t.pop("values", None)
         if not t.pop("usable", False):
             t.setdefault("verdict", "inconclusive")
             continue
@@ -301,11 +300,12 @@ def _report(c: Claim, tests: list[dict], state: str, look: int, looks: list[int]
         if state == "futile":
             t["reason"] = "; ".join(filter(None, [t["reason"], f"stopped for futility at look "
                                                   f"{where}: p_adj above the futility bound"]))
-        if t["verdict"] in ("reproduced", "contradicted"):
-            p = t["p_adj"] if t["verdict"] == "reproduced" else t["p_opposite_adj"]
-            t["p_replicate"] = stats.replication(p, level, n, c.test)
-        elif t["sd"] > 0:
-            est = stats.estimate(values, c.expect, t["margin"], test=c.test)
+        again = {d: stats.replication(t[key], level, n, c.test) for d, key in (
+            ("reproduced", "p_adj"), ("contradicted", "p_opposite_adj"))}
+        t["p_replicate"] = again.get(t["verdict"], 1 - sum(again.values()))
+        if t["verdict"] == "inconclusive" and t["sd"] > 0:
+            est = stats.Estimate(n, t["effect"], t["ci_low"], t["ci_high"], t["p"],
+                                 t["p_opposite"], t["sd"])
             seen = stats.detectable(est, c.expect, t["margin"], final)
             upper = stats.detectable(est, c.expect, t["margin"], final,
                                      sd=stats.sd_upper(t["sd"], n))

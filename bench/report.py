@@ -18,9 +18,9 @@ from bench import plugins
 from bench.config import ConfigError
 from bench.findings.report import ReportError, render_sweep
 from bench.findings.spec import GridSpec
+from bench.provenance import ROOT
 from bench.tracking.names import default_uri
 from bench.tracking.reader import StoreError
-from bench.training.provenance import ROOT
 
 
 def main(argv: list[str] | None = None) -> int:

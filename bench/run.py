@@ -14,11 +14,11 @@ from pathlib import Path
 
 from bench import plugins
 from bench.config import ConfigError
+from bench.provenance import ROOT
 from bench.sweep import feasible
 from bench.sweep.grid import add_trial_args, load_grid, resolve_trials
 from bench.sweep.plan import print_plan
 from bench.sweep.runner import sweep
-from bench.training.provenance import ROOT
 
 
 def main(argv: list[str] | None = None) -> int:

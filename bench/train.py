@@ -8,9 +8,8 @@ import sys
 import time
 from pathlib import Path
 
-from bench import data, plugins
+from bench import data, plugins, provenance
 from bench.config import PRESETS, ConfigError, parse_sets, resolve, set_dotted
-from bench.training import provenance
 from bench.training.loop import Diverged, train
 
 __all__ = ["main", "train"]

@@ -16,8 +16,8 @@ from pathlib import Path
 
 import pandas as pd
 
+from bench import provenance
 from bench.config import drop_untaken, parse_sets, resolve
-from bench.training import provenance
 from bench.training.loop import train
 
 ROOT = provenance.ROOT

@@ -13,14 +13,13 @@ import torch
 from mlflow import MlflowClient
 from mlflow.entities import Param
 
-from bench import data
+from bench import data, provenance
 from bench.config import resolve
 from bench.data.synthetic import synthetic as synthetic_corpus
 from bench.findings import report
 from bench.sweep import grid as grids
 from bench.sweep import runner
 from bench.tracking import names, reader, store, writer
-from bench.training import provenance
 from bench.training.checkpoint import load_checkpoint
 from bench.training.loop import train
 

@@ -11,8 +11,8 @@ from pydantic import ValidationError
 import variants
 from bench import data
 from bench.config import parse_sets, resolve
+from bench.record import Evaluation, RunResult
 from bench.train import main, train
-from bench.training.record import Evaluation, RunResult
 
 SHARED = Path(__file__).resolve().parents[2] / "shared" / "data"
 needs_shared = pytest.mark.skipif(not (SHARED / "enwik8.head").exists(),

@@ -13,8 +13,8 @@ from matplotlib.backends.backend_agg import FigureCanvasAgg
 from matplotlib.figure import Figure
 from matplotlib.ticker import EngFormatter
 
+from bench.record import RunResult
 from bench.tracking import reader
-from bench.training.record import RunResult
 
 from .layouts import FIGURES
 from .numbers import num

@@ -12,9 +12,9 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
+from bench.provenance import identity
 from bench.tracking import reader
 from bench.tracking.names import CLAIM
-from bench.training.provenance import identity
 
 from . import claims, stats, verdicts
 from .figures import run_result, write_figures

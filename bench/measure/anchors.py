@@ -21,12 +21,12 @@ import pandas as pd
 import torch
 import torch.nn.functional as F
 
-from bench import data
+from bench import data, provenance
 from bench.config import Config, drop_untaken, merge, parse_sets, resolve
 from bench.model import create_model
 from bench.model.cost import executed_flops
-from bench.training import precision, provenance
-from bench.training.provenance import device as pick_device
+from bench.provenance import device as pick_device
+from bench.training import precision
 from bench.training.step import make_optimizer, train_step
 
 from .speed import matmul_peak, sync

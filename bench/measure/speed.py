@@ -12,11 +12,12 @@ import pandas as pd
 import torch
 import torch.nn.functional as F
 
+from bench import provenance
 from bench.config import Config, merge, parse_sets, resolve
 from bench.model import TransformerLM, create_model
 from bench.model.cost import analytic_flops, executed_flops, set_spans
-from bench.training import precision, provenance
-from bench.training.provenance import device as pick_device
+from bench.provenance import device as pick_device
+from bench.training import precision
 from bench.training.step import make_optimizer, maybe_compile, train_step
 from variants import build as build_layer
 

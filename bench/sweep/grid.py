@@ -21,7 +21,7 @@ from pydantic import (
     model_validator,
 )
 
-from bench import data
+from bench import data, provenance
 from bench.config import (
     PRESETS,
     Config,
@@ -40,7 +40,7 @@ from bench.findings.claims import Claim
 from bench.findings.claims import check as check_claims
 from bench.findings.spec import ReportSpec
 from bench.tracking.names import EVAL_METRICS
-from bench.training import precision, provenance
+from bench.training import precision
 from bench.training.loop import load_corpus
 
 FREE = ("model.attn.", "data.")  # typed by the variant's and the corpus's signatures

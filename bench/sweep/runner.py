@@ -20,12 +20,11 @@ from typing import Any
 import pandas as pd
 import torch
 
-from bench import data, plugins
+from bench import data, plugins, provenance
 from bench.config import Config, ConfigError
+from bench.record import Evaluation, RunResult
 from bench.tracking import names, reader, store, writer
-from bench.training import provenance
 from bench.training.loop import Diverged, train
-from bench.training.record import Evaluation, RunResult
 
 from .grid import Grid, Trial
 from .plan import costliest_first

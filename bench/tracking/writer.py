@@ -21,8 +21,8 @@ from mlflow.utils.mlflow_tags import (
     MLFLOW_SOURCE_TYPE,
 )
 
-from bench.training import provenance
-from bench.training.record import Evaluation, RunResult
+from bench import provenance
+from bench.record import Evaluation, RunResult
 
 from .names import (
     DATASET_KEYS,

@@ -13,17 +13,17 @@ import numpy as np
 import torch
 from tqdm import tqdm
 
-from bench import data
+from bench import data, provenance
 from bench.config import Config
 from bench.model import TransformerLM, create_model
 from bench.model.cost import cost
 from bench.model.count import counted_flops
+from bench.record import Evaluation, RunResult
 
-from . import precision, provenance
+from . import precision
 from .checkpoint import load_checkpoint, rng_state, save_atomic, set_rng_state
 from .evaluate import LN2, dynamic_trace, evaluate, mixing_matrices
 from .memory import keep_heap, peak_memory_mb, start_run
-from .record import Evaluation, RunResult
 from .step import make_optimizer, maybe_compile, train_step
 
 Report = Callable[[Evaluation, Path | None], None]

@@ -9,6 +9,7 @@ from pathlib import Path
 import torch
 
 ROOT = Path(__file__).resolve().parents[1]
+RESULTS = ROOT / "results"  # the default results folder: runs, sweeps, the MLflow store
 PACKAGES = ("torch", "numpy", "ray", "mlflow", "fvcore", "pandas", "pydantic", "attnbench")
 
 

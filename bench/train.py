@@ -35,7 +35,7 @@ def main(argv: list[str] | None = None) -> int:
         if args.data:
             set_dotted(tree, "data.name", args.data)
         cfg = resolve(tree, args.preset)
-        out = args.out or provenance.ROOT / "results" / "runs" / (
+        out = args.out or provenance.RESULTS / "runs" / (
             f"{cfg.model.variant}-{time.strftime('%Y%m%d-%H%M%S')}")
         r = train(cfg, out, progress=not args.no_progress, resume=not args.fresh)
     except (ConfigError, data.DataError) as err:

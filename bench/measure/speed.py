@@ -223,7 +223,7 @@ def log_mlflow(df: pd.DataFrame, args: dict) -> None:
 
     from bench.tracking.store import experiment_id, tracking_uri
 
-    uri = tracking_uri(None, provenance.ROOT / "results")
+    uri = tracking_uri(None)
     mlflow.set_tracking_uri(uri)
     exp = experiment_id(MlflowClient(uri), "speed", uri)
     with mlflow.start_run(experiment_id=exp, run_name=f"speed-{time.strftime('%Y%m%d-%H%M%S')}"):

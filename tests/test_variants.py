@@ -518,6 +518,29 @@ def test_policies_passed_as_classes():
         Attention(D, H, S, mixing=torch.nn.Linear)
 
 
+def test_the_mixing_class_says_which_heads_may_differ():
+    """check_heads asks the mixing class, not its registered name: a plugin's subclass of
+    MultiHead (no projection) is refused h != h_k as `none` is; a talking-heads subclass with
+    both projections maps h_k -> h -> h_v as `both` does."""
+    from variants.attention import Attention
+    from variants.mixing import DynamicTalkingHeads, MultiHead
+
+    class Plain(MultiHead):
+        pass
+
+    class Dyn(DynamicTalkingHeads):
+        pass
+
+    for mixing in ("none", Plain):
+        with pytest.raises(ValueError, match="h=2 is invalid: expected h == h_k=4"):
+            Attention(D, H, S, mixing=mixing, h=2)
+        with pytest.raises(ValueError, match="h_v=2 is invalid: expected h_v == h=4"):
+            Attention(D, H, S, mixing=mixing, h_v=2)
+    for mixing in ("dynamic", Dyn):
+        layer = Attention(D, H, S, mixing=mixing, h_k=2, h=8, h_v=2)
+        assert (layer.mixing.h_k, layer.mixing.h, layer.mixing.h_v) == (2, 8, 2)
+
+
 def test_a_variant_owns_its_options():
     """Each option goes to the part whose constructor names it, with its default written there
     once; `options(name)` is what the parts take (an override of a policy changes it); an

@@ -13,10 +13,11 @@ import sys
 from pathlib import Path
 
 from bench import plugins
+from bench.cli import add_trial_args
 from bench.config import ConfigError
 from bench.provenance import RESULTS
 from bench.sweep import feasible
-from bench.sweep.grid import add_trial_args, load_grid, resolve_trials
+from bench.sweep.grid import load_grid, resolve_trials
 from bench.sweep.plan import print_plan
 from bench.sweep.runner import sweep
 

@@ -9,7 +9,8 @@ import time
 from pathlib import Path
 
 from bench import data, plugins, provenance
-from bench.config import PRESETS, ConfigError, parse_sets, resolve, set_dotted
+from bench.cli import add_preset, add_set
+from bench.config import ConfigError, parse_sets, resolve, set_dotted
 from bench.training.loop import Diverged, train
 
 __all__ = ["main", "train"]
@@ -20,9 +21,8 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--variant", help="registered variant name (model.variant)")
     p.add_argument("--data", help="registered dataset: synthetic, enwik8, text8, file, or a "
                    "plugin's (data.name)")
-    p.add_argument("--preset", default="tiny", choices=sorted(PRESETS))
-    p.add_argument("--set", dest="sets", action="append", default=[], metavar="KEY=VALUE",
-                   help="override one config key, e.g. train.steps=500 (repeatable)")
+    add_preset(p)
+    add_set(p)
     p.add_argument("--out", type=Path, help="run directory (default results/runs/<variant>-<time>)")
     p.add_argument("--fresh", action="store_true", help="ignore an existing checkpoint")
     p.add_argument("--no-progress", action="store_true")

@@ -26,10 +26,9 @@ from bench.config import Config, drop_untaken, merge, parse_sets, resolve
 from bench.model import create_model
 from bench.model.cost import executed_flops
 from bench.provenance import device as pick_device
-from bench.training import precision
 from bench.training.step import make_optimizer, train_step
 
-from .speed import matmul_peak, sync
+from .speed import bf16_fallback, matmul_peak, sync
 
 DATA = provenance.ROOT.parent / "shared" / "data" / "enwik8.head"
 WARMUP_STEPS = 3  # untimed, per system, before the first round
@@ -260,9 +259,7 @@ def measure(cfgs: dict[str, Config], corpus: data.Corpus, nanogpt: ModuleType,
     device has no native bf16, the setting says why and only fp32 is timed."""
     fixed = cfgs["fixed"]
     dev = pick_device(fixed.train.device)
-    why = precision.bf16_unsupported(dev) if amp else None
-    if why:
-        print(f"--amp: timing fp32 only, because {why}", file=sys.stderr, flush=True)
+    why = bf16_fallback(dev, amp)
     amp = amp and not why
     found = systems(cfgs, nanogpt, reference, corpus.vocab_size, dev, amp)
     todo = batches(corpus, fixed, WARMUP_STEPS + steps * rounds, dev)

@@ -65,6 +65,15 @@ def sync(dev: torch.device) -> None:
         torch.cuda.synchronize(dev)
 
 
+def bf16_fallback(dev: torch.device, amp: bool) -> str | None:
+    """Why --amp (`amp`) times fp32 only on `dev`, said on stderr as well; None where bf16
+    autocast is timed too, or not asked (speed and anchors fall back alike)."""
+    why = precision.bf16_unsupported(dev) if amp else None
+    if why:
+        print(f"--amp: timing fp32 only, because {why}", file=sys.stderr, flush=True)
+    return why
+
+
 def saved_bytes(model: TransformerLM, x: torch.Tensor, cache: list, amp: bool = False) -> int:
     """Bytes of the distinct storages autograd keeps for backward in one forward, in the
     precision the step runs in (`amp`: bf16 autocast, as the trainer's step): the activation
@@ -164,10 +173,7 @@ def run(configs: dict[Case, Config], repeats: int, compile_: bool, amp: bool = F
     row's precision, measured in this process."""
     cfg = next(iter(configs.values()))
     dev = pick_device(cfg.train.device)
-    why = precision.bf16_unsupported(dev) if amp else None
-    if why:
-        print(f"--amp: timing fp32 only, because {why}", file=sys.stderr, flush=True)
-    modes = [False, True] if amp and not why else [False]
+    modes = [False, True] if amp and not bf16_fallback(dev, amp) else [False]
     peaks = {m: matmul_peak(dev, torch.bfloat16 if m else torch.float32) for m in modes}
     # torch.compile's recompile limit counts per code object, and every case's model shares
     # TransformerLM.forward: without room for each, later cases would silently run eagerly.

@@ -223,24 +223,6 @@ def drop_preset_keys(tree: dict, preset: dict) -> dict:
     return out
 
 
-def add_trial_args(p: argparse.ArgumentParser) -> None:
-    """--set, --preset, --data and --seeds: what turns a grid file into its trials."""
-    p.add_argument("--set", dest="sets", action="append", default=[], metavar="KEY=VALUE",
-                   help="override a config key in every trial (pins a grid axis); repeatable")
-    p.add_argument("--preset", choices=sorted(PRESETS),
-                   help="model/train preset; wins over the sizes the grid's base sets")
-    p.add_argument("--data", help="registered dataset (data.name); drops the base's options "
-                   "of another corpus")
-    p.add_argument("--seeds", type=seeds_arg, help="comma-separated seeds, e.g. 0,1,2")
-
-
-def seeds_arg(text: str) -> list[int]:
-    try:
-        return [int(s) for s in text.split(",")]
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"{text!r}: expected integers like 0,1,2") from None
-
-
 def apply_cli(grid: Grid, args: argparse.Namespace) -> tuple[dict, str | None]:
     """The base tree and preset after --preset, --data, --seeds and --set."""
     base = {k: getattr(grid.base, k) for k in ("model", "data", "train")}

@@ -12,7 +12,6 @@ import pandas as pd
 import torch
 import torch.nn.functional as F
 
-from bench import provenance
 from bench.config import Config, merge, parse_sets, resolve
 from bench.model import TransformerLM, create_model
 from bench.model.cost import analytic_flops, executed_flops, set_spans
@@ -223,17 +222,10 @@ def run(configs: dict[Case, Config], repeats: int, compile_: bool, amp: bool = F
 
 
 def log_mlflow(df: pd.DataFrame, args: dict) -> None:
-    """One run in experiment 'speed' (artifacts beside an sqlite db, as the runner keeps them)."""
-    import mlflow
-    from mlflow import MlflowClient
+    """One run in experiment 'speed' (the store's default: $MLFLOW_TRACKING_URI, else the
+    results folder's)."""
+    from bench.tracking.store import tracking_uri
+    from bench.tracking.writer import log_measurement
 
-    from bench.tracking.store import experiment_id, tracking_uri
-
-    uri = tracking_uri(None)
-    mlflow.set_tracking_uri(uri)
-    exp = experiment_id(MlflowClient(uri), "speed", uri)
-    with mlflow.start_run(experiment_id=exp, run_name=f"speed-{time.strftime('%Y%m%d-%H%M%S')}"):
-        mlflow.log_params({k: str(v) for k, v in args.items()} | provenance.versions())
-        mlflow.log_param("git_commit", provenance.git_commit())
-        mlflow.log_metric("matmul_gflops", df.attrs["matmul_gflops"])
-        mlflow.log_table(df, artifact_file="speed.json")
+    log_measurement(tracking_uri(None), "speed", {k: str(v) for k, v in args.items()},
+                    {"matmul_gflops": df.attrs["matmul_gflops"]}, df, "speed.json", "bench.speed")

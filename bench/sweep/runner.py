@@ -232,6 +232,7 @@ def sweep(grid: Grid, trials: list[Trial], args: argparse.Namespace, command: st
     uri = store.tracking_uri(args.tracking_uri, args.results_dir)
     client = store.open_store(uri)
     exp = store.experiment_id(client, grid.name, uri)
+    writer.end_lost_sweeps(client, exp)
     runs = reader.trial_runs(client, exp)
     now = provenance.identity()
     stale = stale_results(trials, runs, now)
@@ -255,7 +256,7 @@ def sweep(grid: Grid, trials: list[Trial], args: argparse.Namespace, command: st
         where = {"uri": uri, "experiment": exp, "parent": parent, "source": source}
         for t in todo:  # unfinished runs of earlier sweeps continue under this one
             if t.hash not in fresh and runs.get(t.hash):
-                client.set_tag(runs[t.hash][0].info.run_id, names.PARENT, parent)
+                writer.adopt(client, runs[t.hash][0].info.run_id, parent)
         ended: set[str] = set()  # trials whose run the worker or the callback closed
         try:
             print(start_ray(args.address))
@@ -273,8 +274,8 @@ def sweep(grid: Grid, trials: list[Trial], args: argparse.Namespace, command: st
     table = summary(client, exp, trials, now)
     failed = bool(table.status.isin(["FAILED", "NOT RUN"]).any())
     if parent:
-        client.set_terminated(parent, "KILLED" if interrupted else
-                              "FAILED" if failed else "FINISHED")
+        writer.end_sweep(client, parent, "KILLED" if interrupted else
+                         "FAILED" if failed else "FINISHED")
     print("\n" + table.astype(object).where(table.notna(), None).to_markdown(
         index=False, floatfmt=".4f", intfmt=",", missingval="-"))
     if parent and not interrupted and not args.no_report:

@@ -541,6 +541,36 @@ def test_the_mixing_class_says_which_heads_may_differ():
         assert (layer.mixing.h_k, layer.mixing.h, layer.mixing.h_v) == (2, 8, 2)
 
 
+def test_the_first_dynamic_names_are_aliases_of_the_same_model():
+    """`dynamic` (variant, span policy) is `dynamic-span` and mixing `dynamic` is
+    `dynamic-projections`: under either name the same layer, parameter for parameter and
+    output for output; names() lists the unambiguous names only."""
+    from variants.attention import Attention
+
+    assert "dynamic-span" in variants.names() and "dynamic" not in variants.names()
+    x = torch.randn(2, 16, D)
+    pairs = [(lambda: build("dynamic", gate_bias=0.0),
+              lambda: build("dynamic-span", gate_bias=0.0)),
+             (lambda: Attention(D, H, S, span_policy="dynamic", gate_bias=0.0),
+              lambda: Attention(D, H, S, span_policy="dynamic-span", gate_bias=0.0)),
+             (lambda: Attention(D, H, S, mixing="dynamic"),
+              lambda: Attention(D, H, S, mixing="dynamic-projections"))]
+    for old, new in pairs:
+        torch.manual_seed(0)
+        a = old()
+        torch.manual_seed(0)
+        b = new()
+        assert a.describe() == b.describe()
+        assert all(torch.equal(p, q) for p, q in zip(a.state_dict().values(),
+                                                      b.state_dict().values(), strict=True))
+        assert torch.equal(a(x), b(x))
+    assert variants.options("dynamic") == variants.options("dynamic-span")
+    assert build("talking-heads-dynamic").describe()["mixing"] == build(
+        "fixed", mixing="dynamic").describe()["mixing"]
+    with pytest.raises(ValueError, match="already registered"):
+        variants.register("dynamic")
+
+
 def test_a_variant_owns_its_options():
     """Each option goes to the part whose constructor names it, with its default written there
     once; `options(name)` is what the parts take (an override of a policy changes it); an

@@ -189,7 +189,7 @@ def test_z_clamped_and_span_loss():
             assert (z >= 0).all() and (z <= 1).all()
     set_z(layer, torch.tensor([0.0, 0.25, 0.5, 1.0]))
     z = S * torch.tensor([0.0, 0.25, 0.5, 1.0])
-    assert torch.isclose(layer.span_loss(), 0.5 / H * z.sum())
+    assert torch.isclose(layer.span_penalty(), 0.5 / H * z.sum())
     assert torch.allclose(layer.spans(), (z + 32).clamp(max=S))
 
 
@@ -439,7 +439,7 @@ def test_dynamic_soft_mask_gate_gradient_and_penalty():
     layer = soft_layer("dynamic", gate_bias=-1.0, span_loss=0.5)
     gate = layer.span_policy.gate
     x, g = torch.randn(2, 20, 16), torch.randn(2, 20, 16)
-    ((layer(x) * g).sum() + layer.span_loss()).backward()
+    ((layer(x) * g).sum() + layer.span_penalty()).backward()
     got = [gate.weight.grad.clone(), gate.bias.grad.clone()]
     layer.zero_grad()
     z = 16 * torch.sigmoid(x @ gate.weight.T + gate.bias)  # (B, M, h)
@@ -448,7 +448,7 @@ def test_dynamic_soft_mask_gate_gradient_and_penalty():
     penalty = 0.5 * z.sum() / z.numel()
     ((ref * g).sum() + penalty).backward()
     assert torch.allclose(layer(x), ref, atol=1e-5)
-    assert torch.isclose(layer.span_loss(), penalty)
+    assert torch.isclose(layer.span_penalty(), penalty)
     for a, b in zip(got, (gate.weight.grad, gate.bias.grad), strict=True):
         assert torch.allclose(a, b, atol=1e-4)
 

@@ -225,7 +225,9 @@ class Attention(nn.Module):
         learned, and trim the window to them. A ValueError where the spans are not learned."""
         self.span_policy.set_spans(spans)
 
-    def span_loss(self) -> Tensor:
+    def span_penalty(self) -> Tensor:
+        """The span policy's penalty on its spans, lambda (the option `span_loss`) times their
+        mean: added to the language-modelling loss."""
         return self.span_policy.loss()
 
     def spans(self) -> Tensor:

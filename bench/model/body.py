@@ -107,8 +107,9 @@ class TransformerLM(nn.Module):
         unscored before it scores)."""
         return reach(b.attn.cache_size for b in self.blocks)
 
-    def span_loss(self) -> Tensor:
-        return sum(b.attn.span_loss() for b in self.blocks)
+    def span_penalty(self) -> Tensor:
+        """Every layer's `Attention.span_penalty`, summed."""
+        return sum(b.attn.span_penalty() for b in self.blocks)
 
     def spans(self) -> list[Tensor]:
         """Per layer, (h,) effective span of each head."""

@@ -42,7 +42,7 @@ def test_identity_mixing_equals_multihead(name, width):
 
 
 def fold_into_gbma(layer):
-    """GBMA weights equal to a multi-head / talking-heads layer (SPEC section 5)."""
+    """GBMA weights equal to a multi-head / talking-heads layer (docs/variants.md)."""
     m = layer.mixing
     Pq = m.W_q.view(D, m.h_k, m.d_k) / math.sqrt(m.d_k)
     Pk = m.W_k.view(D, m.h_k, m.d_k)

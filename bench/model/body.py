@@ -1,4 +1,4 @@
-"""The transformer body shared by every variant (SPEC section 3)."""
+"""The transformer body shared by every variant (docs/variants.md)."""
 
 import math
 from collections.abc import Iterable

@@ -7,7 +7,7 @@ from torch import Tensor, nn
 
 
 class MixingPolicy(nn.Module):
-    """Projections and head mixing of one attention layer (SPEC section 5).
+    """Projections and head mixing of one attention layer (docs/variants.md).
 
     The layer calls `query(x)` and `memory(mem)` once per block, then, per chunk of queries
     start..start+c-1 over a band of W keys, `logits(q, kv, start, W)` -> (B, h, c, W) (the span

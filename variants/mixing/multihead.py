@@ -1,4 +1,4 @@
-"""Multi-head attention projections (SPEC section 5), and talking heads: multi-head with the
+"""Multi-head attention projections (docs/variants.md), and talking heads: multi-head with the
 learned head-mixing maps P_l and P_w."""
 
 import math

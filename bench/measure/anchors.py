@@ -8,7 +8,6 @@ models.py), never copied.
 """
 
 import contextlib
-import importlib.util
 import statistics
 import sys
 import time
@@ -25,6 +24,7 @@ from bench import data, provenance
 from bench.config import Config, drop_untaken, merge, parse_sets, resolve
 from bench.model import create_model
 from bench.model.cost import executed_flops
+from bench.plugins import exec_file
 from bench.provenance import device as pick_device
 from bench.training.step import make_optimizer, train_step
 
@@ -147,16 +147,10 @@ class Attnbench:
 def import_file(file: Path, name: str, needs: tuple[str, ...]) -> ModuleType:
     """`file` executed as module `name`, with its own directory on sys.path while it runs (for
     its sibling imports); AnchorError unless it imports and defines every one of `needs`."""
-    spec = importlib.util.spec_from_file_location(name, file)
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[name] = module  # dataclasses look their module up there
-    sys.path.insert(0, str(file.parent))
     try:
-        spec.loader.exec_module(module)
+        module = exec_file(file, name, beside=True)
     except ImportError as err:
         raise AnchorError(f"{file}: import failed: {err}") from None
-    finally:
-        sys.path.remove(str(file.parent))
     missing = [n for n in needs if not hasattr(module, n)]
     if missing:
         raise AnchorError(f"{file}: defines no {', '.join(missing)}")

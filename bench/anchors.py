@@ -12,6 +12,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 from bench import data
+from bench.cli import add_set, positive
 from bench.config import ConfigError
 from bench.measure.anchors import DATA, AnchorError, configs, import_file, measure, show
 from bench.training.loop import load_corpus
@@ -39,17 +40,6 @@ def existing_file(text: str) -> Path:
     return file
 
 
-def positive(text: str) -> int:
-    """argparse type for a positive int."""
-    try:
-        value = int(text)
-    except ValueError:
-        value = 0
-    if value < 1:
-        raise argparse.ArgumentTypeError(f"{text!r}: expected a positive int")
-    return value
-
-
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(prog="python -m bench.anchors", description=__doc__.split("\n")[0])
     p.add_argument("--nanogpt", required=True, metavar="DIR",
@@ -62,8 +52,7 @@ def main(argv: list[str] | None = None) -> int:
                    help=f"the enwik8 prefix (default {DATA})")
     p.add_argument("--steps", type=positive, default=100, help="timed steps per round")
     p.add_argument("--rounds", type=positive, default=2, help="interleaved rounds (median)")
-    p.add_argument("--set", dest="sets", action="append", default=[], metavar="KEY=VALUE",
-                   help="override the tiny preset (sizes the anchors too), e.g. train.batch_size=8")
+    add_set(p, "override the tiny preset (sizes the anchors too), e.g. train.batch_size=8")
     p.add_argument("--amp", action="store_true",
                    help="attnbench in bf16 autocast too, beside the fp32 anchors (MFU against "
                    "the bf16 matmul peak); without native bf16, says why and times fp32 only")

@@ -176,11 +176,18 @@ class Config(Strict):
     train: TrainConfig = TrainConfig()
 
 
+def defaults(schema: type[BaseModel], *keys: str) -> dict[str, Any]:
+    """The field defaults of `keys` in `schema`: the tiny preset is the schema's defaults, so
+    its sizes are written once (the preset lists which keys it sets, so that `--preset tiny`
+    wins over a grid's base as the other presets do)."""
+    return {k: schema.model_fields[k].default for k in keys}
+
+
 # Paper settings (adaptive-span section 4): small 12 x 512 (F 2048), large 24 x 768 (F 4096),
 # 8 heads, block 512, batch 64, Adagrad 0.07 with 32k linear warm-up, per-module clip 0.03.
 PRESETS: dict[str, dict] = {
-    "tiny": {"model": {"d_model": 128, "n_layers": 4, "n_heads": 4, "d_ff": 512, "span": 256},
-             "train": {"batch_size": 16, "block": 256, "steps": 1000, "warmup": 100}},
+    "tiny": {"model": defaults(ModelConfig, "d_model", "n_layers", "n_heads", "d_ff", "span"),
+             "train": defaults(TrainConfig, "batch_size", "block", "steps", "warmup")},
     "small": {"model": {"d_model": 512, "n_layers": 12, "n_heads": 8, "d_ff": 2048,
                         "span": 8192, "dropout": 0.3},
               "train": {"batch_size": 64, "block": 512, "steps": 600_000, "warmup": 32_000,

@@ -15,6 +15,7 @@ import sys
 import traceback
 from collections.abc import Iterable
 from pathlib import Path
+from types import ModuleType
 
 from .config import ConfigError, read_yaml
 
@@ -59,14 +60,28 @@ def _import(plugin: str) -> None:
         return
     if not path.is_file():
         raise FileNotFoundError(f"no such file: {path}")
+    exec_file(path, name)
+
+
+def exec_file(path: Path, name: str, beside: bool = False) -> ModuleType:
+    """`path` executed as module `name`, in sys.modules while it runs (dataclasses look their
+    module up there) and after, unless it raises; with `beside`, its own folder on sys.path
+    while it runs, for its sibling imports. The one way attnbench imports a .py file (plugins,
+    the anchors' checkouts)."""
     spec = importlib.util.spec_from_file_location(name, path)
     module = importlib.util.module_from_spec(spec)
     sys.modules[name] = module
+    if beside:
+        sys.path.insert(0, str(path.parent))
     try:
         spec.loader.exec_module(module)
     except BaseException:
         del sys.modules[name]
         raise
+    finally:
+        if beside:
+            sys.path.remove(str(path.parent))
+    return module
 
 
 def load(plugins: Iterable[str] = (), env: bool = True) -> list[str]:

@@ -10,7 +10,6 @@ claims, table and figures (else the grid file logged with the sweep).
 """
 
 import argparse
-import os
 import sys
 from pathlib import Path
 
@@ -18,16 +17,16 @@ from bench import plugins
 from bench.config import ConfigError
 from bench.findings.report import ReportError, render_sweep
 from bench.findings.spec import GridSpec
-from bench.tracking.names import default_uri
+from bench.provenance import RESULTS
 from bench.tracking.reader import StoreError
-from bench.training.provenance import ROOT
+from bench.tracking.store import tracking_uri
 
 
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(prog="python -m bench.report", description=__doc__.split("\n")[0])
     p.add_argument("target", help="grid YAML (its name) or an MLflow experiment name")
-    p.add_argument("--tracking-uri", default=os.environ.get("MLFLOW_TRACKING_URI",
-                                                            default_uri(ROOT / "results")))
+    p.add_argument("--tracking-uri", help="MLflow tracking URI (default: $MLFLOW_TRACKING_URI, "
+                   "else sqlite:///results/mlflow.db)")
     p.add_argument("--sweep", metavar="RUN_ID", help="the sweep's MLflow run (default: the "
                    "experiment's newest sweep)")
     p.add_argument("--out", type=Path, help="output folder (default results/<grid>/)")
@@ -38,7 +37,7 @@ def main(argv: list[str] | None = None) -> int:
             raise ConfigError(f"grid file {grid_file} not found")
         plugins.load(plugins.from_grid(grid_file))
         name = (GridSpec.read(grid_file).name or grid_file.stem) if grid_file else args.target
-        paths = render_sweep(args.tracking_uri, name, args.out or ROOT / "results" / name,
+        paths = render_sweep(tracking_uri(args.tracking_uri), name, args.out or RESULTS / name,
                              args.sweep, grid_file)
     except (ConfigError, ReportError, StoreError) as err:
         print(f"bench.report: {err}", file=sys.stderr)

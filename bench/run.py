@@ -14,12 +14,13 @@ import sys
 from pathlib import Path
 
 from bench import plugins
+from bench.cli import add_trial_args
 from bench.config import ConfigError
+from bench.provenance import RESULTS
 from bench.sweep import feasible
-from bench.sweep.grid import add_trial_args, load_grid, resolve_trials
+from bench.sweep.grid import load_grid, resolve_trials
 from bench.sweep.plan import print_plan
 from bench.sweep.runner import looks_of, reads, sweep
-from bench.training.provenance import ROOT
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -31,7 +32,7 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--address", help="an existing Ray cluster (default: $RAY_ADDRESS, else local)")
     p.add_argument("--tracking-uri", help="MLflow tracking URI (default: $MLFLOW_TRACKING_URI, "
                    "else sqlite:///<results-dir>/mlflow.db)")
-    p.add_argument("--results-dir", type=Path, default=ROOT / "results",
+    p.add_argument("--results-dir", type=Path, default=RESULTS,
                    help="where results/<grid>/ and the default MLflow db go")
     p.add_argument("--force", action="store_true", help="rerun finished trials too, from scratch")
     p.add_argument("--rerun-stale", action="store_true",

@@ -12,37 +12,16 @@ import sys
 import torch
 
 from bench import plugins
-from bench.config import PRESETS, ConfigError, parse_sets
+from bench.cli import add_preset, add_set, fraction, int_list
+from bench.config import ConfigError, parse_sets
 from bench.measure.speed import cases, log_mlflow, run
 from bench.training.memory import keep_heap
 
 
-def int_list(text: str) -> list[int]:
-    """argparse type for '256,1024,4096'."""
-    try:
-        values = [int(v) for v in text.split(",")]
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"{text!r}: expected comma-separated ints") from None
-    if min(values) <= 0:
-        raise argparse.ArgumentTypeError(f"{text!r}: expected positive ints")
-    return values
-
-
-def fraction(text: str) -> float:
-    """argparse type for a span fraction in (0, 1]."""
-    try:
-        value = float(text)
-    except ValueError:
-        value = -1.0
-    if not 0 < value <= 1:
-        raise argparse.ArgumentTypeError(f"{text!r}: expected a fraction of S in (0, 1]")
-    return value
-
-
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(prog="python -m bench.speed", description=__doc__.split("\n")[0])
-    p.add_argument("--preset", default="tiny", choices=sorted(PRESETS))
-    p.add_argument("--set", dest="sets", action="append", default=[], metavar="KEY=VALUE")
+    add_preset(p)
+    add_set(p)
     p.add_argument("--spans", type=int_list, default="256,1024,4096",
                    help="span limits S for fixed/adaptive")
     p.add_argument("--heads", type=int_list, default="4,8,16",

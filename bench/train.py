@@ -8,9 +8,9 @@ import sys
 import time
 from pathlib import Path
 
-from bench import data, plugins
-from bench.config import PRESETS, ConfigError, parse_sets, resolve, set_dotted
-from bench.training import provenance
+from bench import data, plugins, provenance
+from bench.cli import add_preset, add_set
+from bench.config import ConfigError, parse_sets, resolve, set_dotted
 from bench.training.loop import Diverged, train
 
 __all__ = ["main", "train"]
@@ -21,9 +21,8 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--variant", help="registered variant name (model.variant)")
     p.add_argument("--data", help="registered dataset: synthetic, enwik8, text8, file, or a "
                    "plugin's (data.name)")
-    p.add_argument("--preset", default="tiny", choices=sorted(PRESETS))
-    p.add_argument("--set", dest="sets", action="append", default=[], metavar="KEY=VALUE",
-                   help="override one config key, e.g. train.steps=500 (repeatable)")
+    add_preset(p)
+    add_set(p)
     p.add_argument("--out", type=Path, help="run directory (default results/runs/<variant>-<time>)")
     p.add_argument("--fresh", action="store_true", help="ignore an existing checkpoint")
     p.add_argument("--no-progress", action="store_true")
@@ -36,7 +35,7 @@ def main(argv: list[str] | None = None) -> int:
         if args.data:
             set_dotted(tree, "data.name", args.data)
         cfg = resolve(tree, args.preset)
-        out = args.out or provenance.ROOT / "results" / "runs" / (
+        out = args.out or provenance.RESULTS / "runs" / (
             f"{cfg.model.variant}-{time.strftime('%Y%m%d-%H%M%S')}")
         r = train(cfg, out, progress=not args.no_progress, resume=not args.fresh)
     except (ConfigError, data.DataError) as err:

@@ -16,12 +16,12 @@ from pathlib import Path
 
 import pandas as pd
 
+from bench import provenance
 from bench.config import drop_untaken, parse_sets, resolve
-from bench.training import provenance
 from bench.training.loop import train
 
 ROOT = provenance.ROOT
-BASELINES = ROOT / "results" / "baselines" / "regression.json"
+BASELINES = provenance.RESULTS / "baselines" / "regression.json"
 SHARED = ROOT.parent / "shared" / "data"
 VARIANTS = ("fixed", "adaptive", "dynamic", "talking-heads", "gbma")
 MODEL = ["model.d_model=64", "model.n_layers=2", "model.n_heads=4", "model.d_ff=256",

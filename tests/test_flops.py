@@ -1,4 +1,4 @@
-"""fvcore counts of one prediction step against the analytic #FLOPS (SPEC section 6)."""
+"""fvcore counts of one prediction step against the analytic #FLOPS (docs/variants.md)."""
 
 import pytest
 import torch
@@ -73,7 +73,7 @@ def test_counted_equals_analytic_compositions(variant, options):
 
 def test_hand_computed_step():
     """Fixed, D 32, 4 heads, S 24, F 64, 2 layers, V 64: #FLOPS is the paper's 4 D^2 + 2 D F +
-    2 D S per layer (SPEC section 6: no output layer); the executed graph adds the output layer
+    2 D S per layer (docs/variants.md: no output layer); the executed graph adds the output layer
     (D V), q.p (D S) and projects the 23 cached states through W_k and W_v again (2 D^2 each)."""
     model = build("fixed")
     c = counted_flops(model)

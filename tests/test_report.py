@@ -19,9 +19,9 @@ from bench.findings import figures, report, tables, verdicts
 from bench.findings.layouts import FIGURES
 from bench.findings.runs import Sweep, _derive, machine_line
 from bench.findings.spec import GridSpec
+from bench.record import RunResult
 from bench.tracking.names import TRIALS
 from bench.tracking.writer import flatten
-from bench.training.record import RunResult
 
 D = 64
 # dev bpc per (variant, S) and seed: adaptive is clearly better at S=64, not at S=128
@@ -680,3 +680,26 @@ def test_committed_findings_recompute_from_their_per_seed_values(path):
     cols = ["claim", "effect", "p", "p_adj", "level", "verdict", "look", "n"]
     pd.testing.assert_frame_equal(again[cols].reset_index(drop=True), committed[cols],
                                   check_dtype=False)
+
+
+def test_the_findings_never_import_the_one_run_room():
+    """Every module of bench.findings reads runs, not the trainer: importing them all must not
+    load a module of bench.training (a module finder that refuses it would raise)."""
+    import subprocess
+    import sys
+
+    code = ("import importlib, pkgutil, sys\n"
+            "class Refuse:\n"
+            "    def find_spec(self, name, path=None, target=None):\n"
+            "        if name == 'bench.training' or name.startswith('bench.training.'):\n"
+            "            raise ImportError(f'the findings reached {name}')\n"
+            "sys.meta_path.insert(0, Refuse())\n"
+            "import bench.findings as f\n"
+            "names = [m.name for m in pkgutil.iter_modules(f.__path__)]\n"
+            "for name in names:\n"
+            "    importlib.import_module(f'bench.findings.{name}')\n"
+            "print(len(names))\n")
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                          cwd=Path(__file__).resolve().parents[1])
+    assert done.returncode == 0, done.stderr
+    assert int(done.stdout) >= 10  # every module was imported, not an empty package

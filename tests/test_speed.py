@@ -114,8 +114,8 @@ def test_bad_config_exits_2_before_timing(argv, message, capsys, monkeypatch):
 
 
 @pytest.mark.parametrize("argv, message", [
-    (["--spans", "256,x"], "expected comma-separated ints"),
-    (["--heads", "0"], "expected positive ints"),
+    (["--spans", "256,x"], "expected comma-separated positive ints"),
+    (["--heads", "0"], "expected comma-separated positive ints"),
     (["--span-frac", "1.5"], "expected a fraction of S"),
     (["--repeats", "0"], "--repeats: expected a positive int"),
     (["--spans", "256,1024", "--learned-span", "512"], "expected one int <= every span limit"),

@@ -12,7 +12,7 @@ import pytest
 from bench import data
 from bench.config import ConfigError, parse_sets, resolve
 from bench.data.frames import Frames, stationary
-from bench.data.probes import Conjunctive, Recall
+from bench.data.probes import PROBES, Conjunctive, Recall
 from bench.data.synthetic import Synthetic
 
 DEFAULTS = {k: p.default for k, p in data.options("synthetic").items()
@@ -268,6 +268,24 @@ def test_probed_stream_averages_to_its_floors():
         answers = np.flatnonzero(s.target == 2 + j)
         assert (s.bits[answers] == 0).all()
         assert answers.size / len(s.tokens) == pytest.approx(count[p.name] / length, rel=0.05)
+
+
+def test_every_probe_class_is_an_option_writing_its_own_script():
+    """A probe is its class: PROBES makes each an option of the corpus (data.<name>, typed by
+    the class) and its script is the class's own, in its code points, after the frames'."""
+    takes = data.options("synthetic")
+    for P in PROBES:
+        assert takes[P.name].annotation == P | None and takes[P.name].default is None
+    probes = [P(rate=0.2) for P in PROBES]
+    corpus = data.build("synthetic", n_chars=20_000, p_copy=0.0, **{p.name: p for p in probes})
+    symbols = corpus.meta["symbols"]
+    for p in probes:
+        delim, rec, query, ans = p.script
+        assert len(p.symbols) == p.n_symbols and p.symbols[0] == delim
+        assert p.symbols[1] == chr(rec) and p.symbols[-p.values] == chr(ans)
+        assert p.symbols[1 + p.record_symbols] == chr(query)
+    assert symbols.endswith("".join(p.symbols for p in probes))
+    assert len(set(symbols)) == len(symbols)  # no two symbols alike
 
 
 def test_a_probed_corpus_scores_its_probes_apart():

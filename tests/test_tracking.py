@@ -13,14 +13,13 @@ import torch
 from mlflow import MlflowClient
 from mlflow.entities import Param
 
-from bench import data
+from bench import data, provenance
 from bench.config import resolve
 from bench.data.synthetic import synthetic as synthetic_corpus
 from bench.findings import report
 from bench.sweep import grid as grids
 from bench.sweep import runner
 from bench.tracking import names, reader, store, writer
-from bench.training import provenance
 from bench.training.checkpoint import load_checkpoint
 from bench.training.loop import train
 
@@ -225,3 +224,53 @@ def test_trials_logging_one_dataset_at_once(tmp_path):
     client = MlflowClient(uri)
     for run_id in ids:
         assert len(client.get_run(run_id).inputs.dataset_inputs) == 1
+
+
+def test_a_sweep_whose_driver_is_gone_is_ended_when_the_next_starts(tmp_path):
+    """A sweep run left RUNNING by a driver that died without ending it (kill -9) is marked
+    KILLED, with the reason, by the next sweep's start; one whose driver lives, or runs on
+    another host (not known to be gone), and finished ones are left as they are."""
+    import socket
+
+    uri = f"sqlite:///{tmp_path / 'mlflow.db'}"
+    client = store.open_store(uri)
+    exp = store.experiment_id(client, "smoke", uri)
+    grid = ROOT / "ablations" / "smoke.yaml"
+    dead = subprocess.Popen([sys.executable, "-c", "pass"])
+    dead.wait()
+    host = socket.gethostname()
+    ids = {}
+    for who, process in [("dead", f"{host}:{dead.pid}"), ("alive", writer.this_process()),
+                         ("elsewhere", f"not-{host}:{dead.pid}"), ("done", f"{host}:{dead.pid}")]:
+        ids[who] = writer.start_sweep(client, exp, "smoke", grid, [], "cmd", "bench.run")
+        client.set_tag(ids[who], names.SWEEP_PROCESS, process)
+    writer.end_sweep(client, ids["done"], "FINISHED")
+    assert client.get_run(ids["alive"]).data.tags[names.SWEEP_PROCESS] == writer.this_process()
+    assert writer.end_lost_sweeps(client, exp) == [ids["dead"]]
+    status = {who: client.get_run(i).info.status for who, i in ids.items()}
+    assert status == {"dead": "KILLED", "alive": "RUNNING", "elsewhere": "RUNNING",
+                      "done": "FINISHED"}
+    assert str(dead.pid) in client.get_run(ids["dead"]).data.tags[names.LOST]
+    assert names.LOST not in client.get_run(ids["done"]).data.tags
+    assert writer.end_lost_sweeps(client, exp) == []  # once
+
+
+def test_a_measurement_is_a_finished_run_with_its_table(tmp_path):
+    """bench.speed --mlflow's run: its params, the commit and versions, its metrics and its
+    table as an artifact, in an experiment of its own; status FINISHED."""
+    import pandas as pd
+
+    uri = f"sqlite:///{tmp_path / 'mlflow.db'}"
+    table = pd.DataFrame({"variant": ["fixed", "adaptive"], "tokens_per_s": [100.0, 150.0]})
+    run_id = writer.log_measurement(uri, "speed", {"repeats": "5"}, {"matmul_gflops": 12.5},
+                                    table, "speed.json", "bench.speed")
+    client = MlflowClient(uri)
+    run = client.get_run(run_id)
+    assert run.info.status == "FINISHED"
+    assert client.get_experiment(run.info.experiment_id).name == "speed"
+    assert run.data.params["repeats"] == "5" and run.data.params["git_commit"]
+    assert run.data.params["torch"] == provenance.versions()["torch"]
+    assert run.data.metrics == {"matmul_gflops": 12.5}
+    logged = json.loads(Path(client.download_artifacts(run_id, "speed.json", str(tmp_path)))
+                        .read_text())
+    assert logged["data"] == [["fixed", 100.0], ["adaptive", 150.0]]

@@ -11,8 +11,8 @@ from pydantic import ValidationError
 import variants
 from bench import data
 from bench.config import parse_sets, resolve
+from bench.record import Evaluation, RunResult
 from bench.train import main, train
-from bench.training.record import Evaluation, RunResult
 
 SHARED = Path(__file__).resolve().parents[2] / "shared" / "data"
 needs_shared = pytest.mark.skipif(not (SHARED / "enwik8.head").exists(),
@@ -173,3 +173,16 @@ def test_dynamic_span_statistics_over_the_split():
         assert got == pytest.approx(ref, rel=1e-5)
     assert ev.mean_span == pytest.approx(np.mean(want), rel=1e-5)
     assert all(math.isnan(s) for s in model.blocks[0].attn.spans())  # no state to read later
+
+
+@pytest.mark.parametrize("variant", ["fixed", "adaptive", "dynamic", "talking-heads"])
+def test_the_floors_reach_is_the_models(variant):
+    """The reach a run's floors are taken at (the span limit's: L (S - 1)) is the model's own,
+    its layers' cache sizes summed, before a learned span trims them."""
+    from bench.model import create_model
+    from bench.training.loop import limit_reach
+
+    m = resolve({"model": {"variant": variant, "n_layers": 3, "span": 32, "d_model": 32,
+                           "d_ff": 64}}).model
+    model = create_model(m, 64, seed=0)
+    assert limit_reach(m) == 3 * 31 == model.reach

@@ -42,7 +42,7 @@ def test_identity_mixing_equals_multihead(name, width):
 
 
 def fold_into_gbma(layer):
-    """GBMA weights equal to a multi-head / talking-heads layer (SPEC section 5)."""
+    """GBMA weights equal to a multi-head / talking-heads layer (docs/variants.md)."""
     m = layer.mixing
     Pq = m.W_q.view(D, m.h_k, m.d_k) / math.sqrt(m.d_k)
     Pk = m.W_k.view(D, m.h_k, m.d_k)
@@ -189,7 +189,7 @@ def test_z_clamped_and_span_loss():
             assert (z >= 0).all() and (z <= 1).all()
     set_z(layer, torch.tensor([0.0, 0.25, 0.5, 1.0]))
     z = S * torch.tensor([0.0, 0.25, 0.5, 1.0])
-    assert torch.isclose(layer.span_loss(), 0.5 / H * z.sum())
+    assert torch.isclose(layer.span_penalty(), 0.5 / H * z.sum())
     assert torch.allclose(layer.spans(), (z + 32).clamp(max=S))
 
 
@@ -439,7 +439,7 @@ def test_dynamic_soft_mask_gate_gradient_and_penalty():
     layer = soft_layer("dynamic", gate_bias=-1.0, span_loss=0.5)
     gate = layer.span_policy.gate
     x, g = torch.randn(2, 20, 16), torch.randn(2, 20, 16)
-    ((layer(x) * g).sum() + layer.span_loss()).backward()
+    ((layer(x) * g).sum() + layer.span_penalty()).backward()
     got = [gate.weight.grad.clone(), gate.bias.grad.clone()]
     layer.zero_grad()
     z = 16 * torch.sigmoid(x @ gate.weight.T + gate.bias)  # (B, M, h)
@@ -448,7 +448,7 @@ def test_dynamic_soft_mask_gate_gradient_and_penalty():
     penalty = 0.5 * z.sum() / z.numel()
     ((ref * g).sum() + penalty).backward()
     assert torch.allclose(layer(x), ref, atol=1e-5)
-    assert torch.isclose(layer.span_loss(), penalty)
+    assert torch.isclose(layer.span_penalty(), penalty)
     for a, b in zip(got, (gate.weight.grad, gate.bias.grad), strict=True):
         assert torch.allclose(a, b, atol=1e-4)
 
@@ -516,6 +516,59 @@ def test_policies_passed_as_classes():
     assert by_class.describe() == by_name.describe()
     with pytest.raises(ValueError, match="mixing=.*subclass of MixingPolicy"):
         Attention(D, H, S, mixing=torch.nn.Linear)
+
+
+def test_the_mixing_class_says_which_heads_may_differ():
+    """check_heads asks the mixing class, not its registered name: a plugin's subclass of
+    MultiHead (no projection) is refused h != h_k as `none` is; a talking-heads subclass with
+    both projections maps h_k -> h -> h_v as `both` does."""
+    from variants.attention import Attention
+    from variants.mixing import DynamicTalkingHeads, MultiHead
+
+    class Plain(MultiHead):
+        pass
+
+    class Dyn(DynamicTalkingHeads):
+        pass
+
+    for mixing in ("none", Plain):
+        with pytest.raises(ValueError, match="h=2 is invalid: expected h == h_k=4"):
+            Attention(D, H, S, mixing=mixing, h=2)
+        with pytest.raises(ValueError, match="h_v=2 is invalid: expected h_v == h=4"):
+            Attention(D, H, S, mixing=mixing, h_v=2)
+    for mixing in ("dynamic", Dyn):
+        layer = Attention(D, H, S, mixing=mixing, h_k=2, h=8, h_v=2)
+        assert (layer.mixing.h_k, layer.mixing.h, layer.mixing.h_v) == (2, 8, 2)
+
+
+def test_the_first_dynamic_names_are_aliases_of_the_same_model():
+    """`dynamic` (variant, span policy) is `dynamic-span` and mixing `dynamic` is
+    `dynamic-projections`: under either name the same layer, parameter for parameter and
+    output for output; names() lists the unambiguous names only."""
+    from variants.attention import Attention
+
+    assert "dynamic-span" in variants.names() and "dynamic" not in variants.names()
+    x = torch.randn(2, 16, D)
+    pairs = [(lambda: build("dynamic", gate_bias=0.0),
+              lambda: build("dynamic-span", gate_bias=0.0)),
+             (lambda: Attention(D, H, S, span_policy="dynamic", gate_bias=0.0),
+              lambda: Attention(D, H, S, span_policy="dynamic-span", gate_bias=0.0)),
+             (lambda: Attention(D, H, S, mixing="dynamic"),
+              lambda: Attention(D, H, S, mixing="dynamic-projections"))]
+    for old, new in pairs:
+        torch.manual_seed(0)
+        a = old()
+        torch.manual_seed(0)
+        b = new()
+        assert a.describe() == b.describe()
+        assert all(torch.equal(p, q) for p, q in zip(a.state_dict().values(),
+                                                      b.state_dict().values(), strict=True))
+        assert torch.equal(a(x), b(x))
+    assert variants.options("dynamic") == variants.options("dynamic-span")
+    assert build("talking-heads-dynamic").describe()["mixing"] == build(
+        "fixed", mixing="dynamic").describe()["mixing"]
+    with pytest.raises(ValueError, match="already registered"):
+        variants.register("dynamic")
 
 
 def test_a_variant_owns_its_options():

@@ -63,12 +63,13 @@ def _build(cls: type, fixed: dict, shape: dict, options: dict) -> nn.Module:
     return cls(**{k: v for k, v in shape.items() if k in params}, **fixed, **options)
 
 
-def check_heads(d_model: int, n_heads: int, mixing: str | type, h_k: int | None, h: int | None,
+def check_heads(d_model: int, n_heads: int, free: set[str], h_k: int | None, h: int | None,
                 h_v: int | None, d_k: int | None, d_v: int | None, width: int | None = None
                 ) -> tuple[int, ...]:
     """Validate the heads and widths before anything is allocated; return h_k, h, h_v, d_k,
     d_v (h_k, h, h_v default to n_heads, d_k and d_v to `width` over their heads, and `width`
-    to d_model: talking-heads Table 1 keeps h d_k = h d_v = d_model as h grows)."""
+    to d_model: talking-heads Table 1 keeps h d_k = h d_v = d_model as h grows). h_k and h_v
+    not in `free` (the mixing class's `free_heads`) must equal h."""
     _check("width", width, width is None or isinstance(width, int) and width > 0,
            "a positive int, or None for d_model")
     width = width or d_model
@@ -79,9 +80,9 @@ def check_heads(d_model: int, n_heads: int, mixing: str | type, h_k: int | None,
         if dim is None:
             _check(name, heads, width % heads == 0, f"a divisor of the width {width} "
                    "(model.attn.width, default d_model)")
-    if mixing in ("none", "weights"):
+    if "h_k" not in free:
         _check("h", h, h == h_k, f"h == h_k={h_k} without a logits projection")
-    if mixing in ("none", "logits"):
+    if "h_v" not in free:
         _check("h_v", h_v, h_v == h, f"h_v == h={h} without a weights projection")
     return h_k, h, h_v, d_k or width // h_k, d_v or width // h_v
 
@@ -131,8 +132,8 @@ class Attention(nn.Module):
         if unused := [k for k, v in heads.items() if v is not None and k not in named]:
             raise ValueError(f"{unused[0]}={heads[unused[0]]!r} is not an option of mixing "
                              f"{mixing if isinstance(mixing, str) else mix_cls.__name__}")
-        h_k, h, h_v, d_k, d_v = check_heads(d_model, n_heads, mixing, h_k, h, h_v, d_k, d_v,
-                                            width)
+        h_k, h, h_v, d_k, d_v = check_heads(d_model, n_heads, mix_cls.free_heads(mix_fixed), h_k,
+                                            h, h_v, d_k, d_v, width)
         if key_pe is not None:
             _check("key_pe", tuple(key_pe.shape), tuple(key_pe.shape) == (span, d_k),
                    f"a relative-position table of shape (span, d_k) = ({span}, {d_k})")
@@ -224,7 +225,9 @@ class Attention(nn.Module):
         learned, and trim the window to them. A ValueError where the spans are not learned."""
         self.span_policy.set_spans(spans)
 
-    def span_loss(self) -> Tensor:
+    def span_penalty(self) -> Tensor:
+        """The span policy's penalty on its spans, lambda (the option `span_loss`) times their
+        mean: added to the language-modelling loss."""
         return self.span_policy.loss()
 
     def spans(self) -> Tensor:

@@ -1,13 +1,19 @@
 """The eight named variants: presets of (span policy, head mixing). Any option can be overridden,
-e.g. build("adaptive", ..., mixing="both") is adaptive span with talking heads."""
+e.g. build("adaptive", ..., mixing="both") is adaptive span with talking heads.
 
-from .registry import register
+"Dynamic" names two things: a span computed from each position's input (`dynamic-span`) and
+talking heads whose mixing projections are (`talking-heads-dynamic`, mixing
+`dynamic-projections`). `dynamic`, the dynamic span's first name, stays as its alias: the same
+model (the committed sweeps ran under it, so their grids and trial hashes keep it)."""
+
+from .registry import alias, register
 
 register("fixed")
 register("adaptive", span_policy="adaptive")
-register("dynamic", span_policy="dynamic")
+register("dynamic-span", span_policy="dynamic-span")
+alias("dynamic", "dynamic-span")
 register("talking-heads", mixing="both")
-register("talking-heads-dynamic", mixing="dynamic")
+register("talking-heads-dynamic", mixing="dynamic-projections")
 register("logits-only", mixing="logits")
 register("weights-only", mixing="weights")
 register("gbma", mixing="gbma")

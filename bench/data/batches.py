@@ -59,7 +59,7 @@ def eval_batches(
     (c = min(context, N - 1)); stream b reads data[b*m : b*m + c + m + 1]: its first c inputs
     are the text before its first target, read without scoring it (y = -100), so that with
     `context` at least the model's reach every scored character sees the preceding text it
-    would see in one stream, and the bpc does not depend on the batch size (SPEC section 1).
+    would see in one stream, and the bpc does not depend on the batch size (docs/probes.md).
     Stream 0 starts at the text's start and scores from its first target (its c extra targets
     are its own). Streams are padded at their end to whole blocks, with y = -100 and x some valid
     token. Consecutive yields continue each stream, so the caller carries its cache across them.

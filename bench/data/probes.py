@@ -26,13 +26,11 @@ heads into one wider match.
 
 import math
 from dataclasses import dataclass
+from typing import ClassVar
 
 import numpy as np
 
 from .corpus import DataError
-
-MAX_VALUES = 20  # the answer scripts hold 20 symbols each
-MAX_RECORDS = 4096  # record symbols per probe
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -44,12 +42,18 @@ class Probe:
     values: int = 8
     queries: int = 24
 
-    name = "probe"
+    name = "probe"  # its option (data.<name>) and its target set in the corpus
     stride = 2  # symbols per query, its answer included
+    # Its script: the delimiter, then the first code points of its record, query and answer
+    # symbols, chosen where no other script's symbols are
+    script: ClassVar[tuple[str, int, int, int]]
+    max_values = 20  # answer symbols: a run of 20 numbered forms
+    max_records = 4096  # record symbols
 
     def __post_init__(self) -> None:
         checks = {"rate": (0 <= self.rate < 1, "a mix rate in [0, 1)"),
-                  "values": (2 <= self.values <= MAX_VALUES, f"2..{MAX_VALUES} values"),
+                  "values": (2 <= self.values <= self.max_values,
+                             f"2..{self.max_values} values"),
                   "queries": (self.queries >= 1, "at least 1 query"), **self.checks()}
         for key, (ok, allowed) in checks.items():
             if not ok:
@@ -84,6 +88,14 @@ class Probe:
         """The probe's script: delimiter, record, query and answer symbols."""
         return 1 + self.record_symbols + self.query_symbols + self.values
 
+    @property
+    def symbols(self) -> str:
+        """Its symbols in local id order: the delimiter (0), records, queries, answers."""
+        delim, rec, query, ans = self.script
+        return delim + "".join(chr(start + i) for start, n in (
+            (rec, self.record_symbols), (query, self.query_symbols), (ans, self.values))
+            for i in range(n))
+
     def bits(self) -> float:
         """Expected bits of an episode after its delimiter, every value recalled."""
         raise NotImplementedError
@@ -117,10 +129,12 @@ class Recall(Probe):
     keys: int = 16
     stored: int | None = None
     name = "recall"
+    # CJK ideographs, Hangul syllables, circled numbers
+    script = ("|", 0x4E00, 0xAC00, 0x2460)
 
     def checks(self) -> dict[str, tuple[bool, str]]:
-        return {"keys": (2 <= self.keys <= MAX_RECORDS // self.values,
-                         f"2 or more keys, keys x values <= {MAX_RECORDS}"),
+        return {"keys": (2 <= self.keys <= self.max_records // self.values,
+                         f"2 or more keys, keys x values <= {self.max_records}"),
                 "stored": (self.stored is None or 2 <= self.stored <= self.keys,
                            "2 .. keys, or none for every key")}
 
@@ -206,12 +220,14 @@ class Conjunctive(Probe):
     queries: int = 7
     name = "conjunctive"
     stride = 3
+    # CJK ideographs past recall's, Hangul syllables past recall's, parenthesized numbers
+    script = ("&", 0x6000, 0xB000, 0x2474)
 
     def checks(self) -> dict[str, tuple[bool, str]]:
         A, B, g, V = self.keys_a, self.keys_b, self.grid, self.values
-        return {"keys_a, keys_b": (min(A, B) >= 2 and A * B * V <= MAX_RECORDS,
+        return {"keys_a, keys_b": (min(A, B) >= 2 and A * B * V <= self.max_records,
                                    f"2 or more of each, keys_a x keys_b x values <= "
-                                   f"{MAX_RECORDS}"),
+                                   f"{self.max_records}"),
                 "grid": (2 <= g <= min(A, B), "2 .. min(keys_a, keys_b)")}
 
     @property
@@ -279,4 +295,6 @@ def _answers(n: int, probe: Probe) -> np.ndarray:
     return np.tile(mask, (n, 1))
 
 
+# The built-in corpus's probes: each is an option of `bench.data.synthetic.synthetic` (data.<name>)
+# and a target set it scores. A new probe is a class here and an entry in this tuple.
 PROBES = (Recall, Conjunctive)

@@ -18,6 +18,7 @@ fresh from pi), the floor is E[bits] / E[len], and a target's floor is the bits 
 leaves over its count. Without probes the stream is the frames' own, as it always was.
 """
 
+import inspect
 from dataclasses import asdict, dataclass
 from typing import NamedTuple
 
@@ -25,12 +26,8 @@ import numpy as np
 
 from .corpus import SPLITS, STANDARD_FRACTIONS, Corpus, DataError, sha256_of, split_sizes
 from .frames import Frames, entropy
-from .probes import Conjunctive, Probe, Recall
-from .registry import register
-
-# one script per probe: its delimiter, then record, query and answer symbols from code points
-# no other script uses (CJK ideographs, Hangul syllables, enclosed numerals)
-SCRIPTS = {"recall": ("|", 0x4E00, 0xAC00, 0x2460), "conjunctive": ("&", 0x6000, 0xB000, 0x2474)}
+from .probes import PROBES, Probe
+from .registry import Builder, register
 
 
 class SyntheticStream(NamedTuple):
@@ -69,13 +66,7 @@ class Synthetic:
     @property
     def symbols(self) -> str:
         """The frames' symbols, then each probe's: delimiter, records, queries, answers."""
-        out = self.frames.symbols
-        for p in self.probes:
-            delim, rec, query, ans = SCRIPTS[p.name]
-            out += delim + "".join(chr(rec + i) for i in range(p.record_symbols))
-            out += "".join(chr(query + i) for i in range(p.query_symbols))
-            out += "".join(chr(ans + i) for i in range(p.values))
-        return out
+        return self.frames.symbols + "".join(p.symbols for p in self.probes)
 
     def _unit_probs(self) -> np.ndarray:
         """P(unit kind): the frames' kinds scaled by 1 - r, then each probe's rate."""
@@ -212,24 +203,36 @@ class SyntheticCorpus(Corpus):
         return {f"data.{p.name}": p.length - 1 for p in self.gen.probes}
 
 
+def with_probe_options(fn: Builder) -> Builder:
+    """`fn`, whose `**probes` takes one option per class of PROBES, with a signature that names
+    them (`data.<name>`: an instance of the class, or None), so that `bench.data.options` types
+    each by its class and adding a probe is its class in probes.py."""
+    sig = inspect.signature(fn)
+    fixed = [p for p in sig.parameters.values() if p.kind is not p.VAR_KEYWORD]
+    probes = [inspect.Parameter(P.name, inspect.Parameter.KEYWORD_ONLY, default=None,
+                                annotation=P | None) for P in PROBES]
+    fn.__signature__ = sig.replace(parameters=[*fixed, *probes])
+    return fn
+
+
 @register("synthetic")
+@with_probe_options
 def synthetic(n_chars: int = 2_000_000,
               fractions: tuple[float, float, float] = STANDARD_FRACTIONS, alphabet: int = 8,
               concentration: float = 0.1, frame: int = 8, p_copy: float = 0.5,
               distances: tuple[int, ...] = (16, 64, 128),
               distance_probs: tuple[float, ...] = (1 / 3, 1 / 3, 1 / 3),
-              recall: Recall | None = None, conjunctive: Conjunctive | None = None,
-              seed: int = 0) -> SyntheticCorpus:
+              seed: int = 0, **probes: Probe | None) -> SyntheticCorpus:
     """`n_chars` symbols of the generator, split by `fractions`, each split its own stream:
-    frames (`Frames`: alphabet .. distance_probs) and the probes given a positive rate."""
+    frames (`Frames`: alphabet .. distance_probs) and the probes (PROBES, by name) given a
+    positive rate, in PROBES' order."""
     frames = Frames(alphabet=alphabet, concentration=concentration, frame=frame, p_copy=p_copy,
                     distances=tuple(distances), distance_probs=tuple(distance_probs), seed=seed)
-    gen = Synthetic(frames=frames, probes=tuple(p for p in (recall, conjunctive)
-                                                if p is not None and p.rate > 0))
+    given = [p for P in PROBES if (p := probes.get(P.name)) is not None]
+    gen = Synthetic(frames=frames, probes=tuple(p for p in given if p.rate > 0))
     sizes = split_sizes(f"synthetic (n_chars={n_chars})", n_chars, fractions)
     streams = [gen.stream(size, split) for split, size in zip(SPLITS, sizes, strict=True)]
-    options = {"n_chars": n_chars, **asdict(frames),
-               **{p.name: asdict(p) for p in (recall, conjunctive) if p is not None}}
+    options = {"n_chars": n_chars, **asdict(frames), **{p.name: asdict(p) for p in given}}
     meta = {"name": "synthetic", "source": "generated", "n_bytes": n_chars,
             "sha256": sha256_of(*(s.tokens for s in streams)), "prefix": False,
             "split_sizes": dict(zip(SPLITS, sizes, strict=True)), "fractions": list(fractions),

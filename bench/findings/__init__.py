@@ -1,5 +1,6 @@
 """The findings room: what a sweep's runs say. Claims as data and their paired statistics
 (`claims`, `stats`), the paper tables as data (`layouts`), tables, figures and the report
 (`report.render_sweep`). Reads runs through `bench.tracking.reader` and a grid file's report
-spec (`spec`); never imports the training loop, the runner or the data and model rooms.
+spec (`spec`); never imports the one-run room (`training`), the runner or the data and model rooms
+(tests/test_report.py keeps it so).
 """

@@ -23,7 +23,7 @@ LAYOUTS = {  # name: (title, columns)
 }
 
 # The figures a grid file may name (`report: {figures: [...]}`): name -> (file stem, height in
-# inches at the paper's column width); `bench.findings.figures` draws them.
+# inches at the paper's column width); `bench.findings.figures.fig_<name>` draws each.
 FIGURES = {
     "span_limit": ("as_fig3_span_limit", 4.2),  # adaptive-span Figure 3
     "head_spans": ("as_fig4_head_spans", 1.8),  # adaptive-span Figure 4

@@ -13,9 +13,9 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from bench.tracking import reader
-from bench.tracking.names import CLAIM, SEEDS
-from bench.training.provenance import identity
+from bench.provenance import identity
+from bench.tracking import reader, writer
+from bench.tracking.names import SEEDS
 
 from . import claims, stats, verdicts
 from .figures import run_result, write_figures
@@ -199,9 +199,5 @@ def render_sweep(uri: str, experiment: str, out_dir: Path, sweep: str | None = N
         print(f"\nfindings ({written[0]}):\n{md}")
         verdicts = table.set_index("claim")["verdict"].reindex([c.id for c in spec.claims])
     if found.sweep is not None:
-        run_id = found.sweep.info.run_id
-        for p in paths:
-            found.client.log_artifact(run_id, str(p), "report")
-        for cid, verdict in dict(verdicts).items():
-            found.client.set_tag(run_id, f"{CLAIM}{cid}", verdict)
+        writer.log_report(found.client, found.sweep.info.run_id, paths, dict(verdicts))
     return paths

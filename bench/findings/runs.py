@@ -9,9 +9,9 @@ import numpy as np
 import pandas as pd
 from mlflow import MlflowClient
 
+from bench.provenance import short_commit
 from bench.tracking.names import FAILURE, GRID_KEYS, SEEDS, STOPPED
 from bench.tracking.reader import SweepRuns
-from bench.training.provenance import short_commit
 
 from .numbers import num
 from .spec import GridSpec

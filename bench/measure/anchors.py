@@ -8,7 +8,6 @@ models.py), never copied.
 """
 
 import contextlib
-import importlib.util
 import statistics
 import sys
 import time
@@ -21,15 +20,15 @@ import pandas as pd
 import torch
 import torch.nn.functional as F
 
-from bench import data
+from bench import data, provenance
 from bench.config import Config, drop_untaken, merge, parse_sets, resolve
 from bench.model import create_model
 from bench.model.cost import executed_flops
-from bench.training import precision, provenance
-from bench.training.provenance import device as pick_device
+from bench.plugins import exec_file
+from bench.provenance import device as pick_device
 from bench.training.step import make_optimizer, train_step
 
-from .speed import matmul_peak, sync
+from .speed import bf16_fallback, matmul_peak, sync
 
 DATA = provenance.ROOT.parent / "shared" / "data" / "enwik8.head"
 WARMUP_STEPS = 3  # untimed, per system, before the first round
@@ -148,16 +147,10 @@ class Attnbench:
 def import_file(file: Path, name: str, needs: tuple[str, ...]) -> ModuleType:
     """`file` executed as module `name`, with its own directory on sys.path while it runs (for
     its sibling imports); AnchorError unless it imports and defines every one of `needs`."""
-    spec = importlib.util.spec_from_file_location(name, file)
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[name] = module  # dataclasses look their module up there
-    sys.path.insert(0, str(file.parent))
     try:
-        spec.loader.exec_module(module)
+        module = exec_file(file, name, beside=True)
     except ImportError as err:
         raise AnchorError(f"{file}: import failed: {err}") from None
-    finally:
-        sys.path.remove(str(file.parent))
     missing = [n for n in needs if not hasattr(module, n)]
     if missing:
         raise AnchorError(f"{file}: defines no {', '.join(missing)}")
@@ -260,9 +253,7 @@ def measure(cfgs: dict[str, Config], corpus: data.Corpus, nanogpt: ModuleType,
     device has no native bf16, the setting says why and only fp32 is timed."""
     fixed = cfgs["fixed"]
     dev = pick_device(fixed.train.device)
-    why = precision.bf16_unsupported(dev) if amp else None
-    if why:
-        print(f"--amp: timing fp32 only, because {why}", file=sys.stderr, flush=True)
+    why = bf16_fallback(dev, amp)
     amp = amp and not why
     found = systems(cfgs, nanogpt, reference, corpus.vocab_size, dev, amp)
     todo = batches(corpus, fixed, WARMUP_STEPS + steps * rounds, dev)

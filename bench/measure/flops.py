@@ -5,14 +5,17 @@ and at the paper's small model."""
 import torch
 
 import variants
+from bench.config import resolve
 from bench.model import TransformerLM
 from bench.model.cost import analytic_flops, executed_flops, set_spans
 from bench.model.count import counted_flops
 
+TINY, SMALL = resolve(None, "tiny").model, resolve(None, "small").model  # bench.config.PRESETS
 CONFIGS = {  # name: (d_model, n_layers, n_heads, d_ff, S for fixed spans, S for learned spans,
     #                  learned effective span z + R)
-    "tiny": (128, 4, 4, 512, 256, 256, None),
-    "paper small": (512, 12, 8, 2048, 512, 8192, 314),  # mean span 314, as in AS Table 1
+    "tiny": (TINY.d_model, TINY.n_layers, TINY.n_heads, TINY.d_ff, TINY.span, TINY.span, None),
+    # mean span 314, as in AS Table 1
+    "paper small": (SMALL.d_model, SMALL.n_layers, SMALL.n_heads, SMALL.d_ff, 512, SMALL.span, 314),
 }
 
 

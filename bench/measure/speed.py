@@ -15,8 +15,8 @@ import torch.nn.functional as F
 from bench.config import Config, merge, parse_sets, resolve
 from bench.model import TransformerLM, create_model
 from bench.model.cost import analytic_flops, executed_flops, set_spans
-from bench.training import precision, provenance
-from bench.training.provenance import device as pick_device
+from bench.provenance import device as pick_device
+from bench.training import precision
 from bench.training.step import make_optimizer, maybe_compile, train_step
 from variants import build as build_layer
 
@@ -62,6 +62,15 @@ def matmul_peak(dev: torch.device, dtype: torch.dtype = torch.float32, n: int = 
 def sync(dev: torch.device) -> None:
     if dev.type == "cuda":
         torch.cuda.synchronize(dev)
+
+
+def bf16_fallback(dev: torch.device, amp: bool) -> str | None:
+    """Why --amp (`amp`) times fp32 only on `dev`, said on stderr as well; None where bf16
+    autocast is timed too, or not asked (speed and anchors fall back alike)."""
+    why = precision.bf16_unsupported(dev) if amp else None
+    if why:
+        print(f"--amp: timing fp32 only, because {why}", file=sys.stderr, flush=True)
+    return why
 
 
 def saved_bytes(model: TransformerLM, x: torch.Tensor, cache: list, amp: bool = False) -> int:
@@ -163,10 +172,7 @@ def run(configs: dict[Case, Config], repeats: int, compile_: bool, amp: bool = F
     row's precision, measured in this process."""
     cfg = next(iter(configs.values()))
     dev = pick_device(cfg.train.device)
-    why = precision.bf16_unsupported(dev) if amp else None
-    if why:
-        print(f"--amp: timing fp32 only, because {why}", file=sys.stderr, flush=True)
-    modes = [False, True] if amp and not why else [False]
+    modes = [False, True] if amp and not bf16_fallback(dev, amp) else [False]
     peaks = {m: matmul_peak(dev, torch.bfloat16 if m else torch.float32) for m in modes}
     # torch.compile's recompile limit counts per code object, and every case's model shares
     # TransformerLM.forward: without room for each, later cases would silently run eagerly.
@@ -216,17 +222,10 @@ def run(configs: dict[Case, Config], repeats: int, compile_: bool, amp: bool = F
 
 
 def log_mlflow(df: pd.DataFrame, args: dict) -> None:
-    """One run in experiment 'speed' (artifacts beside an sqlite db, as the runner keeps them)."""
-    import mlflow
-    from mlflow import MlflowClient
+    """One run in experiment 'speed' (the store's default: $MLFLOW_TRACKING_URI, else the
+    results folder's)."""
+    from bench.tracking.store import tracking_uri
+    from bench.tracking.writer import log_measurement
 
-    from bench.tracking.store import experiment_id, tracking_uri
-
-    uri = tracking_uri(None, provenance.ROOT / "results")
-    mlflow.set_tracking_uri(uri)
-    exp = experiment_id(MlflowClient(uri), "speed", uri)
-    with mlflow.start_run(experiment_id=exp, run_name=f"speed-{time.strftime('%Y%m%d-%H%M%S')}"):
-        mlflow.log_params({k: str(v) for k, v in args.items()} | provenance.versions())
-        mlflow.log_param("git_commit", provenance.git_commit())
-        mlflow.log_metric("matmul_gflops", df.attrs["matmul_gflops"])
-        mlflow.log_table(df, artifact_file="speed.json")
+    log_measurement(tracking_uri(None), "speed", {k: str(v) for k, v in args.items()},
+                    {"matmul_gflops": df.attrs["matmul_gflops"]}, df, "speed.json", "bench.speed")

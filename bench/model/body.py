@@ -1,12 +1,20 @@
-"""The transformer body shared by every variant (SPEC section 3)."""
+"""The transformer body shared by every variant (docs/variants.md)."""
 
 import math
+from collections.abc import Iterable
 
 import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 
 import variants
+
+
+def reach(cache_sizes: Iterable[int]) -> int:
+    """Characters of preceding text an output can depend on, the one definition: each layer
+    looks back over the `cache_size` states of the layer below, so L layers reach the sum of
+    them; at the span limit S (S - 1 cached states a layer), L (S - 1)."""
+    return sum(cache_sizes)
 
 
 class FeedForward(nn.Module):
@@ -95,12 +103,13 @@ class TransformerLM(nn.Module):
 
     @property
     def reach(self) -> int:
-        """Characters of preceding text an output can depend on: each layer looks back over the
-        `cache_size` states of the layer below, so L layers reach the sum of them."""
-        return sum(b.attn.cache_size for b in self.blocks)
+        """`reach` of this model's layers at their current windows (what evaluation reads
+        unscored before it scores)."""
+        return reach(b.attn.cache_size for b in self.blocks)
 
-    def span_loss(self) -> Tensor:
-        return sum(b.attn.span_loss() for b in self.blocks)
+    def span_penalty(self) -> Tensor:
+        """Every layer's `Attention.span_penalty`, summed."""
+        return sum(b.attn.span_penalty() for b in self.blocks)
 
     def spans(self) -> list[Tensor]:
         """Per layer, (h,) effective span of each head."""

@@ -1,4 +1,4 @@
-"""Multiply-adds per predicted token (the adaptive-span paper's "#FLOPS", SPEC section 6),
+"""Multiply-adds per predicted token (the adaptive-span paper's "#FLOPS", docs/variants.md),
 analytic: what the layers say they cost, and parameters.
 
 Each layer reports its own cost per query at s keys (`Attention.flops`: projections
@@ -49,7 +49,7 @@ def flops_parts(model: nn.Module, which: Span = "max",
 def analytic_flops(model: nn.Module, which: Span = "max",
                    spans: list[float] | None = None) -> float:
     """#FLOPS: multiply-adds per predicted token of a TransformerLM at its current spans, in the
-    paper's convention (SPEC section 6): the layers' attention and feed-forward, without the
+    paper's convention (docs/variants.md): the layers' attention and feed-forward, without the
     output layer's D V and the q.p term."""
     p = flops_parts(model, which, spans)
     return p["attention"] + p["feed_forward"]

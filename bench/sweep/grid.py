@@ -21,7 +21,7 @@ from pydantic import (
     model_validator,
 )
 
-from bench import data
+from bench import data, provenance
 from bench.config import (
     PRESETS,
     Config,
@@ -40,7 +40,7 @@ from bench.findings.claims import Claim
 from bench.findings.claims import check as check_claims
 from bench.findings.spec import Looks, ReportSpec, Seeds, seed_list
 from bench.tracking.names import EVAL_METRICS
-from bench.training import precision, provenance
+from bench.training import precision
 from bench.training.loop import load_corpus
 
 FREE = ("model.attn.", "data.")  # typed by the variant's and the corpus's signatures
@@ -228,28 +228,6 @@ def drop_preset_keys(tree: dict, preset: dict) -> dict:
         elif k not in preset:
             out[k] = v
     return out
-
-
-def add_trial_args(p: argparse.ArgumentParser) -> None:
-    """--set, --preset, --data and --seeds: what turns a grid file into its trials."""
-    p.add_argument("--set", dest="sets", action="append", default=[], metavar="KEY=VALUE",
-                   help="override a config key in every trial (pins a grid axis); repeatable")
-    p.add_argument("--preset", choices=sorted(PRESETS),
-                   help="model/train preset; wins over the sizes the grid's base sets")
-    p.add_argument("--data", help="registered dataset (data.name); drops the base's options "
-                   "of another corpus")
-    p.add_argument("--seeds", type=seeds_arg, help="comma-separated seeds, e.g. 0,1,2 (one "
-                   "look; refused for a grid that declares seeds.looks)")
-    p.add_argument("--seed-start", type=int, metavar="N", help="run the grid's seeds from N: "
-                   "its looks on seeds N, N+1, ..., or its list of k seeds as N .. N+k-1 (a "
-                   "replication on a disjoint seed range)")
-
-
-def seeds_arg(text: str) -> list[int]:
-    try:
-        return [int(s) for s in text.split(",")]
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"{text!r}: expected integers like 0,1,2") from None
 
 
 def apply_cli(grid: Grid, args: argparse.Namespace) -> tuple[dict, str | None]:

@@ -20,14 +20,13 @@ from typing import Any
 import pandas as pd
 import torch
 
-from bench import data, plugins
+from bench import data, plugins, provenance
 from bench.config import Config, ConfigError
 from bench.findings.claims import Claim, cells
 from bench.findings.spec import GridSpec, Looks, seed_list
+from bench.record import Evaluation, RunResult
 from bench.tracking import names, reader, store, writer
-from bench.training import provenance
 from bench.training.loop import Diverged, train
-from bench.training.record import Evaluation, RunResult
 
 from .grid import Grid, Trial
 from .plan import costliest_first
@@ -250,6 +249,7 @@ def sweep(grid: Grid, trials: list[Trial], args: argparse.Namespace, command: st
     uri = store.tracking_uri(args.tracking_uri, args.results_dir)
     client = store.open_store(uri)
     exp = store.experiment_id(client, grid.name, uri)
+    writer.end_lost_sweeps(client, exp)
     now = provenance.identity()
     spec = GridSpec.model_validate(grid.model_dump(include={"name", "grid", "claims", "seeds"}))
     looks = looks_of(grid)

@@ -1,8 +1,9 @@
 """MLflow's schema for attnbench, defined once: the writer logs these names, the reader (and
 through it the report) reads them.
 
-One experiment per grid; a parent run per sweep (tags ROLE=sweep, GRID; the grid file and
-TRIALS, the sweep's trial hashes, as artifacts) and a child run per trial (ROLE=trial, GRID,
+One experiment per grid; a parent run per sweep (tags ROLE=sweep, GRID, SWEEP_PROCESS; LOST
+when a later sweep found its driver gone and ended it; the grid file and TRIALS, the sweep's
+trial hashes, as artifacts) and a child run per trial (ROLE=trial, GRID,
 HASH, GRID_KEYS, FAILURE when it failed, IGNORED for grid options its variant does not take).
 Child params: the flattened resolved config (model.n_heads, ...), seed, git_commit,
 code_version, versions.<pkg>, dataset.<DATASET_KEYS>, the run's machine and precision
@@ -24,6 +25,8 @@ FAILURE = "attnbench.failure"  # why a trial failed or was interrupted
 STOPPED = "attnbench.stopped"  # why the scheduler stopped a trial early
 IGNORED = "attnbench.ignored"  # grid options the trial's variant does not take
 PLUGINS = "attnbench.plugins"
+SWEEP_PROCESS = "attnbench.process"  # a sweep run's driver: "<host>:<pid>" (is it still alive?)
+LOST = "attnbench.lost"  # why a sweep run left RUNNING was ended (its driver is gone)
 RAY_NODE, RAY_GCS, TRIAL_DIR = "attnbench.ray_node_id", "attnbench.ray_gcs", "attnbench.trial_dir"
 FLOPS_ERROR = "attnbench.flops_error"  # why counting FLOPs failed (the results are kept)
 CLAIM = "attnbench.claim."  # + claim id: the verdict, on the sweep's run

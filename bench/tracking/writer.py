@@ -1,12 +1,16 @@
-"""Writing attnbench's runs to MLflow: a sweep's parent run, each trial's child run (config,
-provenance, its corpus as a dataset input, metrics, artifacts), and closing runs a worker left
-open. The names are `names.py`'s."""
+"""Writing attnbench's runs to MLflow, the one door for every write: a sweep's parent run (its
+start, the earlier runs it adopts, its end, its report), each trial's child run (config,
+provenance, its corpus as a dataset input, metrics, artifacts), closing runs a worker or a
+killed driver left open, and a measurement's run. The names are `names.py`'s."""
 
 import hashlib
 import json
+import os
+import socket
 import time
 from pathlib import Path
 
+import pandas as pd
 from mlflow import MlflowClient
 from mlflow.data.code_dataset_source import CodeDatasetSource
 from mlflow.data.dataset_source import DatasetSource
@@ -21,10 +25,11 @@ from mlflow.utils.mlflow_tags import (
     MLFLOW_SOURCE_TYPE,
 )
 
-from bench.training import provenance
-from bench.training.record import Evaluation, RunResult
+from bench import provenance
+from bench.record import Evaluation, RunResult
 
 from .names import (
+    CLAIM,
     DATASET_KEYS,
     EVAL_METRICS,
     FAILURE,
@@ -35,12 +40,14 @@ from .names import (
     GRID_KEYS,
     HASH,
     IGNORED,
+    LOST,
     PARENT,
     ROLE,
     RUN_MACHINE,
+    SWEEP_PROCESS,
     TRIALS,
 )
-from .store import store_lock
+from .store import experiment_id, store_lock
 
 
 def source_tags(command: str, commit: str) -> dict[str, str]:
@@ -64,7 +71,7 @@ def start_sweep(client: MlflowClient, exp: str, grid: str, grid_file: Path, tria
             f"```\n{command}\n```")
     run = client.create_run(exp, run_name=f"sweep-{time.strftime('%Y%m%d-%H%M%S')}",
                             tags={ROLE: "sweep", GRID: grid, MLFLOW_RUN_NOTE: note,
-                                  **source_tags(source, commit)})
+                                  SWEEP_PROCESS: this_process(), **source_tags(source, commit)})
     params = {"grid_file": str(grid_file.resolve()), "n_trials": n_trials,
               "grid_sha256": hashlib.sha256(grid_file.read_bytes()).hexdigest(),
               "git_commit": commit, "command": command}
@@ -79,14 +86,80 @@ def cover(client: MlflowClient, parent: str, trials: list[str]) -> None:
     client.log_dict(parent, {"trials": trials}, TRIALS)
 
 
+def this_process() -> str:
+    """'<host>:<pid>' of this process: where a sweep's driver runs (SWEEP_PROCESS)."""
+    return f"{socket.gethostname()}:{os.getpid()}"
+
+
+def _gone(process: str) -> bool:
+    """Whether the process '<host>:<pid>' is known to have ended: it ran on this host and no
+    process has its pid. Another host's, or a pid now taken: not known, so kept."""
+    host, _, pid = process.rpartition(":")
+    if host != socket.gethostname() or not pid.isdigit():
+        return False
+    try:
+        os.kill(int(pid), 0)
+    except ProcessLookupError:
+        return True
+    except PermissionError:  # a process of another user has the pid now
+        pass
+    return False
+
+
+def end_lost_sweeps(client: MlflowClient, exp: str) -> list[str]:
+    """Mark KILLED, with the reason in LOST, the experiment's sweep runs still RUNNING whose
+    driver is gone (a kill -9, a lost machine: nothing ended them); return their ids. Called as
+    a sweep starts, so that the store never shows two sweeps of a grid running where one is."""
+    lost = []
+    for run in client.search_runs([exp], f"tags.`{ROLE}` = 'sweep' and "
+                                  "attributes.status = 'RUNNING'", max_results=1000):
+        process = run.data.tags.get(SWEEP_PROCESS, "")
+        if _gone(process):
+            client.set_tag(run.info.run_id, LOST, f"its driver {process} was gone when a later "
+                           f"sweep started ({time.strftime('%Y-%m-%d %H:%M:%S')})")
+            client.set_terminated(run.info.run_id, "KILLED")
+            lost.append(run.info.run_id)
+    return lost
+
+
 def adopt(client: MlflowClient, run_id: str, parent: str) -> None:
-    """An unfinished trial run of an earlier sweep continues under this sweep's run."""
+    """An unfinished trial run of an earlier sweep continues under sweep `parent`."""
     client.set_tag(run_id, PARENT, parent)
 
 
 def end_sweep(client: MlflowClient, parent: str, status: str) -> None:
-    """The sweep's run ends: FINISHED, FAILED (a trial failed) or KILLED (interrupted)."""
+    """The sweep run's end: FINISHED, FAILED (a trial failed) or KILLED (interrupted)."""
     client.set_terminated(parent, status)
+
+
+def log_report(client: MlflowClient, parent: str, paths: list[Path],
+               verdicts: dict[str, str]) -> None:
+    """A sweep's report onto its run: the files as artifacts (report/), each claim's verdict as
+    a tag attnbench.claim.<id>."""
+    for p in paths:
+        client.log_artifact(parent, str(p), "report")
+    for cid, verdict in verdicts.items():
+        client.set_tag(parent, f"{CLAIM}{cid}", verdict)
+
+
+def log_measurement(uri: str, experiment: str, params: dict[str, str],
+                    metrics: dict[str, float], table: pd.DataFrame, artifact: str,
+                    source: str) -> str:
+    """A measurement (e.g. bench.speed --mlflow) as one finished run of its own experiment:
+    `params`, the git commit and package versions, `metrics`, and `table` as the JSON artifact
+    `artifact` (artifacts beside an sqlite store, as the sweeps keep them); returns its id."""
+    client = MlflowClient(uri)
+    exp = experiment_id(client, experiment, uri)
+    commit = provenance.git_commit()
+    run = client.create_run(exp, run_name=f"{experiment}-{time.strftime('%Y%m%d-%H%M%S')}",
+                            tags=source_tags(source, commit))
+    run_id, now = run.info.run_id, int(time.time() * 1000)
+    params = {**params, **provenance.versions(), "git_commit": commit}
+    client.log_batch(run_id, params=[Param(k, str(v)[:6000]) for k, v in params.items()],
+                     metrics=[Metric(k, float(v), now, 0) for k, v in metrics.items()])
+    client.log_table(run_id, table, artifact)
+    client.set_terminated(run_id, "FINISHED")
+    return run_id
 
 
 def sweep_run(client: MlflowClient, exp: str, parent: str, trial_hash: str) -> Run | None:

@@ -11,9 +11,9 @@ import torch.nn.functional as F
 
 from bench import data
 from bench.model import TransformerLM
+from bench.record import SpanTrace
 
 from . import precision
-from .record import SpanTrace
 
 LN2 = math.log(2)
 

@@ -13,17 +13,18 @@ import numpy as np
 import torch
 from tqdm import tqdm
 
-from bench import data
-from bench.config import Config
+from bench import data, provenance
+from bench.config import Config, ModelConfig
 from bench.model import TransformerLM, create_model
+from bench.model.body import reach
 from bench.model.cost import cost
 from bench.model.count import counted_flops
+from bench.record import Evaluation, RunResult
 
-from . import precision, provenance
+from . import precision
 from .checkpoint import load_checkpoint, rng_state, save_atomic, set_rng_state
 from .evaluate import LN2, dynamic_trace, evaluate, mixing_matrices
 from .memory import keep_heap, peak_memory_mb, start_run
-from .record import Evaluation, RunResult
 from .step import make_optimizer, maybe_compile, train_step
 
 Report = Callable[[Evaluation, Path | None], None]
@@ -55,6 +56,12 @@ def load_corpus(cfg: Config) -> data.Corpus:
             raise data.DataError(f"train.block={t.block} is longer than the {d.name} {split} "
                                  f"split ({len(corpus.split(split))} tokens)")
     return corpus
+
+
+def limit_reach(m: ModelConfig) -> int:
+    """`bench.model.reach` at the span limit S, every layer caching S - 1 states: L (S - 1).
+    A run's floors are those of its architecture, whatever windows its learned spans trim to."""
+    return reach([m.span - 1] * m.n_layers)
 
 
 def run_peaks(history: list[Evaluation], device: torch.device) -> dict[str, float | None]:
@@ -176,7 +183,7 @@ def train(cfg: Config, out_dir: Path, *, report: Report | None = None, progress:
     dev, test = (evaluate(model, corpus.split(split), eval_bs, t.block, device, amp=amp,
                           targets=corpus.targets(split)) for split in ("dev", "test"))
     counted = count_flops(model)
-    reach = cfg.model.n_layers * (cfg.model.span - 1) + 1
+    seen = limit_reach(cfg.model) + 1  # the floor of what this model can see: its reach and itself
     # spans and #FLOPS as measured over the dev split: for a dynamic span, the mean z_t + R and
     # the widest window its forwards computed (for the others, their spans and windows)
     mean_spans = [float(np.mean(h)) for h in dev.head_spans]
@@ -187,9 +194,8 @@ def train(cfg: Config, out_dir: Path, *, report: Report | None = None, progress:
         **run_peaks(state["history"], device),
         **cost(model, mean_spans, dev.layer_max_span), **counted,
         mean_span=dev.mean_span, layer_max_span=dev.layer_max_span, head_spans=dev.head_spans,
-        # the floor of what this model can see: L layers of span S reach L (S - 1) + 1 back
-        floor_bpc=corpus.floor_bpc(reach), probe_bpc=dev.probes, probe_bpc_test=test.probes,
-        probe_floor=corpus.target_floors(reach),
+        floor_bpc=corpus.floor_bpc(seen), probe_bpc=dev.probes, probe_bpc_test=test.probes,
+        probe_floor=corpus.target_floors(seen),
         entropy_rate=corpus.floor_bpc(), prefix=corpus.meta.get("prefix", False),
         layer=model.blocks[0].attn.describe(),  # what the variant is, for tables and reports
         mixing=mixing_matrices(model),

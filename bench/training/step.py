@@ -54,7 +54,7 @@ def train_step(model: TransformerLM, step_fn: Callable, opt: torch.optim.Optimiz
         logits, cache = step_fn(x, cache)
         loss = F.cross_entropy(logits.flatten(0, 1).float(), y.flatten())
     opt.zero_grad(set_to_none=True)
-    (loss + model.span_loss()).backward()
+    (loss + model.span_penalty()).backward()
     lr = set_lr(opt, t, step)
     opt.step()
     model.clamp_()

@@ -1,10 +1,13 @@
 """The mixing-policy interface: what happens across the heads dimension, as the layer calls it."""
 
+import inspect
+from typing import Any
+
 from torch import Tensor, nn
 
 
 class MixingPolicy(nn.Module):
-    """Projections and head mixing of one attention layer (SPEC section 5).
+    """Projections and head mixing of one attention layer (docs/variants.md).
 
     The layer calls `query(x)` and `memory(mem)` once per block, then, per chunk of queries
     start..start+c-1 over a band of W keys, `logits(q, kv, start, W)` -> (B, h, c, W) (the span
@@ -30,6 +33,15 @@ class MixingPolicy(nn.Module):
         """How tables and reports name the policy (the built-in ones: none, logits, weights,
         both, gbma)."""
         return type(self).__name__
+
+    @classmethod
+    def free_heads(cls, fixed: dict[str, Any]) -> set[str]:
+        """Which of h_k and h_v may differ from h when built with the constructor arguments
+        `fixed` (those a registered name fixes): the layer refuses the others unless equal to
+        h, before anything is allocated. By default those the constructor does not take; a
+        policy whose projection maps heads (talking-heads P_l: h_k -> h, P_w: h -> h_v) adds
+        them."""
+        return {k for k in ("h_k", "h_v") if k not in inspect.signature(cls).parameters}
 
     def query(self, x: Tensor):
         """x (B, M, D) -> the queries, once per block."""

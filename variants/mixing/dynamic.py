@@ -1,6 +1,7 @@
 """Talking-heads attention with dynamic projections (Shazeer et al. 2020, appendix A)."""
 
 import math
+from typing import Any
 
 import torch
 from torch import Tensor, nn
@@ -39,6 +40,11 @@ class DynamicTalkingHeads(TalkingHeads):
     @property
     def name(self) -> str:
         return "dynamic"
+
+    @classmethod
+    def free_heads(cls, fixed: dict[str, Any]) -> set[str]:
+        """Both: it always has P_l and P_w."""
+        return {"h_k", "h_v"}
 
     def flops(self, s: float) -> float:
         """Talking heads' count plus generating the four terms (D per entry, query and memory

@@ -1,7 +1,8 @@
-"""Multi-head attention projections (SPEC section 5), and talking heads: multi-head with the
+"""Multi-head attention projections (docs/variants.md), and talking heads: multi-head with the
 learned head-mixing maps P_l and P_w."""
 
 import math
+from typing import Any
 
 import torch
 from torch import Tensor, nn
@@ -105,3 +106,9 @@ class TalkingHeads(MultiHead):
         super().__init__(d_model, span, h_k, h, h_v, d_k, d_v, key_pe)
         self.P_l = HeadMix(h_k, h, mix_noise, mix_init) if mix_logits else None
         self.P_w = HeadMix(h, h_v, mix_noise, mix_init) if mix_weights else None
+
+    @classmethod
+    def free_heads(cls, fixed: dict[str, Any]) -> set[str]:
+        """h_k with P_l (`mix_logits`), h_v with P_w (`mix_weights`)."""
+        return {k for k, flag in (("h_k", "mix_logits"), ("h_v", "mix_weights"))
+                if fixed.get(flag)}

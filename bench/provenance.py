@@ -8,7 +8,8 @@ from pathlib import Path
 
 import torch
 
-ROOT = Path(__file__).resolve().parents[2]
+ROOT = Path(__file__).resolve().parents[1]
+RESULTS = ROOT / "results"  # the default results folder: runs, sweeps, the MLflow store
 PACKAGES = ("torch", "numpy", "ray", "mlflow", "fvcore", "pandas", "pydantic", "attnbench")
 
 
@@ -34,8 +35,8 @@ def git_commit() -> str:
 # What trains and scores a run: the one-run room and everything it imports from this checkout
 # (tests/test_tracking.py keeps the list complete). The report, the claims, the runner and the
 # benchmarks only read or schedule runs, so changing them leaves finished results current.
-RESULT_CODE = ("variants", "bench/__init__.py", "bench/config.py",
-               "bench/data", "bench/model", "bench/training")
+RESULT_CODE = ("variants", "bench/__init__.py", "bench/config.py", "bench/provenance.py",
+               "bench/record.py", "bench/data", "bench/model", "bench/training")
 
 
 def code_files() -> list[Path]:

@@ -1,0 +1,63 @@
+"""The command-line arguments the commands share, defined once: `--set` and `--preset` (train,
+run, speed, anchors), what turns a grid file into its trials (`add_trial_args`), and the
+argparse types that check a value before anything runs."""
+
+import argparse
+from collections.abc import Callable
+from typing import TypeVar
+
+from bench.config import PRESETS
+
+T = TypeVar("T")
+
+
+def add_set(p: argparse.ArgumentParser,
+            help: str = "override one config key, e.g. train.steps=500 (repeatable)") -> None:
+    """--set KEY=VALUE, repeatable, into args.sets (`bench.config.parse_sets` reads them)."""
+    p.add_argument("--set", dest="sets", action="append", default=[], metavar="KEY=VALUE",
+                   help=help)
+
+
+def add_preset(p: argparse.ArgumentParser, default: str | None = "tiny",
+               help: str = "model/train preset (bench.config.PRESETS)") -> None:
+    """--preset, one of bench.config.PRESETS, into args.preset."""
+    p.add_argument("--preset", default=default, choices=sorted(PRESETS), help=help)
+
+
+def checked(convert: Callable[[str], T], expected: str,
+            ok: Callable[[T], bool] = lambda _: True) -> Callable[[str], T]:
+    """argparse type: `convert(text)`, refused as "'TEXT': expected `expected`" when it raises
+    ValueError or the value is not `ok`."""
+    def parse(text: str) -> T:
+        try:
+            value = convert(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"{text!r}: expected {expected}") from None
+        if not ok(value):
+            raise argparse.ArgumentTypeError(f"{text!r}: expected {expected}")
+        return value
+    return parse
+
+
+def _ints(text: str) -> list[int]:
+    return [int(v) for v in text.split(",")]
+
+
+positive = checked(int, "a positive int", lambda v: v >= 1)
+int_list = checked(_ints, "comma-separated positive ints", lambda v: min(v) >= 1)  # 256,1024
+fraction = checked(float, "a fraction of S in (0, 1]", lambda v: 0 < v <= 1)
+seeds_arg = checked(_ints, "integers like 0,1,2")
+
+
+def add_trial_args(p: argparse.ArgumentParser) -> None:
+    """--set, --preset, --data, --seeds and --seed-start: what turns a grid file into its trials
+    (`bench.sweep.grid.resolve_trials`)."""
+    add_set(p, "override a config key in every trial (pins a grid axis); repeatable")
+    add_preset(p, None, "model/train preset; wins over the sizes the grid's base sets")
+    p.add_argument("--data", help="registered dataset (data.name); drops the base's options "
+                   "of another corpus")
+    p.add_argument("--seeds", type=seeds_arg, help="comma-separated seeds, e.g. 0,1,2 (one "
+                   "look; refused for a grid that declares seeds.looks)")
+    p.add_argument("--seed-start", type=int, metavar="N", help="run the grid's seeds from N: "
+                   "its looks on seeds N, N+1, ..., or its list of k seeds as N .. N+k-1 (a "
+                   "replication on a disjoint seed range)")

@@ -14,6 +14,7 @@ import sys
 from pathlib import Path
 
 from bench import plugins
+from bench.cli import VERDICTS
 from bench.config import ConfigError
 from bench.findings.report import ReportError, render_sweep
 from bench.findings.spec import GridSpec
@@ -23,7 +24,8 @@ from bench.tracking.store import tracking_uri
 
 
 def main(argv: list[str] | None = None) -> int:
-    p = argparse.ArgumentParser(prog="python -m bench.report", description=__doc__.split("\n")[0])
+    p = argparse.ArgumentParser(prog="python -m bench.report", description=__doc__.split("\n")[0],
+                                epilog=VERDICTS)
     p.add_argument("target", help="grid YAML (its name) or an MLflow experiment name")
     p.add_argument("--tracking-uri", help="MLflow tracking URI (default: $MLFLOW_TRACKING_URI, "
                    "else sqlite:///results/mlflow.db)")

@@ -14,7 +14,7 @@ import sys
 from pathlib import Path
 
 from bench import plugins
-from bench.cli import add_trial_args
+from bench.cli import VERDICTS, add_trial_args
 from bench.config import ConfigError
 from bench.provenance import RESULTS
 from bench.sweep import feasible
@@ -24,7 +24,8 @@ from bench.sweep.runner import looks_of, reads, sweep
 
 
 def main(argv: list[str] | None = None) -> int:
-    p = argparse.ArgumentParser(prog="python -m bench.run", description=__doc__.split("\n")[0])
+    p = argparse.ArgumentParser(prog="python -m bench.run", description=__doc__.split("\n")[0],
+                                epilog=VERDICTS)
     p.add_argument("grid", type=Path, help="grid file, e.g. ablations/heads_grid.yaml")
     add_trial_args(p)
     p.add_argument("--dry-run", action="store_true",

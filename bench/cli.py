@@ -54,7 +54,7 @@ seeds_arg = checked(_ints, "integers like 0,1,2")
 
 def add_trial_args(p: argparse.ArgumentParser) -> None:
     """--set, --preset, --data, --seeds and --seed-start: what turns a grid file into its trials
-    (`bench.sweep.grid.resolve_trials`)."""
+    (`bench.sweep.trials.Overrides`)."""
     add_set(p, "override a config key in every trial (pins a grid axis); repeatable")
     add_preset(p, None, "model/train preset; wins over the sizes the grid's base sets")
     p.add_argument("--data", help="registered dataset (data.name); drops the base's options "

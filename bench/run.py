@@ -15,12 +15,13 @@ from pathlib import Path
 
 from bench import plugins
 from bench.cli import VERDICTS, add_trial_args
-from bench.config import ConfigError
+from bench.config import ConfigError, parse_sets
 from bench.provenance import RESULTS
 from bench.sweep import feasible
-from bench.sweep.grid import load_grid, resolve_trials
+from bench.sweep.grid import load_grid
 from bench.sweep.plan import print_plan
 from bench.sweep.runner import looks_of, reads, sweep
+from bench.sweep.trials import Overrides, resolve_trials
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -42,9 +43,11 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--no-report", action="store_true", help="skip bench.report at the end")
     args = p.parse_args(argv)
     try:
-        grid = load_grid(args.grid)
-        grid.plugins = plugins.load(grid.plugins)  # $ATTNBENCH_PLUGINS too; files absolute
-        trials = resolve_trials(grid, args, args.dry_run)
+        grid = load_grid(args.grid)  # its plugins, and $ATTNBENCH_PLUGINS, imported first
+        grid = grid.model_copy(update={"plugins": plugins.load(grid.plugins)})
+        overrides = Overrides(parse_sets(args.sets), args.preset, args.data, args.seeds,
+                              args.seed_start)
+        grid, trials = resolve_trials(grid, overrides, args.dry_run)
         feasible.check(grid.claims, grid.grid, trials)
     except ConfigError as err:
         print(f"error: {err}", file=sys.stderr)

@@ -162,3 +162,23 @@ def test_trial_identity_differs_by_the_resolved_precision(monkeypatch):
     assert fp32.isdisjoint(bf16) and len(fp32) == len(bf16) == 2
     forced = {t.hash for t in smoke_trials(["train.amp=false"])}
     assert forced.isdisjoint(bf16)
+
+
+def test_a_worker_that_resolves_auto_otherwise_refuses_the_trial(monkeypatch, tmp_path):
+    """The driver plans a trial in bf16 (its identity holds bf16); a worker without native bf16
+    refuses it before writing anything, so no fp32 result is ever filed under a bf16 identity."""
+    from bench.config import ConfigError
+    from tests.test_tracking import smoke_trials
+
+    monkeypatch.setattr(precision, "bf16_unsupported", lambda device: None)
+    trial = smoke_trials([])[0]
+    assert trial.precision == "bf16-autocast"
+    monkeypatch.setattr(precision, "bf16_unsupported", lambda device: "none here")
+    with pytest.raises(ConfigError, match="train.amp=auto: the trial was planned in "
+                       "bf16-autocast, but this worker .* runs it in fp32; pin train.amp"):
+        train(trial.cfg, tmp_path / "run", planned=trial.precision)
+    assert not (tmp_path / "run").exists()
+    result = train(trial.cfg.model_copy(update={"train": trial.cfg.train.model_copy(
+        update={"steps": 2, "eval_every": 2})}), tmp_path / "ok", planned="fp32")
+    assert json.loads((tmp_path / "ok" / "config.json").read_text())["precision"] == "fp32"
+    assert result.steps == 2

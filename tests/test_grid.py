@@ -1,7 +1,6 @@
 """bench.grid: what a grid file means. Schema errors exit 2 before anything starts; the dry-run
 plan; presets against grid axes. Fast: no Ray, no training."""
 
-import argparse
 import sys
 import tempfile
 from pathlib import Path
@@ -12,6 +11,7 @@ import yaml
 from bench import run
 from bench.config import resolve
 from bench.sweep import grid as grids
+from bench.sweep.trials import Overrides, apply, resolve_trials
 
 ROOT = Path(__file__).resolve().parents[1]
 SMOKE = ROOT / "ablations" / "smoke.yaml"
@@ -88,19 +88,18 @@ def test_dry_run_prints_trials_and_cost(tmp_path, capsys):
 
 def test_cli_preset_wins_over_base_sizes_but_not_grid_axes():
     grid = grids.load_grid(ROOT / "ablations" / "heads_grid.yaml")
-    cli = argparse.Namespace(preset="small", sets=[], data="enwik8", seeds=None, seed_start=None)
-    base, preset = grids.apply_cli(grid, cli)
-    cfg = resolve(base, preset)
+    applied = apply(grid, Overrides(preset="small", data="enwik8"))
+    cfg = resolve(applied.base.model_dump(exclude={"preset"}), applied.base.preset)
     assert (cfg.model.d_model, cfg.model.n_layers, cfg.data.name) == (512, 12, "enwik8")
-    assert cfg.data.options == {} and grid.grid["model.n_heads"] == [2, 4, 8]
+    assert cfg.data.options == {} and applied.grid["model.n_heads"] == [2, 4, 8]
+    assert grid.base.preset == "tiny" and grid.base.data != applied.base.data  # as read
 
 
 def test_an_option_some_variants_take_is_ignored_by_the_others(tmp_path, capsys):
     """span_limit sets the ramp for fixed and adaptive alike: the fixed trials drop it and say
     so; a grid whose variants all refuse an option is refused, naming it."""
-    trials = grids.resolve_trials(grids.load_grid(ROOT / "ablations" / "span_limit.yaml"),
-                                  argparse.Namespace(preset=None, sets=[], data=None,
-                                                     seeds=None, seed_start=None), dry_run=True)
+    _, trials = resolve_trials(grids.load_grid(ROOT / "ablations" / "span_limit.yaml"),
+                               Overrides(), dry_run=True)
     for t in trials:
         fixed = t.cfg.model.variant == "fixed"
         assert t.ignored == (["model.attn.ramp"] if fixed else [])

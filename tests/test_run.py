@@ -6,7 +6,6 @@ through Ray (local with 2 CPUs, or a cluster the test starts) into a temporary M
 Skip them with `pytest -m "not slow"`.
 """
 
-import argparse
 import json
 import os
 import re
@@ -23,7 +22,9 @@ import pytest
 import yaml
 from mlflow import MlflowClient
 
-from bench.sweep import grid as grids
+from bench.config import parse_sets
+from bench.sweep.grid import load_grid
+from bench.sweep.trials import Overrides, resolve_trials
 from bench.tracking import names, reader, store
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -66,13 +67,9 @@ def trial_runs(tmp: Path, grid: str) -> list:
 
 
 def expected_hashes(grid_file: Path, sets: tuple = (), seeds: list | None = None) -> set[str]:
-    grid = grids.load_grid(grid_file)
-    cli = argparse.Namespace(preset=None, sets=list(sets), data=None, seeds=seeds,
-                             seed_start=None)
-    base, preset = grids.apply_cli(grid, cli)
-    trials = grids.expand(grid, base, preset)
-    grids.check_data(trials, dry_run=False)  # sets each trial's identity from its corpus
-    return {t.hash for t in trials}
+    overrides = Overrides(parse_sets(list(sets)), seeds=seeds)
+    _, found = resolve_trials(load_grid(grid_file), overrides, dry_run=False)
+    return {t.hash for t in found}
 
 
 def write_grid(tmp: Path, name: str, **changes) -> Path:

@@ -1,7 +1,6 @@
 """What a rerun trusts: trial identity, stale results, unreadable checkpoints, the MLflow dataset
 of a corpus, and the report's reading of runs from other code. Fast: no Ray."""
 
-import argparse
 import json
 import shutil
 import subprocess
@@ -14,11 +13,12 @@ from mlflow import MlflowClient
 from mlflow.entities import Param
 
 from bench import data, provenance
-from bench.config import resolve
+from bench.config import parse_sets, resolve
 from bench.data.synthetic import synthetic as synthetic_corpus
 from bench.findings import report
-from bench.sweep import grid as grids
 from bench.sweep import runner
+from bench.sweep.grid import load_grid
+from bench.sweep.trials import Overrides, Trial, resolve_trials
 from bench.tracking import names, reader, store, writer
 from bench.training.checkpoint import load_checkpoint
 from bench.training.loop import train
@@ -26,13 +26,10 @@ from bench.training.loop import train
 ROOT = Path(__file__).resolve().parents[1]
 
 
-def smoke_trials(sets: list[str], data: str | None = None) -> list[grids.Trial]:
-    grid = grids.load_grid(ROOT / "ablations" / "smoke.yaml")
-    cli = argparse.Namespace(preset=None, sets=sets, data=data, seeds=None, seed_start=None)
-    base, preset = grids.apply_cli(grid, cli)
-    trials = grids.expand(grid, base, preset)
-    grids.check_data(trials, dry_run=False)
-    return trials
+def smoke_trials(sets: list[str], data: str | None = None) -> list[Trial]:
+    overrides = Overrides(parse_sets(sets), data=data)
+    return resolve_trials(load_grid(ROOT / "ablations" / "smoke.yaml"), overrides,
+                                 dry_run=False)[1]
 
 
 def test_trial_identity_is_the_data_not_its_path(tmp_path):

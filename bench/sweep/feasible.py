@@ -9,7 +9,7 @@ from bench.config import ConfigError
 from bench.findings.bounds import Spans, decided
 from bench.findings.claims import PROBE_METRIC, Claim, cells
 
-from .grid import Trial
+from .trials import Trial
 
 
 def spans(t: Trial) -> Spans:

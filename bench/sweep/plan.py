@@ -9,7 +9,7 @@ from bench.findings.claims import Claim, describe
 from bench.model import create_model
 from bench.model.cost import cost, executed_flops
 
-from .grid import Trial
+from .trials import Trial
 
 SCORE_PASSES = 16  # elementwise kernels over each attention score (band, mask, softmax, mixing)
 

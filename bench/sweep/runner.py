@@ -28,8 +28,9 @@ from bench.record import Evaluation, RunResult
 from bench.tracking import names, reader, store, writer
 from bench.training.loop import Diverged, train
 
-from .grid import Grid, Trial
+from .grid import Grid
 from .plan import costliest_first
+from .trials import Trial
 
 
 def trainable(config: dict) -> None:
@@ -59,7 +60,8 @@ def trainable(config: dict) -> None:
     done = out / "result.json"
     try:  # a result.json means train() finished and only the logging was cut off
         result = RunResult.load(done) if done.exists() else train(
-            Config.model_validate(spec["cfg"]), out, report=report, progress=False)
+            Config.model_validate(spec["cfg"]), out, report=report, progress=False,
+            planned=spec["precision"])
     except (Diverged, data.DataError, ConfigError) as err:  # retrying cannot help
         run.fail(f"{type(err).__name__}: {err}", out)
         return
@@ -68,7 +70,8 @@ def trainable(config: dict) -> None:
 
 def trial_spec(t: Trial, grid: Grid, root: Path) -> dict:
     return {"hash": t.hash, "name": t.name, "grid": grid.name, "grid_keys": list(grid.grid),
-            "cfg": t.cfg.model_dump(mode="json"), "out_dir": str(root / "trials" / t.hash),
+            "cfg": t.cfg.model_dump(mode="json"), "precision": t.precision,
+            "out_dir": str(root / "trials" / t.hash),
             "threads": max(1, int(grid.resources.cpu)), "plugins": grid.plugins,
             "ignored": t.ignored}
 

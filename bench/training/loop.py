@@ -14,7 +14,7 @@ import torch
 from tqdm import tqdm
 
 from bench import data, provenance
-from bench.config import Config, ModelConfig
+from bench.config import Config, ConfigError, ModelConfig
 from bench.model import TransformerLM, create_model
 from bench.model.body import reach
 from bench.model.cost import cost
@@ -87,18 +87,26 @@ def count_flops(model: TransformerLM) -> dict:
 
 
 def train(cfg: Config, out_dir: Path, *, report: Report | None = None, progress: bool = True,
-          resume: bool = True) -> RunResult:
+          resume: bool = True, planned: str | None = None) -> RunResult:
     """Train `cfg` in out_dir (config.json, checkpoint.pt, best.pt, result.json); return the run
     record (result.json is its JSON).
 
     `report(metrics, checkpoint_path | None)` is called after every evaluation. An existing
     checkpoint.pt is resumed exactly: model, optimiser, schedule, RNG, data position, cache.
+    `planned`: the precision the run's identity holds (a sweep's trial hash); a device that
+    resolves train.amp to another refuses the run (ConfigError) before anything is written.
     """
     t = cfg.train
     device = provenance.device(t.device)
+    amp = precision.resolve(t.amp, device, say=True)
+    if planned is not None and precision.name(amp) != planned:
+        rec = provenance.record(device)
+        raise ConfigError(f"train.amp={str(t.amp).lower()}: the trial was planned in {planned}, "
+                          f"but this worker ({rec['gpu'] or rec['cpu']}, {rec['cpu_capability']}) "
+                          f"runs it in {precision.name(amp)}; pin train.amp (true or false) "
+                          "when the driver and the workers differ")
     keep_heap()
     start_run(device)  # a reused Ray worker: this run's own peak memory
-    amp = precision.resolve(t.amp, device, say=True)
     corpus = load_corpus(cfg)
     out_dir.mkdir(parents=True, exist_ok=True)
     info = {"config": cfg.model_dump(mode="json"), "seed": t.seed, "dataset": corpus.describe(),

@@ -1,0 +1,240 @@
+"""What a grid expands to: the command line's overrides applied (a new grid, the file's own left
+as read), then the trials (cross product minus `exclude`, times seeds), each with its validated
+config and its identity (the config, what its corpus is, the precision it runs in).
+
+Nothing here starts Ray or MLflow: the runner runs what this module resolves.
+"""
+
+import hashlib
+import itertools
+import json
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from bench import data, provenance
+from bench.config import (
+    PRESETS,
+    Config,
+    ConfigError,
+    drop_untaken,
+    merge,
+    resolve,
+    set_dotted,
+    untaken,
+)
+from bench.findings.spec import Looks, seed_list
+from bench.training import precision
+from bench.training.loop import load_corpus
+
+from .grid import Grid, excluded
+
+SECTIONS = ("model", "data", "train")  # what a base and a --set may hold
+
+
+@dataclass(frozen=True)
+class Overrides:
+    """What the command line changes in a grid: `sets` (a nested tree of --set values, which
+    also pin the grid axes they name), `preset` (wins over the sizes the base sets), `data` (a
+    registered corpus; drops the base's options of another), `seeds` (one list) or `seed_start`
+    (the grid's seeds from N)."""
+
+    sets: dict = field(default_factory=dict)
+    preset: str | None = None
+    data: str | None = None
+    seeds: list[int] | None = None
+    seed_start: int | None = None
+
+
+@dataclass
+class Trial:
+    values: dict[str, Any]  # this trial's value of each grid key
+    cfg: Config
+    hash: str  # set from the corpus and the precision (`check_data`)
+    precision: str = ""  # what train.amp resolves to where it runs (`check_data`)
+    vocab: int = 0
+    ignored: list[str] = field(default_factory=list)  # grid options its variant does not take
+    probes: list[str] | None = None  # what its corpus scores apart (None: not built, a dry run)
+
+    @property
+    def seed(self) -> int:
+        return self.cfg.train.seed
+
+    @property
+    def name(self) -> str:
+        """<variant>-<varied values>-s<seed>, e.g. talking-heads-n_heads=8-s0."""
+        varied = [f"{k.rsplit('.', 1)[-1]}={v}" for k, v in self.values.items()
+                  if k != "model.variant"]
+        return "-".join([self.cfg.model.variant, *varied, f"s{self.seed}"])
+
+
+def _sha256_json(tree: dict) -> str:
+    text = json.dumps(tree, sort_keys=True, separators=(",", ":"))
+    return hashlib.sha256(text.encode()).hexdigest()
+
+
+def config_hash(cfg: Config) -> str:
+    """sha256 of the canonical JSON of a resolved config (the seed is train.seed)."""
+    return _sha256_json(cfg.model_dump(mode="json"))
+
+
+def trial_hash(cfg: Config, identity: dict | None, precision_name: str) -> str:
+    """A trial's identity: the config's hash with its data section replaced by what the data is
+    (`Corpus.identity()`: name, sha256, split sizes), so the same trial has the same identity in
+    every checkout and on every machine, and other bytes under the same path do not; and the
+    precision it runs in (train.amp resolved: `auto` is bf16 on one machine, fp32 on another),
+    so a rerun elsewhere never reuses or averages with runs of the other precision. The worker
+    refuses a trial whose precision it would resolve otherwise (`train(precision=...)`), so the
+    identity is always what ran. None (a dry run that downloads nothing) hashes the data
+    section as written."""
+    tree = cfg.model_dump(mode="json")
+    if identity is not None:
+        tree["data"] = identity
+    return _sha256_json({**tree, "precision": precision_name})
+
+
+def resolved_precision(cfg: Config) -> str:
+    """The precision the trial runs in on this machine's device (ConfigError: no such device)."""
+    try:
+        device = provenance.device(cfg.train.device)
+    except ValueError as err:
+        raise ConfigError(f"train.device: {err}") from None
+    return precision.name(precision.resolve(cfg.train.amp, device))
+
+
+def _lookup(tree: dict, key: str) -> tuple[bool, Any]:
+    for part in key.split("."):
+        if not isinstance(tree, dict) or part not in tree:
+            return False, None
+        tree = tree[part]
+    return True, tree
+
+
+def _drop_preset_keys(tree: dict, preset: dict) -> dict:
+    """tree without the leaves `preset` sets, so a --preset on the command line wins over base."""
+    out = {}
+    for k, v in tree.items():
+        if isinstance(v, dict) and isinstance(preset.get(k), dict):
+            out[k] = _drop_preset_keys(v, preset[k])
+        elif k not in preset:
+            out[k] = v
+    return out
+
+
+def _seeds(grid: Grid, o: Overrides) -> Any:
+    if o.seeds and isinstance(grid.seeds, Looks):
+        raise ConfigError(f"--seeds: the grid declares seeds.looks {grid.seeds.looks} (seeds "
+                          "added look by look); --seeds fixes one list: use --seed-start N to "
+                          "run the looks from seed N, or drop --seeds")
+    seeds = o.seeds or grid.seeds
+    if o.seed_start is None:
+        return seeds
+    if isinstance(seeds, Looks):
+        return seeds.model_copy(update={"start": o.seed_start})
+    return list(range(o.seed_start, o.seed_start + len(seeds)))
+
+
+def apply(grid: Grid, o: Overrides) -> Grid:
+    """A new grid: `grid` under the overrides (`grid` itself is left as read)."""
+    if unknown := sorted(set(o.sets) - set(SECTIONS)):
+        raise ConfigError(f"--set {unknown[0]}: not a config section; allowed: "
+                          f"{', '.join(SECTIONS)}")
+    base = {k: getattr(grid.base, k) for k in SECTIONS}
+    preset = grid.base.preset
+    if o.preset:
+        preset, base = o.preset, _drop_preset_keys(base, PRESETS.get(o.preset, {}))
+    sets = json.loads(json.dumps(o.sets))  # a copy: --data adds to it
+    if o.data:
+        try:
+            takes = data.options(o.data)
+        except data.DataError as err:
+            raise ConfigError(f"--data: {err}") from None
+        set_dotted(sets, "data.name", o.data)
+        base["data"] = {k: v for k, v in base["data"].items() if k in takes}
+    axes = {}
+    for key, values in grid.grid.items():  # a --set on a grid key pins that axis to one value
+        found, value = _lookup(sets, key)
+        axes[key] = [value] if found else values
+    return grid.model_copy(update={
+        "base": grid.base.model_copy(update={"preset": preset, **merge(base, sets)}),
+        "grid": axes, "seeds": _seeds(grid, o)})
+
+
+def trial_tree(values: dict[str, Any], seed: int, base: dict) -> dict:
+    """One trial's config tree: base, then its grid values and seed."""
+    tree: dict = {}
+    for key, value in values.items():
+        set_dotted(tree, key, value)
+    tree = merge(base, tree)
+    set_dotted(tree, "train.seed", seed)
+    return tree
+
+
+def trial_config(values: dict[str, Any], seed: int, base: dict, preset: str | None,
+                 refused: set[str] = frozenset()) -> tuple[Config, list[str]]:
+    """One trial's resolved config (paths absolute) and the model.attn options it drops because
+    its variant does not take them; those in `refused` are kept, for resolve() to refuse."""
+    tree = trial_tree(values, seed, base)
+    ignored = drop_untaken(tree, preset, keep=refused)
+    try:
+        cfg = resolve(tree, preset)
+    except ConfigError as err:
+        label = ", ".join(f"{k}={v!r}" for k, v in values.items())
+        raise ConfigError(f"trial {label}, seed {seed}: {err}") from None
+    for key, value in cfg.data.options.items():  # trials run in other working directories
+        if isinstance(value, Path):
+            setattr(cfg.data, key, value.expanduser().resolve())
+    return cfg, ignored
+
+
+def expand(grid: Grid) -> list[Trial]:
+    """Resolve and validate every trial (raises ConfigError naming the trial and the key). An
+    option the grid sets for several variants is dropped, and recorded as ignored, for the
+    trials whose variant does not take it; one that no trial's variant takes is refused."""
+    base, preset = {k: getattr(grid.base, k) for k in SECTIONS}, grid.base.preset
+    combos = [values for combo in itertools.product(*grid.grid.values())
+              if not excluded(values := dict(zip(grid.grid, combo, strict=True)), grid.exclude)]
+    if not combos:
+        raise ConfigError("exclude: every trial of the grid is excluded")
+    refused = set.intersection(*(set(untaken(trial_tree(v, 0, base), preset)) for v in combos))
+    trials: dict[str, Trial] = {}
+    for values in combos:
+        for seed in seed_list(grid.seeds):
+            cfg, ignored = trial_config(values, seed, base, preset, refused)
+            trials.setdefault(config_hash(cfg), Trial(values, cfg, "", ignored=ignored))
+    return list(trials.values())
+
+
+def resolve_trials(grid: Grid, o: Overrides, dry_run: bool) -> tuple[Grid, list[Trial]]:
+    """The grid under the overrides and its trials, each validated and identified by its corpus
+    and precision (a dry run downloads nothing)."""
+    grid = apply(grid, o)
+    trials = expand(grid)
+    check_data(trials, dry_run)
+    return grid, trials
+
+
+def check_data(trials: list[Trial], dry_run: bool) -> None:
+    """Build each distinct corpus once (so a bad data option is a user error here, and a
+    download happens once), recording the vocabulary size and the probes it scores, and setting
+    each trial's precision and identity. A dry run downloads nothing: a corpus not yet
+    downloaded is planned with 256 symbols and identified by its options."""
+    seen: dict[str, tuple] = {}  # data options -> (vocabulary, identity, probes)
+    for t in trials:
+        d, tr = t.cfg.data, t.cfg.train
+        key = json.dumps([d.model_dump(mode="json"), tr.block, tr.batch_size], sort_keys=True)
+        if key not in seen:
+            cfg = t.cfg
+            if dry_run and "download" in data.options(d.name):
+                cfg = cfg.model_copy(update={"data": d.model_copy(update={"download": False})})
+            try:
+                corpus = load_corpus(cfg)
+                seen[key] = (corpus.vocab_size, corpus.identity(), list(corpus.target_floors()))
+            except (data.DataError, TypeError) as err:
+                if not (dry_run and cfg is not t.cfg and "no cached copy" in str(err)):
+                    raise ConfigError(f"trial {t.name}: data: {err}") from None
+                print(f"note: {d.name} is not downloaded yet; the plan assumes 256 symbols")
+                seen[key] = (256, None, None)
+        t.vocab, identity, t.probes = seen[key]
+        t.precision = resolved_precision(t.cfg)
+        t.hash = trial_hash(t.cfg, identity, t.precision)

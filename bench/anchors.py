@@ -1,6 +1,7 @@
 """Anchors (the measurement room, `bench.measure.anchors`): attnbench's `fixed` and `adaptive`
 models against nanoGPT and the adaptive-span reference, trained side by side in one process on
-the same enwik8-prefix batches; tokens/s ratios and MFU against the speed targets.
+the same enwik8-prefix batches, in fp32 and (--amp) bf16 autocast; tokens/s and executed FLOP
+rates compared within each precision, bf16 over fp32, and MFU against the speed targets.
 
 python -m bench.anchors --nanogpt DIR --reference DIR [--steps 100] [--rounds 2] [--amp] [--json]
 """
@@ -54,8 +55,9 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--rounds", type=positive, default=2, help="interleaved rounds (median)")
     add_set(p, "override the tiny preset (sizes the anchors too), e.g. train.batch_size=8")
     p.add_argument("--amp", action="store_true",
-                   help="attnbench in bf16 autocast too, beside the fp32 anchors (MFU against "
-                   "the bf16 matmul peak); without native bf16, says why and times fp32 only")
+                   help="every system in bf16 autocast too, beside fp32 in the same rounds "
+                   "(rows suffixed ' bf16', compared bf16 with bf16; MFU against the bf16 "
+                   "matmul peak); without native bf16, says why and times fp32 only")
     p.add_argument("--json", action="store_true", help="print JSON instead of a table")
     args = p.parse_args(argv)
     try:  # everything checked and loaded before anything is timed

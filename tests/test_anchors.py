@@ -1,6 +1,7 @@
 """bench.anchors: bad input exits 2 naming the path before anything is timed; end to end with small
 stand-ins for nanoGPT and the adaptive-span reference (real torch modules with the same call
-signatures), its JSON rows and the ratios and MFU it derives from them."""
+signatures), its JSON rows, the FLOPs per step it counts for each system (against each one's
+analytic count), and the ratios and MFU it derives from the measured seconds, in fp32 and bf16."""
 
 import json
 import textwrap
@@ -34,22 +35,26 @@ class GPTConfig:
 
 
 class GPT(nn.Module):
-    """Causal stand-in: each position sees itself and the previous one."""
+    """Causal stand-in: per layer one head of fused causal attention and a ReLU MLP of
+    4 x n_embd, both residual; the output layer tied to the embedding, as nanoGPT's."""
 
     def __init__(self, config):
         super().__init__()
-        self.wte = nn.Embedding(config.vocab_size, config.n_embd)
-        self.mix = nn.ModuleList(nn.Linear(2 * config.n_embd, config.n_embd)
-                                 for _ in range(config.n_layer))
-        self.head = nn.Linear(config.n_embd, config.vocab_size, bias=False)
+        D, L, bias = config.n_embd, config.n_layer, config.bias
+        self.wte = nn.Embedding(config.vocab_size, D)
+        self.qkv = nn.ModuleList(nn.Linear(D, 3 * D, bias=bias) for _ in range(L))
+        self.mlp = nn.ModuleList(nn.Sequential(nn.Linear(D, 4 * D, bias=bias), nn.ReLU(),
+                                               nn.Linear(4 * D, D, bias=bias))
+                                 for _ in range(L))
         print("number of parameters:", sum(p.numel() for p in self.parameters()))
 
     def forward(self, idx, targets=None):
         x = self.wte(idx)
-        for mix in self.mix:
-            prev = F.pad(x, (0, 0, 1, 0))[:, :-1]
-            x = x + torch.relu(mix(torch.cat([x, prev], dim=-1)))
-        logits = self.head(x)
+        for qkv, mlp in zip(self.qkv, self.mlp):
+            q, k, v = qkv(x).unsqueeze(1).chunk(3, dim=-1)
+            x = x + F.scaled_dot_product_attention(q, k, v, is_causal=True).squeeze(1)
+            x = x + mlp(x)
+        logits = x @ self.wte.weight.T
         loss = F.cross_entropy(logits.flatten(0, 1), targets.flatten())
         return logits, loss
 '''
@@ -207,10 +212,52 @@ def test_module_without_its_class_and_bad_size_exit_2(checkouts, untimed, capsys
     assert "nanoGPT's MLP is 4 x n_embd" in capsys.readouterr().err
 
 
+def analytic_flops(checkouts) -> dict[str, float]:
+    """FLOPs of one cached training step (2 per multiply-add, backward twice the forward) of each
+    fixed-span system at SMALL: what the counter must say. nanoGPT's stand-in: 6 x its matmul
+    weights x tokens plus its fused causal attention, as torch counts it (the whole T x T score
+    matrix, 2 products forward, 5 backward). The reference's stand-ins: 6 x matmul weights x
+    tokens. attnbench `fixed`: 6 x `executed_flops` per token x tokens, plus what it executes
+    beyond that: the W - 1 cached states re-projected through W_k and W_v, and its query chunk
+    (here the whole block of M <= 64) computing q.k and w.v over M + W - 1 keys, not W."""
+    m = anchor_lib.configs(checkouts[2], SMALL)["fixed"].model
+    B, T, D, L, V, W = 2, 8, m.d_model, m.n_layers, 256, m.span
+    ours = executed_flops(create_model(m, V), "max")
+    extra = 2 * (W - 1) * D * D + 2 * T * (T - 1) * D  # per layer and row
+    return {"nanoGPT": 6 * B * T * (L * 11 * D * D + V * D) + L * 14 * B * T * T * D,
+            "reference fixed": 6 * B * T * (L * 2 * D * D + D * V),
+            "reference adaptive": 6 * B * T * (L * 2 * D * D + D * V),
+            "attnbench fixed": 6 * B * T * ours + 6 * B * L * extra}
+
+
+def check_rows(rows: dict, checkouts, suffix: str = "") -> None:
+    """Each row's tokens/s and FLOP rate are its counted FLOPs and tokens over its measured
+    seconds; the fixed-span systems counted what `analytic_flops` says."""
+    for r in rows.values():
+        assert r["tok_s"] == pytest.approx(2 * 8 * 1e3 / r["ms_step"])
+        assert r["gflop_s"] == pytest.approx(r["gflop_step"] * 1e3 / r["ms_step"])
+    for name, flops in analytic_flops(checkouts).items():
+        assert rows[name + suffix]["gflop_step"] * 1e9 == pytest.approx(flops, rel=1e-12), name
+
+
+def check_verdicts(out: dict, capsys) -> None:
+    """The text form prints each target with its value and verdict, in the JSON's order."""
+    anchor_lib.show(out)
+    text = capsys.readouterr().out
+    assert "| system" in text and "gflop_step |" in text and "gflop_s |" in text
+    assert all(f"| {r['system']} " in text for r in out["rows"])
+    lines = [line for line in text.splitlines() if " / " in line or " MFU: " in line][-len(
+        out["targets"]):]
+    for line, t in zip(lines, out["targets"], strict=True):
+        assert line.startswith(f"{t['target']}: ")
+        assert line.endswith("(no target)" if t["pass"] is None else "PASS" if t["pass"] else
+                             "FAIL")
+
+
 def test_end_to_end_json(checkouts, monkeypatch, capsys):
-    """Every system trains (its weights move), one row each; the ratios and MFU are those of
-    the tokens/s it reports, MFU against the median of the peaks measured once per round
-    (stubbed: 1, 3, 2 GFLOP/s); the table says the same."""
+    """Every system trains (its weights move), one row each with the FLOPs it counted; the
+    ratios and MFU are those of the tokens/s and FLOP rates it reports, MFU against the median
+    of the peaks measured once per round (stubbed: 1, 3, 2 GFLOP/s); the table says the same."""
     peaks = [1e9, 3e9, 2e9]
     monkeypatch.setattr(anchor_lib, "matmul_peak", lambda dev, dtype: peaks.pop(0))
     make, built, before = anchor_lib.systems, {}, {}
@@ -231,33 +278,31 @@ def test_end_to_end_json(checkouts, monkeypatch, capsys):
         after = list(system.model.parameters())
         assert any(not torch.equal(a, b) for a, b in zip(before[name], after, strict=True)), name
     assert built["reference adaptive"].spans and not built["reference fixed"].spans
-    tok_s = {k: r["tok_s"] for k, r in rows.items()}
-    assert all(r["tok_s"] == pytest.approx(2 * 8 * 1e3 / r["ms_step"]) for r in rows.values())
+    check_rows(rows, checkouts)
     targets = {t["target"]: t for t in out["targets"]}
-    for name, a, b, at in anchor_lib.TARGETS:
-        assert targets[name]["value"] == pytest.approx(tok_s[a] / tok_s[b])
-        assert targets[name]["threshold"] == at
-        assert targets[name]["pass"] == (targets[name]["value"] >= at)
+    assert len(targets) == len(anchor_lib.COMPARISONS) + 1  # fp32 only, and the MFU
+    for ours, anchor, metric, thresholds in anchor_lib.COMPARISONS:
+        t = targets[f"{ours} / {anchor} ({anchor_lib.METRICS[metric]})"]
+        assert t["value"] == pytest.approx(rows[ours][metric] / rows[anchor][metric])
+        assert t["threshold"] == thresholds[""]
+        assert t["pass"] == (None if t["threshold"] is None else t["value"] >= t["threshold"])
     fixed = anchor_lib.configs(checkouts[2], SMALL)["fixed"]  # the ramp is adaptive's only
     flops = executed_flops(create_model(fixed.model, 256), "max")
     mfu = targets["attnbench fixed MFU"]["value"]
-    assert mfu == pytest.approx(6 * flops * tok_s["attnbench fixed"] / 2e9)
-    assert out["setting"]["matmul_gflops"] == 2
+    assert mfu == pytest.approx(6 * flops * rows["attnbench fixed"]["tok_s"] / 2e9)
+    assert out["setting"]["matmul_gflops"] == 2 and out["setting"]["bf16_matmul_gflops"] is None
     assert out["setting"]["steps"] == 2 and out["setting"]["d_model"] == 16
-
-    anchor_lib.show(out)  # the text form of the same results
-    text = capsys.readouterr().out
-    assert "| system" in text and "| attnbench adaptive |" in text
-    verdicts = [line for line in text.splitlines() if "(target >= " in line]
-    assert [v.endswith("PASS" if t["pass"] else "FAIL") for v, t in
-            zip(verdicts, out["targets"], strict=True)] == [True] * 4
+    check_verdicts(out, capsys)
 
 
 @pytest.mark.parametrize("native", [True, False])
-def test_amp_adds_attnbench_bf16_rows_or_says_why_not(native, checkouts, monkeypatch, capsys):
-    """--amp: attnbench's two models also step in bf16 autocast, rows of their own, with their
-    MFU against the bf16 matmul peak of the same rounds and the bf16 targets; without native
-    bf16 the command says why and times fp32 only (bf16 is emulated here on tiny shapes)."""
+def test_amp_adds_bf16_rows_or_says_why_not(native, checkouts, monkeypatch, capsys):
+    """--amp: every system also steps in bf16 autocast, rows of their own in the same rounds,
+    with the FLOPs each counted; attnbench's bf16 rows are compared with the anchors' bf16 rows
+    (tokens/s, and FLOP rate against nanoGPT), bf16 over fp32 for every system, attnbench
+    fixed's MFU against the bf16 matmul peak of the same rounds, each with the issue's targets;
+    without native bf16 the command says why and times fp32 only (bf16 may be emulated here on
+    tiny shapes)."""
     from bench.training import precision
 
     monkeypatch.setattr(precision, "bf16_unsupported",
@@ -268,21 +313,36 @@ def test_amp_adds_attnbench_bf16_rows_or_says_why_not(native, checkouts, monkeyp
                              "--json")) == 0
     captured = capsys.readouterr()
     out = json.loads(captured.out)
-    systems = [r["system"] for r in out["rows"]]
+    rows = {r["system"]: r for r in out["rows"]}
     targets = {t["target"]: t for t in out["targets"]}
     if not native:
         assert "--amp: timing fp32 only, because no bf16 on this test host" in captured.err
-        assert "attnbench fixed bf16" not in systems and out["setting"]["bf16_matmul_gflops"] \
-            is None
+        assert not any(anchor_lib.BF16 in name for name in [*rows, *targets])
+        assert out["setting"]["bf16_matmul_gflops"] is None
         return
-    assert systems[-2:] == ["attnbench fixed bf16", "attnbench adaptive bf16"]
+    fp32 = ["nanoGPT", "reference fixed", "reference adaptive", "attnbench fixed",
+            "attnbench adaptive"]
+    assert list(rows) == fp32 + [f"{name} bf16" for name in fp32]
     assert peaks == {torch.float32: [], torch.bfloat16: []}  # each precision's, every round
-    tok_s = {r["system"]: r["tok_s"] for r in out["rows"]}
-    assert targets["attnbench fixed bf16 / nanoGPT"]["value"] == pytest.approx(
-        tok_s["attnbench fixed bf16"] / tok_s["nanoGPT"])
-    assert targets["attnbench adaptive bf16 / fp32"]["threshold"] == 1.5
+    check_rows(rows, checkouts, suffix=" bf16")
+    fixed_gflop_s = rows["attnbench fixed bf16"]["gflop_s"] / rows["nanoGPT bf16"]["gflop_s"]
+    assert targets["attnbench fixed bf16 / nanoGPT bf16 (GFLOP/s)"] == {
+        "target": "attnbench fixed bf16 / nanoGPT bf16 (GFLOP/s)",
+        "value": pytest.approx(fixed_gflop_s), "threshold": 1.0, "pass": fixed_gflop_s >= 1.0}
+    adaptive = targets["attnbench adaptive bf16 / reference adaptive bf16 (tokens/s)"]
+    assert adaptive["value"] == pytest.approx(rows["attnbench adaptive bf16"]["tok_s"] /
+                                              rows["reference adaptive bf16"]["tok_s"])
+    assert adaptive["threshold"] == 2.0
+    assert targets["attnbench fixed bf16 / reference fixed bf16 (tokens/s)"]["threshold"] is None
+    for name in fp32:
+        gain = targets[f"{name} bf16 / fp32 (tokens/s)"]
+        assert gain["value"] == pytest.approx(rows[f"{name} bf16"]["tok_s"] / rows[name]["tok_s"])
+        assert gain["threshold"] == (1.5 if name.startswith("attnbench") else None)
     fixed = anchor_lib.configs(checkouts[2], SMALL)["fixed"]
     flops = executed_flops(create_model(fixed.model, 256), "max")
-    assert targets["attnbench fixed bf16 MFU"]["value"] == pytest.approx(
-        6 * flops * tok_s["attnbench fixed bf16"] / 6e9)  # the median of 4 and 8 GFLOP/s
-    assert targets["attnbench fixed bf16 MFU"]["pass"] is None  # reported, no target
+    mfu = targets["attnbench fixed bf16 MFU"]
+    assert mfu["value"] == pytest.approx(
+        6 * flops * rows["attnbench fixed bf16"]["tok_s"] / 6e9)  # the median of 4 and 8 GFLOP/s
+    assert mfu["threshold"] == 0.45 and targets["attnbench fixed MFU"]["threshold"] == 0.5
+    assert len(targets) == 2 * len(anchor_lib.COMPARISONS) + len(fp32) + 2
+    check_verdicts(out, capsys)

@@ -1,7 +1,22 @@
 """Anchors: attnbench's `fixed` and `adaptive` models against nanoGPT and the adaptive-span
 reference, trained side by side in one process at one setting (the tiny preset: 4 layers, D 128,
 4 heads, F 512, block 256, batch 16, S 256, dropout 0) on the same enwik8-prefix batches, in
-interleaved rounds; tokens/s ratios and attnbench's MFU against the speed targets.
+interleaved rounds; with `amp`, every system again in bf16 autocast (rows suffixed " bf16") in
+the same rounds. Per system: ms/step, tokens/s and the FLOP rate it executes; attnbench against
+each anchor in the same precision (fp32 / fp32, bf16 / bf16), bf16 over fp32 per system and
+attnbench's MFU, against the speed targets.
+
+Executed FLOPs are counted one way for every system: torch's FlopCounterMode over one whole
+training step (the last warm-up step, untimed; adaptive spans as they are then), which counts
+the matmuls of forward and backward at the shapes each implementation executes, 2 FLOPs per
+multiply-add (attnbench's re-projection of the cached block and the extra keys of its query
+bands included, and scores that are computed and then masked, wherever they are). Fused
+attention (nanoGPT's causal `scaled_dot_product_attention`) counts as torch counts its CUDA
+kernels, over the whole score matrix, 2 products forward and 5 backward (it recomputes the
+scores); torch has no formula for the CPU kernel, so `CPU_SDPA` registers that one. The FLOP
+rate is that count over the median seconds per step; attnbench does more work per token than
+nanoGPT (its cached block doubles the keys), which tokens/s alone would hide. MFU stays
+analytic: 6 x `executed_flops` x tokens/s over the matmul peak of the row's precision.
 
 The two external checkouts are imported by path (nanoGPT's model.py, the reference's
 models.py), never copied.
@@ -19,6 +34,7 @@ from typing import Protocol
 import pandas as pd
 import torch
 import torch.nn.functional as F
+from torch.utils.flop_counter import FlopCounterMode, sdpa_backward_flop_count, sdpa_flop_count
 
 from bench import data, provenance
 from bench.config import Config, drop_untaken, merge, parse_sets, resolve
@@ -26,26 +42,44 @@ from bench.model import create_model
 from bench.model.cost import executed_flops
 from bench.plugins import exec_file
 from bench.provenance import device as pick_device
+from bench.training import precision
 from bench.training.step import make_optimizer, train_step
 
 from .speed import bf16_fallback, matmul_peak, sync
 
 DATA = provenance.ROOT.parent / "shared" / "data" / "enwik8.head"
-WARMUP_STEPS = 3  # untimed, per system, before the first round
+WARMUP_STEPS = 3  # untimed, per system, before the first round; the last one is counted
 REFERENCE_LR, REFERENCE_CLIP = 0.07, 0.03  # its enwik8 script's Adagrad lr and per-tensor clip
-# (target, numerator row, denominator row, threshold): tokens/s ratios
-TARGETS = (("attnbench fixed / nanoGPT", "attnbench fixed", "nanoGPT", 0.8),
-           ("attnbench fixed / reference fixed", "attnbench fixed", "reference fixed", 1.6),
-           ("attnbench adaptive / reference adaptive", "attnbench adaptive",
-            "reference adaptive", 1.5))
-BF16 = " bf16"  # the suffix of attnbench's rows in bf16 autocast (--amp)
-BF16_TARGETS = (("attnbench fixed bf16 / nanoGPT", f"attnbench fixed{BF16}", "nanoGPT", 1.2),
-                ("attnbench adaptive bf16 / reference adaptive", f"attnbench adaptive{BF16}",
-                 "reference adaptive", 2.0),
-                ("attnbench fixed bf16 / fp32", f"attnbench fixed{BF16}", "attnbench fixed", 1.5),
-                ("attnbench adaptive bf16 / fp32", f"attnbench adaptive{BF16}",
-                 "attnbench adaptive", 1.5))
-MFU_TARGETS = {"attnbench fixed": 0.5}  # of the fp32 row; the bf16 row's MFU is reported
+BF16 = " bf16"  # the suffix of every system's row in bf16 autocast (--amp)
+METRICS = {"tok_s": "tokens/s", "gflop_s": "GFLOP/s"}
+# (attnbench row, anchor row, metric, threshold by precision suffix): each precision against
+# the same precision; None: a ratio reported without a target (the fp32 thresholds are the
+# retired fp32 targets, docs/speed.md)
+COMPARISONS = (("attnbench fixed", "nanoGPT", "tok_s", {"": 0.8, BF16: None}),
+               ("attnbench fixed", "nanoGPT", "gflop_s", {"": None, BF16: 1.0}),
+               ("attnbench fixed", "reference fixed", "tok_s", {"": 1.6, BF16: None}),
+               ("attnbench adaptive", "reference adaptive", "tok_s", {"": 1.5, BF16: 2.0}))
+AMP_GAINS = {"attnbench fixed": 1.5, "attnbench adaptive": 1.5}  # bf16 / fp32 tokens/s targets
+MFU_TARGETS = {"attnbench fixed": 0.5, f"attnbench fixed{BF16}": 0.45}
+
+
+def _sdpa_flops(query: torch.Size, key: torch.Size, value: torch.Size, *args,
+                out_shape: torch.Size | None = None, **kwargs) -> int:
+    """torch's CPU flash attention, forward: torch's formula for its CUDA kernels."""
+    return sdpa_flop_count(query, key, value)
+
+
+def _sdpa_backward_flops(grad_out: torch.Size, query: torch.Size, key: torch.Size,
+                         value: torch.Size, *args, out_shape: torch.Size | None = None,
+                         **kwargs) -> int:
+    """torch's CPU flash attention, backward: torch's formula for its CUDA kernels."""
+    return sdpa_backward_flop_count(grad_out, query, key, value)
+
+
+# FlopCounterMode formulas for the CPU kernel of scaled_dot_product_attention (torch has none)
+CPU_SDPA = {torch.ops.aten._scaled_dot_product_flash_attention_for_cpu: _sdpa_flops,
+            torch.ops.aten._scaled_dot_product_flash_attention_for_cpu_backward:
+            _sdpa_backward_flops}
 
 
 class AnchorError(ValueError):
@@ -60,9 +94,11 @@ class System(Protocol):
 
 
 class NanoGPT:
-    """nanoGPT's GPT, fp32, AdamW; no cache: each block is seen alone."""
+    """nanoGPT's GPT, AdamW; no cache: each block is seen alone. Its forward and loss in bf16
+    autocast where `amp`, as its train.py runs them on a GPU (on a CPU it runs fp32)."""
 
-    def __init__(self, module: ModuleType, cfg: Config, vocab: int, dev: torch.device) -> None:
+    def __init__(self, module: ModuleType, cfg: Config, vocab: int, dev: torch.device,
+                 amp: bool = False) -> None:
         m = cfg.model
         conf = module.GPTConfig(block_size=cfg.train.block, vocab_size=vocab, n_layer=m.n_layers,
                                 n_head=m.n_heads, n_embd=m.d_model, dropout=m.dropout,
@@ -73,10 +109,12 @@ class NanoGPT:
         # nanoGPT train.py's AdamW settings; fused on CUDA as its configure_optimizers chooses
         self.opt = torch.optim.AdamW(self.model.parameters(), lr=6e-4, betas=(0.9, 0.95),
                                      weight_decay=0.1, fused=dev.type == "cuda")
+        self.amp = amp
 
     def step(self, x: torch.Tensor, y: torch.Tensor, start: bool) -> None:
         self.opt.zero_grad(set_to_none=True)
-        _, loss = self.model(x, y)
+        with precision.autocast(x.device, self.amp):
+            _, loss = self.model(x, y)
         loss.backward()
         self.opt.step()
 
@@ -87,11 +125,12 @@ class Reference:
     plus the span loss, backward, its own Adagrad with per-tensor gradient clipping at 0.03, span
     clamp. `adaptive`: its adaptive span with the ramp and loss of attnbench's `adaptive` layer
     (`options`, as that layer describes them; initial span ratio 0) and its cache trimmed to the
-    spans (`--adapt-span-cache`, as its enwik8 script runs it), else a fixed span S."""
+    spans (`--adapt-span-cache`, as its enwik8 script runs it), else a fixed span S. `amp`: the
+    forward and loss in bf16 autocast (its own trainer has no mixed precision)."""
 
     def __init__(self, module: ModuleType, optim: ModuleType, cfg: Config, vocab: int,
-                 dev: torch.device, options: dict, adaptive: bool) -> None:
-        m, self.dev = cfg.model, dev
+                 dev: torch.device, options: dict, adaptive: bool, amp: bool = False) -> None:
+        m, self.dev, self.amp = cfg.model, dev, amp
         self.shape = (cfg.train.batch_size, m.d_model)  # (B, D) of every cache
         span = {"adapt_span_enabled": adaptive, "adapt_span_ramp": options["ramp"],
                 "adapt_span_loss": options["span_loss"], "adapt_span_init": 0.0,
@@ -117,9 +156,10 @@ class Reference:
         if start:
             self.cache = self.empty_cache()
         self.opt.zero_grad()
-        out, self.cache, _ = self.model(x, self.cache)
-        loss = F.nll_loss(out.flatten(0, 1), y.flatten())
-        loss = loss + sum(s.get_loss() for s in self.spans)
+        with precision.autocast(x.device, self.amp):
+            out, self.cache, _ = self.model(x, self.cache)
+            loss = F.nll_loss(out.flatten(0, 1), y.flatten())
+            loss = loss + sum(s.get_loss() for s in self.spans)
         loss.backward()
         self.opt.step()
         for s in self.spans:
@@ -175,19 +215,30 @@ def configs(data_path: Path, sets: list[str]) -> dict[str, Config]:
 
 def systems(cfgs: dict[str, Config], nanogpt: ModuleType, reference: tuple[ModuleType, ...],
             vocab: int, dev: torch.device, amp: bool = False) -> dict[str, System]:
-    """Every system, fresh from torch.manual_seed(0), in the order they run in each round;
-    `reference` is its (models, adagrad_with_grad_clip) modules. `amp`: attnbench's models in
-    bf16 autocast too, as rows of their own (the anchors stay fp32: nanoGPT has no bf16 path on
-    a CPU, and the reference none at all)."""
+    """Every system, fresh from torch.manual_seed(0), in the order they run in each round: the
+    fp32 ones, then, where `amp`, the same again in bf16 autocast (names suffixed BF16), so that
+    each precision is compared with itself; `reference` is its (models, adagrad_with_grad_clip)
+    modules."""
+    found: dict[str, System] = {}
+    for bf16 in (False, True)[:1 + amp]:
+        one = precision_systems(cfgs, nanogpt, reference, vocab, dev, bf16)
+        found |= {name + BF16 * bf16: system for name, system in one.items()}
+    return found
+
+
+def precision_systems(cfgs: dict[str, Config], nanogpt: ModuleType,
+                      reference: tuple[ModuleType, ...], vocab: int, dev: torch.device,
+                      amp: bool) -> dict[str, System]:
+    """nanoGPT, the reference (fixed, adaptive), attnbench (fixed, adaptive), all in one
+    precision: bf16 autocast where `amp`, else fp32."""
     fixed = cfgs["fixed"]
-    ours = {f"attnbench {v}{suffix}": Attnbench(cfgs[v], vocab, dev, bf16)
-            for suffix, bf16 in (("", False), *((BF16, True),) * amp) for v in ("fixed",
-                                                                               "adaptive")}
+    ours = {f"attnbench {v}": Attnbench(cfgs[v], vocab, dev, amp) for v in ("fixed", "adaptive")}
     span = ours["attnbench adaptive"].model.blocks[0].attn.describe()["options"]
-    return {"nanoGPT": NanoGPT(nanogpt, fixed, vocab, dev),
-            "reference fixed": Reference(*reference, fixed, vocab, dev, span, adaptive=False),
+    return {"nanoGPT": NanoGPT(nanogpt, fixed, vocab, dev, amp),
+            "reference fixed": Reference(*reference, fixed, vocab, dev, span, adaptive=False,
+                                         amp=amp),
             "reference adaptive": Reference(*reference, cfgs["adaptive"], vocab, dev, span,
-                                            adaptive=True),
+                                            adaptive=True, amp=amp),
             **ours}
 
 
@@ -208,19 +259,37 @@ def time_steps(system: System, chunk: list, dev: torch.device) -> float:
     return time.perf_counter() - tic
 
 
+def step_flops(system: System, batch: tuple[int, torch.Tensor, torch.Tensor]) -> int:
+    """FLOPs of one training step of `system` on `batch` (pos, x, y), as FlopCounterMode counts
+    them: the matmuls of forward and backward, fused attention included (`CPU_SDPA`), 2 FLOPs per
+    multiply-add; the step is taken (the weights move)."""
+    pos, x, y = batch
+    with FlopCounterMode(display=False, custom_mapping=CPU_SDPA) as counter:
+        system.step(x, y, pos == 0)
+    return counter.get_total_flops()
+
+
+def warm_up(found: dict[str, System], chunk: list, dev: torch.device) -> dict[str, int]:
+    """Each system steps through `chunk` untimed, its last step counted (`step_flops`), so
+    that the counter's overhead stays out of the timed steps. Returns FLOPs per step."""
+    *untimed, counted = chunk
+    flops = {}
+    for name, system in found.items():
+        time_steps(system, untimed, dev)
+        flops[name] = step_flops(system, counted)
+    return flops
+
+
 def run(found: dict[str, System], chunks: list[list], dev: torch.device,
         dtypes: tuple[torch.dtype, ...] = (torch.float32,)
         ) -> tuple[dict[str, float], dict[torch.dtype, float]]:
     """Median seconds per step of each system, and the median matmul peak in each of `dtypes`:
-    chunks[0] untimed (warm-up), then each round measures the peaks and every system steps
-    through the round's chunk in turn (interleaved), so the peaks are taken under the same
-    conditions as the steps they divide, not once at start (on a shared machine they move by
-    20% between runs)."""
-    for system in found.values():
-        time_steps(system, chunks[0], dev)
+    each round (a chunk) measures the peaks and every system steps through the round's chunk in
+    turn (interleaved), so the peaks are taken under the same conditions as the steps they
+    divide, not once at start (on a shared machine they move by 20% between runs)."""
     times: dict[str, list[float]] = {name: [] for name in found}
     peaks: dict[torch.dtype, list[float]] = {d: [] for d in dtypes}
-    for chunk in chunks[1:]:
+    for chunk in chunks:
         for d in dtypes:
             peaks[d].append(matmul_peak(dev, d))
         for name, system in found.items():
@@ -229,28 +298,46 @@ def run(found: dict[str, System], chunks: list[list], dev: torch.device,
             {d: statistics.median(p) for d, p in peaks.items()})
 
 
-def results(seconds: dict[str, float], tokens: int, mfu: dict[str, float]
-            ) -> tuple[pd.DataFrame, list]:
-    """One row per system (ms/step, tokens/s) and the targets (with bf16 rows, theirs too),
-    each with its value, threshold and whether it passes; an MFU without a target says so."""
-    df = pd.DataFrame([{"system": name, "ms_step": 1e3 * s, "tok_s": tokens / s}
-                       for name, s in seconds.items()])
-    tok_s = dict(zip(df.system, df.tok_s, strict=True))
-    targets = [{"target": name, "value": tok_s[a] / tok_s[b], "threshold": at}
-               for name, a, b, at in (*TARGETS, *BF16_TARGETS) if a in tok_s]
-    targets += [{"target": f"{system} MFU", "value": v, "threshold": MFU_TARGETS.get(system)}
-                for system, v in mfu.items()]
-    return df, [t | {"pass": None if t["threshold"] is None else bool(t["value"] >=
-                                                                     t["threshold"])}
-                for t in targets]
+def comparisons(rows: dict[str, dict]) -> list[dict]:
+    """attnbench against the anchors (COMPARISONS), fp32 rows with fp32 rows, then bf16 rows with
+    bf16 rows where there are any: value and threshold of each."""
+    return [{"target": f"{ours}{suffix} / {anchor}{suffix} ({METRICS[metric]})",
+             "value": rows[ours + suffix][metric] / rows[anchor + suffix][metric],
+             "threshold": thresholds[suffix]}
+            for suffix in ("", BF16) for ours, anchor, metric, thresholds in COMPARISONS
+            if ours + suffix in rows]
+
+
+def amp_gains(rows: dict[str, dict]) -> list[dict]:
+    """bf16 over fp32 tokens/s of every system timed in both; targets for attnbench's."""
+    return [{"target": f"{name}{BF16} / fp32 (tokens/s)",
+             "value": rows[name + BF16]["tok_s"] / row["tok_s"], "threshold": AMP_GAINS.get(name)}
+            for name, row in rows.items() if name + BF16 in rows]
+
+
+def results(seconds: dict[str, float], flops: dict[str, int], tokens: int,
+            mfu: dict[str, float]) -> tuple[pd.DataFrame, list]:
+    """One row per system (ms/step, tokens/s, GFLOP executed per step and per second) and the
+    targets: attnbench against the anchors in each precision, bf16 over fp32, MFU; each with its
+    value, threshold and whether it passes (None where it has no target)."""
+    rows = {name: {"system": name, "ms_step": 1e3 * s, "tok_s": tokens / s,
+                   "gflop_step": flops[name] / 1e9, "gflop_s": flops[name] / s / 1e9}
+            for name, s in seconds.items()}
+    targets = [*comparisons(rows), *amp_gains(rows),
+               *({"target": f"{system} MFU", "value": v, "threshold": MFU_TARGETS.get(system)}
+                 for system, v in mfu.items())]
+    return pd.DataFrame(rows.values()), [
+        t | {"pass": None if t["threshold"] is None else bool(t["value"] >= t["threshold"])}
+        for t in targets]
 
 
 def measure(cfgs: dict[str, Config], corpus: data.Corpus, nanogpt: ModuleType,
             reference: tuple[ModuleType, ...], steps: int, rounds: int, amp: bool = False
             ) -> dict:
-    """Build every system, time them, and return the rows, targets and setting (JSON-able).
-    `amp`: attnbench in bf16 autocast too, with its MFU against the bf16 matmul peak; where the
-    device has no native bf16, the setting says why and only fp32 is timed."""
+    """Build every system, count and time them, and return the rows, targets and setting
+    (JSON-able). `amp`: every system in bf16 autocast too, attnbench fixed's MFU against the
+    bf16 matmul peak; where the device has no native bf16, the setting says why and only fp32
+    is timed."""
     fixed = cfgs["fixed"]
     dev = pick_device(fixed.train.device)
     why = bf16_fallback(dev, amp)
@@ -258,26 +345,34 @@ def measure(cfgs: dict[str, Config], corpus: data.Corpus, nanogpt: ModuleType,
     found = systems(cfgs, nanogpt, reference, corpus.vocab_size, dev, amp)
     todo = batches(corpus, fixed, WARMUP_STEPS + steps * rounds, dev)
     starts = [WARMUP_STEPS + r * steps for r in range(rounds)]
-    chunks = [todo[:WARMUP_STEPS], *(todo[a:a + steps] for a in starts)]
+    flops = warm_up(found, todo[:WARMUP_STEPS], dev)
     dtypes = (torch.float32, *((torch.bfloat16,) * amp))
-    seconds, peaks = run(found, chunks, dev, dtypes)
-    t, m = fixed.train, fixed.model
+    seconds, peaks = run(found, [todo[a:a + steps] for a in starts], dev, dtypes)
+    t = fixed.train
     tokens = t.batch_size * t.block
-    flops = executed_flops(found["attnbench fixed"].model, "max")
-    mfu = {name: 6 * flops * tokens / seconds[name] / peaks[dtype] for name, dtype in (
+    model_flops = 6 * executed_flops(found["attnbench fixed"].model, "max") * tokens
+    mfu = {name: model_flops / seconds[name] / peaks[dtype] for name, dtype in (
         ("attnbench fixed", torch.float32), *((f"attnbench fixed{BF16}", torch.bfloat16),) * amp)}
-    df, targets = results(seconds, tokens, mfu)
-    setting = {"device": str(dev), "cpu": provenance.cpu_name(),
-               "cpu_capability": provenance.kernels(dev)["cpu_capability"],
-               "threads": torch.get_num_threads(), "matmul_gflops": peaks[torch.float32] / 1e9,
-               "bf16_matmul_gflops": peaks[torch.bfloat16] / 1e9 if amp else None,
-               "bf16": "timed" if amp else why or "not asked (--amp)",
-               "steps": steps, "rounds": rounds,
-               "warmup_steps": WARMUP_STEPS, "data": corpus.meta["source"],
-               "prefix": corpus.meta["prefix"], "n_layers": m.n_layers, "d_model": m.d_model,
-               "n_heads": m.n_heads, "d_ff": m.d_ff, "span": m.span, "block": t.block,
-               "batch_size": t.batch_size, "dropout": m.dropout}
-    return {"setting": setting, "rows": df.to_dict("records"), "targets": targets}
+    df, targets = results(seconds, flops, tokens, mfu)
+    return {"setting": setting(fixed, corpus, dev, peaks, why, steps, rounds),
+            "rows": df.to_dict("records"), "targets": targets}
+
+
+def setting(cfg: Config, corpus: data.Corpus, dev: torch.device,
+            peaks: dict[torch.dtype, float], why: str | None, steps: int, rounds: int) -> dict:
+    """What was measured, where and how (JSON-able): the machine, the matmul peaks, whether bf16
+    was timed (or why not), the timing and the model's sizes."""
+    t, m, bf16 = cfg.train, cfg.model, peaks.get(torch.bfloat16)
+    return {"device": str(dev), "cpu": provenance.cpu_name(),
+            "cpu_capability": provenance.kernels(dev)["cpu_capability"],
+            "threads": torch.get_num_threads(), "matmul_gflops": peaks[torch.float32] / 1e9,
+            "bf16_matmul_gflops": bf16 / 1e9 if bf16 else None,
+            "bf16": "timed" if bf16 else why or "not asked (--amp)",
+            "steps": steps, "rounds": rounds,
+            "warmup_steps": WARMUP_STEPS, "data": corpus.meta["source"],
+            "prefix": corpus.meta["prefix"], "n_layers": m.n_layers, "d_model": m.d_model,
+            "n_heads": m.n_heads, "d_ff": m.d_ff, "span": m.span, "block": t.block,
+            "batch_size": t.batch_size, "dropout": m.dropout}
 
 
 def show(out: dict) -> None:
@@ -290,7 +385,8 @@ def show(out: dict) -> None:
           + f"; {s['n_layers']} layers, D {s['d_model']}, {s['n_heads']} heads, "
           f"F {s['d_ff']}, S {s['span']}, block {s['block']}, batch {s['batch_size']}; "
           f"median of {s['rounds']} x {s['steps']} steps on {s['data']}"
-          + (" (a prefix)" if s["prefix"] else ""))
+          + (" (a prefix)" if s["prefix"] else "")
+          + "; gflop_step: FLOPs of one training step counted by FlopCounterMode")
     print(pd.DataFrame(out["rows"]).to_markdown(index=False, floatfmt=".4g"))
     print()
     for t in out["targets"]:

@@ -1,10 +1,12 @@
 """The built-in corpus: its closed-form floors, of frames (copies) and of probe episodes (recall,
-conjunctive recall), against sampling and against predictors that see exactly S symbols back;
-its copies and records; determinism; impossible probes."""
+conjunctive recall), against sampling and against predictors that see exactly S symbols
+back or never match a query to its record; its copies and records; determinism; impossible
+probes."""
 
 import itertools
 import math
 import re
+from collections import Counter
 
 import numpy as np
 import pytest
@@ -12,7 +14,7 @@ import pytest
 from bench import data
 from bench.config import ConfigError, parse_sets, resolve
 from bench.data.frames import Frames, stationary
-from bench.data.probes import PROBES, Conjunctive, Recall
+from bench.data.probes import PROBES, Conjunctive, Recall, first_asked
 from bench.data.synthetic import Synthetic
 
 DEFAULTS = {k: p.default for k, p in data.options("synthetic").items()
@@ -27,8 +29,8 @@ def make(**options) -> Synthetic:
 def probed() -> Synthetic:
     """Background frames and both probes, episodes small enough for tight statistics."""
     return Synthetic(frames=Frames(**{**DEFAULTS, "p_copy": 0.0}), probes=(
-        Recall(rate=0.3, keys=12, stored=6, values=4, queries=8),
-        Conjunctive(rate=0.3, keys_a=3, keys_b=4, grid=2, values=4, queries=6)))
+        Recall(rate=0.2, keys=12, stored=6, values=4, queries=8),
+        Conjunctive(rate=0.2, keys_a=3, keys_b=4, grid=2, values=4, queries=6)))
 
 
 SMALL = {"alphabet": 5, "concentration": 1.0, "frame": 4, "p_copy": 0.3, "distances": (4, 12),
@@ -178,10 +180,12 @@ def answer_bits(gen: Synthetic, tokens: np.ndarray, span: int) -> dict[str, np.n
     """Keyed recall (every key, in key order): -log2 p(answer) under the best predictor that
     reads only the `span` symbols before it and knows the layout: the value is read from the
     record of the key its query names, or from an earlier answer to the same key, inside that
-    window and after the episode's delimiter; else it is a uniform guess (log2 values bits)."""
+    window and after the episode's delimiter; else it is a uniform guess (log2 values bits).
+    Per scored set: all answers, the first-asked (key not asked before in the episode) and the
+    repeated."""
     out = {}
     for p in gen.probes:
-        bits = []
+        bits, repeated = [], []
         for _, episode in episodes(gen, tokens, p):
             table, queries = keyed(p, episode)
             for i, (key, value, j) in enumerate(queries):
@@ -190,43 +194,51 @@ def answer_bits(gen: Synthetic, tokens: np.ndarray, span: int) -> dict[str, np.n
                 earlier = any(k == key and jj - 1 >= lo for k, _, jj in queries[:i])
                 assert table[key[0]] == value
                 bits.append(0.0 if span >= 1 and (record or earlier) else np.log2(p.values))
-        out[p.name] = np.array(bits)
+                repeated.append(any(k == key for k, _, _ in queries[:i]))
+        bits, repeated = np.array(bits), np.array(repeated)
+        out |= {p.name: bits, f"{p.name}_first": bits[~repeated],
+                f"{p.name}_repeat": bits[repeated]}
     return out
 
 
 def test_keyed_recall_floors_match_a_predictor_that_sees_exactly_span_back():
     """Keyed recall's floor on its answers, at reaches from one symbol to the whole episode, is
-    what a predictor that reads exactly that far back pays (within 4 standard errors); the
-    floor falls to 0 once the window holds every record and answer of an episode."""
+    what a predictor that reads exactly that far back pays (within 4 standard errors), on all
+    answers and on the first-asked and repeated apart; the floor falls to 0 once the window
+    holds every record and answer of an episode."""
     gen = Synthetic(frames=Frames(**{**DEFAULTS, "p_copy": 0.0}),
                     probes=(Recall(rate=0.5, keys=6, values=4, queries=8),))
     s = gen.stream(200_000)
     for span in (1, 3, 4, 6, 8, 9, 12, 16, 20, 22):
-        floor, bits = gen.target_floors(span)["recall"], answer_bits(gen, s.tokens, span)["recall"]
-        mean, se = mean_with_se(bits)
-        assert bits.size > 3000 and abs(mean - floor) < 4 * se + 1e-9, (span, mean, floor)
-    assert gen.target_floors(22) == {"rest": gen.target_floors()["rest"], "recall": 0.0}
+        floors, bits = gen.target_floors(span), answer_bits(gen, s.tokens, span)
+        for t in ("recall", "recall_first", "recall_repeat"):
+            mean, se = mean_with_se(bits[t])
+            assert bits[t].size > 1000 and abs(mean - floors[t]) < 4 * se + 1e-9, (span, t, mean)
+    assert gen.target_floors(22) == {"rest": gen.target_floors()["rest"], "recall": 0.0,
+                                     "recall_first": 0.0, "recall_repeat": 0.0}
     assert 0 < gen.target_floors(12)["recall"] < gen.target_floors(6)["recall"] < np.log2(4)
+    assert gen.target_floors(1)["recall_repeat"] == pytest.approx(2)  # no earlier answer seen
 
 
 @pytest.mark.parametrize("probe", [Recall(rate=0.5, keys=9, stored=4, values=3, queries=5),
                                    Conjunctive(rate=0.5, keys_a=4, keys_b=3, grid=2, values=3,
-                                               queries=5)], ids=["mqar", "conjunctive"])
+                                               queries=5)], ids=["recall", "conjunctive"])
 def test_drawn_probes_are_exact_from_their_length_and_unknown_below(probe):
     """A probe whose keys are drawn per episode: every answer is its record's value (0 bits
     for a model that sees the episode whole), the floors hold from the episode's length on,
     and below it none is claimed (a window inside the records cannot know the grid)."""
     gen = Synthetic(frames=Frames(**{**DEFAULTS, "p_copy": 0.0}), probes=(probe,))
     s = gen.stream(20_000)
+    labels = [gen.targets.index(t) for t in probe.sets]
     for start, episode in episodes(gen, s.tokens, probe):
         table, queries = keyed(probe, episode)
         assert len(table) == probe.records  # distinct keys, all recorded
         for key, value, j in queries:
             assert table[key if len(key) > 1 else key[0]] == value
-            assert s.bits[start + j] == 0 and s.target[start + j] == 2
+            assert s.bits[start + j] == 0 and s.target[start + j] in labels
     L = probe.length
     assert gen.target_floors(L - 1)[probe.name] == 0.0
-    assert gen.target_floors(L - 2) == {"rest": None, probe.name: None}
+    assert gen.target_floors(L - 2) == dict.fromkeys(gen.scored)
     assert gen.floor_bpc(L - 2) is None and (L - 1, gen.floor_bpc()) in gen.floor_steps()
 
 
@@ -264,10 +276,110 @@ def test_probed_stream_averages_to_its_floors():
     rest, se = mean_with_se(s.bits[s.target == 0])
     assert abs(rest - gen.target_floors()["rest"]) < 4 * se
     _, count, length = gen._per_unit(None)
-    for j, p in enumerate(gen.probes):
-        answers = np.flatnonzero(s.target == 2 + j)
-        assert (s.bits[answers] == 0).all()
-        assert answers.size / len(s.tokens) == pytest.approx(count[p.name] / length, rel=0.05)
+    for p in gen.probes:
+        for t in p.sets:
+            answers = np.flatnonzero(s.target == gen.targets.index(t))
+            assert (s.bits[answers] == 0).all()
+            assert answers.size / len(s.tokens) == pytest.approx(count[t] / length, rel=0.05)
+
+
+def no_recall_by_enumeration(worlds: list[tuple[tuple, tuple]]) -> tuple[float, float]:
+    """Expected bits per episode, on first-asked and on repeated answers, of the best predictor
+    without recall, over equally likely episodes (values: the records' values by key; asked: the
+    queries' keys). Its view of the q-th answer: the records' values as a multiset (which key
+    holds which, unknown), the keys asked up to this one and the answers before it; it gives
+    each value the share of the episodes with that view whose answer it is."""
+    def view(values: tuple, asked: tuple, q: int) -> tuple:
+        return tuple(sorted(values)), asked[:q + 1], tuple(values[k] for k in asked[:q])
+
+    seen, joint = Counter(), Counter()
+    for values, asked in worlds:
+        for q, k in enumerate(asked):
+            seen[view(values, asked, q)] += 1
+            joint[view(values, asked, q), values[k]] += 1
+    first = repeat = 0.0
+    for values, asked in worlds:
+        for q, k in enumerate(asked):
+            v = view(values, asked, q)
+            bits = -math.log2(joint[v, values[k]] / seen[v])
+            first, repeat = (first, repeat + bits) if k in asked[:q] else (first + bits, repeat)
+    return first / len(worlds), repeat / len(worlds)
+
+
+@pytest.mark.parametrize("probe", [Recall(rate=0.5, keys=3, values=2, queries=4),
+                                   Recall(rate=0.5, keys=5, stored=3, values=3, queries=3),
+                                   Conjunctive(rate=0.5, keys_a=2, keys_b=2, grid=2, values=2,
+                                               queries=3)], ids=["keyed", "drawn", "conjunctive"])
+def test_floors_without_recall_are_the_best_predictor_enumerated(probe):
+    """Probes with values iid and queries drawn with replacement: the closed form without recall
+    is, to rounding, what the best predictor that never matches a query to its record pays
+    over every equally likely episode, counted: a repeated query's answer is copied (0 bits)."""
+    N, V, Q = probe.records, probe.values, probe.queries
+    worlds = list(itertools.product(itertools.product(range(V), repeat=N),
+                                    itertools.product(range(N), repeat=Q)))
+    first, repeat = no_recall_by_enumeration(worlds)
+    assert repeat == 0.0 and first > 0
+    assert sum(probe.without_recall().values()) == pytest.approx(first, abs=1e-12)
+    if isinstance(probe, Recall):
+        got = probe.without_recall()
+        assert (got["recall_first"], got["recall_repeat"]) == (pytest.approx(first), 0.0)
+
+
+def no_recall_answers(probe, episode: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Per answer of a recall or conjunctive episode: (bits of the best predictor without
+    recall: a repeated query's earlier answer copied, else the share of the answer's value among
+    the recorded values not yet answered; bits of the issue's predictor: copied, else the share
+    among all recorded values; whether the query repeats one before it)."""
+    table, queries = keyed(probe, episode)
+    left, every = Counter(table.values()), Counter(table.values())
+    best, counted, repeated, answered = [], [], [], {}
+    for key, value, _ in queries:
+        repeated.append(key in answered)
+        if key in answered:
+            assert answered[key] == value
+            best.append(0.0)
+            counted.append(0.0)
+        else:
+            best.append(-math.log2(left[value] / sum(left.values())))
+            counted.append(-math.log2(every[value] / probe.records))
+            left[value] -= 1
+            answered[key] = value
+    return np.array(best), np.array(counted), np.array(repeated)
+
+
+def test_the_main_jobs_recall_without_recall_matches_a_predictor_on_the_stream():
+    """The main job's recall (8 of 36 keys, values of 2, 12 queries): on the stream, the best
+    predictor without recall pays the closed form, on all answers and first-asked and repeated
+    apart (within 4 standard errors); the issue's predictor (values counted over all records,
+    answered ones included) pays 0.902 bits on first-asked answers and 0.480 on all, more."""
+    probe = Recall(rate=0.9, keys=36, stored=8, values=2, queries=12)
+    gen = Synthetic(frames=Frames(**{**DEFAULTS, "p_copy": 0.0}), probes=(probe,))
+    rows = [no_recall_answers(probe, e) for _, e in episodes(gen, gen.stream(150_000).tokens,
+                                                             probe)]
+    best, counted, repeated = (np.concatenate(part) for part in zip(*rows, strict=True))
+    floors = gen.no_recall_floors()
+    for t, mask in (("recall", np.ones_like(repeated)), ("recall_first", ~repeated),
+                    ("recall_repeat", repeated)):
+        mean, se = mean_with_se(best[mask])
+        assert abs(mean - floors[t]) < 4 * se + 1e-12, (t, mean, floors[t])
+    assert floors == pytest.approx({"recall": 0.4226, "recall_first": 0.7937,
+                                    "recall_repeat": 0.0}, abs=1e-4)
+    share = probe.counts()["recall_first"] / probe.queries  # 53% first-asked
+    counted_first = first_asked(8, 2, 1)[1]  # the first query's: counts of all 8 values
+    assert (share, counted_first, share * counted_first) == pytest.approx((0.532, 0.902, 0.480),
+                                                                          abs=5e-4)
+    for got, want in ((counted[~repeated], counted_first), (counted, share * counted_first)):
+        mean, se = mean_with_se(got)
+        assert abs(mean - want) < 4 * se, (mean, want)
+
+
+def test_conjunctive_without_recall_matches_a_predictor_on_the_stream():
+    gen = probed()
+    probe = gen.probes[1]
+    rows = [no_recall_answers(probe, e)[0] for _, e in episodes(gen, gen.stream(100_000).tokens,
+                                                                probe)]
+    mean, se = mean_with_se(np.concatenate(rows))
+    assert abs(mean - gen.no_recall_floors()["conjunctive"]) < 4 * se
 
 
 def test_every_probe_class_is_an_option_writing_its_own_script():
@@ -280,10 +392,12 @@ def test_every_probe_class_is_an_option_writing_its_own_script():
     corpus = data.build("synthetic", n_chars=20_000, p_copy=0.0, **{p.name: p for p in probes})
     symbols = corpus.meta["symbols"]
     for p in probes:
-        delim, rec, query, ans = p.script
+        delim, *starts = p.script
         assert len(p.symbols) == p.n_symbols and p.symbols[0] == delim
-        assert p.symbols[1] == chr(rec) and p.symbols[-p.values] == chr(ans)
-        assert p.symbols[1 + p.record_symbols] == chr(query)
+        assert len(starts) == len(p.runs)
+        first = 1 + np.cumsum([0, *p.runs[:-1]])  # each run's first local id
+        assert all(p.symbols[i] == chr(c) for i, c, n in zip(first, starts, p.runs, strict=True)
+                   if n)
     assert symbols.endswith("".join(p.symbols for p in probes))
     assert len(set(symbols)) == len(symbols)  # no two symbols alike
 
@@ -292,8 +406,11 @@ def test_a_probed_corpus_scores_its_probes_apart():
     corpus = data.build("synthetic", n_chars=60_000, p_copy=0.0, recall=Recall(rate=0.5),
                         conjunctive=Conjunctive(rate=0.3))
     masks = corpus.targets("dev")
-    assert list(masks) == ["rest", "recall", "conjunctive"]
-    assert sum(m.sum() for m in masks.values()) == len(corpus.dev)
+    assert list(masks) == ["rest", "recall", "recall_first", "recall_repeat", "conjunctive"]
+    assert sum(masks[t].sum() for t in ("rest", "recall", "conjunctive")) == len(corpus.dev)
+    first, repeat = masks["recall_first"], masks["recall_repeat"]
+    assert not (first & repeat).any() and ((first | repeat) == masks["recall"]).all()
+    assert 0.4 < repeat.sum() / masks["recall"].sum() < 0.6  # 24 queries of 16 keys
     assert corpus.vocab_size == len(corpus.meta["symbols"]) > 256 and corpus.dev.dtype.itemsize == 2
     assert corpus.needs_span() == {"data.recall": 64, "data.conjunctive": 30}
     assert corpus.planted() == [] and set(corpus.describe()["probes"]) == set(masks)

@@ -1,5 +1,5 @@
 """The built-in corpus: its closed-form floors, of frames (copies) and of probe episodes (recall,
-conjunctive recall), against sampling and against predictors that see exactly S symbols
+conjunctive recall, MQAR), against sampling and against predictors that see exactly S symbols
 back or never match a query to its record; its copies and records; determinism; impossible
 probes."""
 
@@ -7,6 +7,7 @@ import itertools
 import math
 import re
 from collections import Counter
+from dataclasses import asdict
 
 import numpy as np
 import pytest
@@ -14,7 +15,7 @@ import pytest
 from bench import data
 from bench.config import ConfigError, parse_sets, resolve
 from bench.data.frames import Frames, stationary
-from bench.data.probes import PROBES, Conjunctive, Recall, first_asked
+from bench.data.probes import MQAR, PROBES, Conjunctive, Recall, first_asked
 from bench.data.synthetic import Synthetic
 
 DEFAULTS = {k: p.default for k, p in data.options("synthetic").items()
@@ -27,10 +28,12 @@ def make(**options) -> Synthetic:
 
 
 def probed() -> Synthetic:
-    """Background frames and both probes, episodes small enough for tight statistics."""
+    """Background frames and every probe (MQAR with gaps), episodes small enough for tight
+    statistics."""
     return Synthetic(frames=Frames(**{**DEFAULTS, "p_copy": 0.0}), probes=(
         Recall(rate=0.2, keys=12, stored=6, values=4, queries=8),
-        Conjunctive(rate=0.2, keys_a=3, keys_b=4, grid=2, values=4, queries=6)))
+        Conjunctive(rate=0.2, keys_a=3, keys_b=4, grid=2, values=4, queries=6),
+        MQAR(rate=0.2, keys=10, values=12, stored=5, queries=4, max_gap=3, power_a=0.3)))
 
 
 SMALL = {"alphabet": 5, "concentration": 1.0, "frame": 4, "p_copy": 0.3, "distances": (4, 12),
@@ -382,6 +385,116 @@ def test_conjunctive_without_recall_matches_a_predictor_on_the_stream():
     assert abs(mean - gen.no_recall_floors()["conjunctive"]) < 4 * se
 
 
+MQARS = [MQAR(rate=0.5, keys=12, values=10, stored=6, queries=6),
+         MQAR(rate=0.5, keys=10, values=12, stored=5, queries=4, max_gap=3, power_a=0.3)]
+
+
+def mqar_read(probe: MQAR, episode: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray,
+                                                         np.ndarray, np.ndarray]:
+    """Read an MQAR episode as a predictor that knows the layout: its records' keys and values
+    (0-based), then the keys asked, their answers' values, the answers' indices in the episode,
+    all in order of the queries, and the blanks before each query."""
+    K, N = probe.keys, probe.stored
+    keys, values = episode[1:1 + 2 * N:2] - 1, episode[2:2 + 2 * N:2] - 1 - K
+    after = episode[1 + 2 * N:]
+    at = np.flatnonzero(after != 1 + K + probe.values)  # not a blank: a query or its answer
+    asked, answers = after[at[::2]] - 1, after[at[1::2]] - 1 - K
+    assert (at[1::2] == at[::2] + 1).all() and len(at) == 2 * probe.queries
+    gaps = np.diff(at[::2], prepend=-2) - 2
+    return keys, values, asked, answers, 1 + 2 * N + at[1::2], gaps
+
+
+@pytest.mark.parametrize("probe", MQARS, ids=["back-to-back", "gaps"])
+def test_mqar_episodes_bind_keys_to_distinct_values_and_ask_each_once(probe):
+    """An MQAR episode as zoology's: records of two symbols, key then value, with distinct keys
+    and distinct values; each query is a stored key's own symbol again, asked once, after
+    every record; its answer, the value recorded with it, is the target, free given the
+    records. Blanks before a query follow the power law, and each symbol's bits are exact."""
+    gen = Synthetic(frames=Frames(**{**DEFAULTS, "p_copy": 0.0}), probes=(probe,))
+    s = gen.stream(60_000)
+    K, V, N, Q = probe.keys, probe.values, probe.stored, probe.queries
+    p, label, every, records = probe.gap_probs, gen.targets.index("mqar"), [], []
+    for start, episode in episodes(gen, s.tokens, probe):
+        keys, values, asked, answers, index, gaps = mqar_read(probe, episode)
+        assert ((0 <= keys) & (keys < K)).all() and ((0 <= values) & (values < V)).all()
+        assert len(set(keys)) == N and len(set(values)) == N
+        assert len(set(asked)) == Q and set(asked) <= set(keys.tolist())
+        table = dict(zip(keys.tolist(), values.tolist(), strict=True))
+        assert [table[k] for k in asked] == answers.tolist()
+        window = slice(start, start + probe.length)
+        assert (np.flatnonzero(s.target[window]) == index).all() and (s.target[index + start]
+                                                                       == label).all()
+        assert (s.bits[start + index] == 0).all() and index.min() > 2 * N
+        assert ((0 <= gaps) & (gaps <= probe.max_gap)).all()
+        assert s.bits[start + 1:start + 1 + 2 * N].tolist() == pytest.approx(
+            np.log2(np.stack([K - np.arange(N), V - np.arange(N)], 1)).ravel().tolist())
+        assert s.bits[start + 1 + 2 * N:start + probe.length].sum() == pytest.approx(
+            np.log2(N - np.arange(Q)).sum() - np.log2(p[gaps]).sum())  # keys asked, gaps
+        every.append(gaps)
+        records.append((keys, values))
+    for drawn, pool in zip(np.array(records).transpose(1, 2, 0), (K, V), strict=True):
+        for column in drawn:  # the i-th record's key (value): uniform over the pool
+            assert np.bincount(column, minlength=pool) / column.size == pytest.approx(
+                np.full(pool, 1 / pool), abs=0.03)
+    gaps = np.concatenate(every)
+    assert gaps.size > 3000
+    k = 1 + np.arange(probe.max_gap + 1)  # zoology's p(k) proportional to a k^(a - 1)
+    assert p == pytest.approx(k ** (probe.power_a - 1) / np.sum(k ** (probe.power_a - 1)))
+    assert np.bincount(gaps, minlength=probe.max_gap + 1) / gaps.size == pytest.approx(p, abs=0.02)
+
+
+@pytest.mark.parametrize("probe", MQARS, ids=["back-to-back", "gaps"])
+def test_mqar_floors_with_recall_and_without(probe):
+    """Recalled, the answers cost 0 from the episode's length on (unknown below); the episode's
+    bits are bits() (exactly per episode without gaps). Without recall, the best predictor
+    reading the stream (the recorded values not yet answered, uniform) pays the closed form
+    exactly in every episode, and the best predictor over every episode enumerated agrees."""
+    gen = Synthetic(frames=Frames(**{**DEFAULTS, "p_copy": 0.0}), probes=(probe,))
+    s = gen.stream(30_000)
+    N, Q, L = probe.stored, probe.queries, probe.length
+    per_episode = []
+    for start, episode in episodes(gen, s.tokens, probe):
+        _, values, _, answers, _, _ = mqar_read(probe, episode)
+        left, bits = set(values.tolist()), 0.0
+        for v in answers.tolist():
+            assert v in left
+            bits += math.log2(len(left))
+            left.remove(v)
+        assert bits == pytest.approx(probe.without_recall()["mqar"], abs=1e-9)
+        per_episode.append(s.bits[start + 1:start + L].sum())
+    mean, se = mean_with_se(np.array(per_episode))
+    assert abs(mean - probe.bits()) < 4 * se + 1e-9 and (se < 1e-9) == (probe.max_gap == 0)
+    assert gen.target_floors(L - 1)["mqar"] == 0.0 and gen.target_floors(L - 2)["mqar"] is None
+    assert gen.no_recall_floors()["mqar"] == pytest.approx(np.log2(N - np.arange(Q)).mean())
+    for N, V, Q in ((3, 4, 3), (3, 4, 2)):
+        worlds = list(itertools.product(itertools.permutations(range(V), N),
+                                        itertools.permutations(range(N), Q)))
+        first, repeat = no_recall_by_enumeration(worlds)
+        got = MQAR(rate=0.5, keys=N, values=V, stored=N, queries=Q).without_recall()["mqar"]
+        assert (got, repeat) == (pytest.approx(first, abs=1e-12), 0.0)
+
+
+def test_mqar_is_deterministic_per_seed_and_its_splits_share_no_episode():
+    """One seed, one corpus; another seed, another. Each split draws its episodes from its own
+    stream: no record block of the dev or test split is one of the train split's."""
+    probe = MQAR(rate=0.5)
+
+    def build(seed: int) -> data.Corpus:
+        return data.build("synthetic", n_chars=200_000, p_copy=0.0, seed=seed, mqar=probe)
+
+    a, b, other = build(0), build(0), build(1)
+    blocks = {}
+    for split in data.SPLITS:
+        np.testing.assert_array_equal(a.split(split), b.split(split))
+        assert not np.array_equal(a.split(split), other.split(split))
+        blocks[split] = {tuple(e[:1 + 2 * probe.stored]) for _, e in episodes(
+            a.gen, a.split(split), probe)}
+    assert len(blocks["dev"]) > 100 and len(blocks["train"]) > 2000
+    assert blocks["train"].isdisjoint(blocks["dev"] | blocks["test"])
+    assert blocks["dev"].isdisjoint(blocks["test"])
+    assert a.meta["options"]["mqar"] == {**asdict(probe)} and a.needs_span() == {"data.mqar": 32}
+
+
 def test_every_probe_class_is_an_option_writing_its_own_script():
     """A probe is its class: PROBES makes each an option of the corpus (data.<name>, typed by
     the class) and its script is the class's own, in its code points, after the frames'."""
@@ -425,6 +538,16 @@ def test_a_probed_corpus_scores_its_probes_apart():
     (["data.recall={rate: 0.5, keys: 8, stored: 9}"],
      "recall: stored=9 is impossible (allowed: 2 .. keys, or none for every key)"),
     (["data.recall={rate: 0.5, kees: 3}"], "data.recall"),
+    (["data.mqar={rate: 0.5, stored: 8, queries: 9}"],
+     "mqar: queries=9, stored=8 is impossible (allowed: queries <= stored"),
+    (["data.mqar={rate: 0.5, stored: 8, values: 6}"],
+     "mqar: values=6, stored=8 is impossible (allowed: values >= stored"),
+    (["data.mqar={rate: 0.5, keys: 4}"],
+     "mqar: stored=8, keys=4 is impossible (allowed: 2 <= stored <= keys"),
+    (["data.mqar={rate: 0.5, max_gap: 4, power_a: 0}"],
+     "mqar: power_a=0.0 is impossible (allowed: 0 < power_a <= 1"),
+    (["data.mqar={rate: 0.5, power_a: 1.5}"], "mqar: power_a=1.5 is impossible"),
+    (["data.mqar={rate: 0.5, max_gap: -1}"], "mqar: max_gap=-1 is impossible"),
 ])
 def test_impossible_probes_are_refused_naming_the_key(sets, line):
     with pytest.raises(ConfigError, match=re.escape(line)):
@@ -437,6 +560,10 @@ def test_probes_need_their_span_and_no_copies(tmp_path):
     cfg = resolve(parse_sets(["data.p_copy=0", "data.n_chars=40000", "data.recall={rate: 0.5}",
                               "model.span=32", "train.block=32"]))
     with pytest.raises(data.DataError, match=r"data.recall: an episode needs model.span >= 64"):
+        load_corpus(cfg)
+    cfg = resolve(parse_sets(["data.p_copy=0", "data.n_chars=40000", "model.span=32",
+                              "data.mqar={rate: 0.5, max_gap: 2}", "train.block=32"]))
+    with pytest.raises(data.DataError, match=r"data.mqar: an episode needs model.span >= 48"):
         load_corpus(cfg)
     with pytest.raises(data.DataError, match="cannot be mixed with copies"):
         data.build("synthetic", n_chars=40_000, recall=Recall(rate=0.5))

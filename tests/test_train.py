@@ -114,6 +114,8 @@ def test_tiny_learns_enwik8(tmp_path, variant):
     (["--set", "model.shared_pe=sometimes"], "model.shared_pe"),
     (["--set", "model.attn.key_pe=1"], "key_pe"),  # the body's table, not an option
     (["--variant", "talking-heads", "--set", "model.attn.mix_init=orthogonal"], "mix_init"),
+    (["--set", "data.p_copy=0", "--set", "data.mqar={rate: 0.5, values: 4}"],
+     "mqar: values=4, stored=8 is impossible"),
 ])
 def test_cli_user_errors(tmp_path, capsys, args, needle):
     args = [a.replace("{tmp}", str(tmp_path)) for a in args]

@@ -1,6 +1,6 @@
 """The built-in corpus: units of frames (Markov background text and copies at planted distances,
-`frames.py`) and of probe episodes (recall and conjunctive recall, `probes.py`), each unit drawn
-independently, with every floor known in closed form.
+`frames.py`) and of probe episodes (recall, conjunctive recall and MQAR, `probes.py`), each unit
+drawn independently, with every floor known in closed form.
 
 Experiments need a known answer. Each probe isolates one mechanism a paper claims and is scored
 on its own target symbols (copied letters for reach; answers for recall), and the generator

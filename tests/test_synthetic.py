@@ -466,7 +466,7 @@ def test_mqar_floors_with_recall_and_without(probe):
     assert abs(mean - probe.bits()) < 4 * se + 1e-9 and (se < 1e-9) == (probe.max_gap == 0)
     assert gen.target_floors(L - 1)["mqar"] == 0.0 and gen.target_floors(L - 2)["mqar"] is None
     assert gen.no_recall_floors()["mqar"] == pytest.approx(np.log2(N - np.arange(Q)).mean())
-    for N, V, Q in ((3, 4, 3), (3, 4, 2)):
+    for N, V, Q in ((3, 4, 3), (4, 5, 2)):
         worlds = list(itertools.product(itertools.permutations(range(V), N),
                                         itertools.permutations(range(N), Q)))
         first, repeat = no_recall_by_enumeration(worlds)

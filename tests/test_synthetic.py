@@ -1,10 +1,13 @@
 """The built-in corpus: its closed-form floors, of frames (copies) and of probe episodes (recall,
-conjunctive recall), against sampling and against predictors that see exactly S symbols back;
-its copies and records; determinism; impossible probes."""
+conjunctive recall, MQAR), against sampling and against predictors that see exactly S symbols
+back or never match a query to its record; its copies and records; determinism; impossible
+probes."""
 
 import itertools
 import math
 import re
+from collections import Counter
+from dataclasses import asdict
 
 import numpy as np
 import pytest
@@ -12,7 +15,7 @@ import pytest
 from bench import data
 from bench.config import ConfigError, parse_sets, resolve
 from bench.data.frames import Frames, stationary
-from bench.data.probes import PROBES, Conjunctive, Recall
+from bench.data.probes import MQAR, PROBES, Conjunctive, Recall, first_asked
 from bench.data.synthetic import Synthetic
 
 DEFAULTS = {k: p.default for k, p in data.options("synthetic").items()
@@ -25,10 +28,12 @@ def make(**options) -> Synthetic:
 
 
 def probed() -> Synthetic:
-    """Background frames and both probes, episodes small enough for tight statistics."""
+    """Background frames and every probe (MQAR with gaps), episodes small enough for tight
+    statistics."""
     return Synthetic(frames=Frames(**{**DEFAULTS, "p_copy": 0.0}), probes=(
-        Recall(rate=0.3, keys=12, stored=6, values=4, queries=8),
-        Conjunctive(rate=0.3, keys_a=3, keys_b=4, grid=2, values=4, queries=6)))
+        Recall(rate=0.2, keys=12, stored=6, values=4, queries=8),
+        Conjunctive(rate=0.2, keys_a=3, keys_b=4, grid=2, values=4, queries=6),
+        MQAR(rate=0.2, keys=10, values=12, stored=5, queries=4, max_gap=3, power_a=0.3)))
 
 
 SMALL = {"alphabet": 5, "concentration": 1.0, "frame": 4, "p_copy": 0.3, "distances": (4, 12),
@@ -178,10 +183,12 @@ def answer_bits(gen: Synthetic, tokens: np.ndarray, span: int) -> dict[str, np.n
     """Keyed recall (every key, in key order): -log2 p(answer) under the best predictor that
     reads only the `span` symbols before it and knows the layout: the value is read from the
     record of the key its query names, or from an earlier answer to the same key, inside that
-    window and after the episode's delimiter; else it is a uniform guess (log2 values bits)."""
+    window and after the episode's delimiter; else it is a uniform guess (log2 values bits).
+    Per scored set: all answers, the first-asked (key not asked before in the episode) and the
+    repeated."""
     out = {}
     for p in gen.probes:
-        bits = []
+        bits, repeated = [], []
         for _, episode in episodes(gen, tokens, p):
             table, queries = keyed(p, episode)
             for i, (key, value, j) in enumerate(queries):
@@ -190,43 +197,51 @@ def answer_bits(gen: Synthetic, tokens: np.ndarray, span: int) -> dict[str, np.n
                 earlier = any(k == key and jj - 1 >= lo for k, _, jj in queries[:i])
                 assert table[key[0]] == value
                 bits.append(0.0 if span >= 1 and (record or earlier) else np.log2(p.values))
-        out[p.name] = np.array(bits)
+                repeated.append(any(k == key for k, _, _ in queries[:i]))
+        bits, repeated = np.array(bits), np.array(repeated)
+        out |= {p.name: bits, f"{p.name}_first": bits[~repeated],
+                f"{p.name}_repeat": bits[repeated]}
     return out
 
 
 def test_keyed_recall_floors_match_a_predictor_that_sees_exactly_span_back():
     """Keyed recall's floor on its answers, at reaches from one symbol to the whole episode, is
-    what a predictor that reads exactly that far back pays (within 4 standard errors); the
-    floor falls to 0 once the window holds every record and answer of an episode."""
+    what a predictor that reads exactly that far back pays (within 4 standard errors), on all
+    answers and on the first-asked and repeated apart; the floor falls to 0 once the window
+    holds every record and answer of an episode."""
     gen = Synthetic(frames=Frames(**{**DEFAULTS, "p_copy": 0.0}),
                     probes=(Recall(rate=0.5, keys=6, values=4, queries=8),))
     s = gen.stream(200_000)
     for span in (1, 3, 4, 6, 8, 9, 12, 16, 20, 22):
-        floor, bits = gen.target_floors(span)["recall"], answer_bits(gen, s.tokens, span)["recall"]
-        mean, se = mean_with_se(bits)
-        assert bits.size > 3000 and abs(mean - floor) < 4 * se + 1e-9, (span, mean, floor)
-    assert gen.target_floors(22) == {"rest": gen.target_floors()["rest"], "recall": 0.0}
+        floors, bits = gen.target_floors(span), answer_bits(gen, s.tokens, span)
+        for t in ("recall", "recall_first", "recall_repeat"):
+            mean, se = mean_with_se(bits[t])
+            assert bits[t].size > 1000 and abs(mean - floors[t]) < 4 * se + 1e-9, (span, t, mean)
+    assert gen.target_floors(22) == {"rest": gen.target_floors()["rest"], "recall": 0.0,
+                                     "recall_first": 0.0, "recall_repeat": 0.0}
     assert 0 < gen.target_floors(12)["recall"] < gen.target_floors(6)["recall"] < np.log2(4)
+    assert gen.target_floors(1)["recall_repeat"] == pytest.approx(2)  # no earlier answer seen
 
 
 @pytest.mark.parametrize("probe", [Recall(rate=0.5, keys=9, stored=4, values=3, queries=5),
                                    Conjunctive(rate=0.5, keys_a=4, keys_b=3, grid=2, values=3,
-                                               queries=5)], ids=["mqar", "conjunctive"])
+                                               queries=5)], ids=["recall", "conjunctive"])
 def test_drawn_probes_are_exact_from_their_length_and_unknown_below(probe):
     """A probe whose keys are drawn per episode: every answer is its record's value (0 bits
     for a model that sees the episode whole), the floors hold from the episode's length on,
     and below it none is claimed (a window inside the records cannot know the grid)."""
     gen = Synthetic(frames=Frames(**{**DEFAULTS, "p_copy": 0.0}), probes=(probe,))
     s = gen.stream(20_000)
+    labels = [gen.targets.index(t) for t in probe.sets]
     for start, episode in episodes(gen, s.tokens, probe):
         table, queries = keyed(probe, episode)
         assert len(table) == probe.records  # distinct keys, all recorded
         for key, value, j in queries:
             assert table[key if len(key) > 1 else key[0]] == value
-            assert s.bits[start + j] == 0 and s.target[start + j] == 2
+            assert s.bits[start + j] == 0 and s.target[start + j] in labels
     L = probe.length
     assert gen.target_floors(L - 1)[probe.name] == 0.0
-    assert gen.target_floors(L - 2) == {"rest": None, probe.name: None}
+    assert gen.target_floors(L - 2) == dict.fromkeys(gen.scored)
     assert gen.floor_bpc(L - 2) is None and (L - 1, gen.floor_bpc()) in gen.floor_steps()
 
 
@@ -264,10 +279,220 @@ def test_probed_stream_averages_to_its_floors():
     rest, se = mean_with_se(s.bits[s.target == 0])
     assert abs(rest - gen.target_floors()["rest"]) < 4 * se
     _, count, length = gen._per_unit(None)
-    for j, p in enumerate(gen.probes):
-        answers = np.flatnonzero(s.target == 2 + j)
-        assert (s.bits[answers] == 0).all()
-        assert answers.size / len(s.tokens) == pytest.approx(count[p.name] / length, rel=0.05)
+    for p in gen.probes:
+        for t in p.sets:
+            answers = np.flatnonzero(s.target == gen.targets.index(t))
+            assert (s.bits[answers] == 0).all()
+            assert answers.size / len(s.tokens) == pytest.approx(count[t] / length, rel=0.05)
+
+
+def no_recall_by_enumeration(worlds: list[tuple[tuple, tuple]]) -> tuple[float, float]:
+    """Expected bits per episode, on first-asked and on repeated answers, of the best predictor
+    without recall, over equally likely episodes (values: the records' values by key; asked: the
+    queries' keys). Its view of the q-th answer: the records' values as a multiset (which key
+    holds which, unknown), the keys asked up to this one and the answers before it; it gives
+    each value the share of the episodes with that view whose answer it is."""
+    def view(values: tuple, asked: tuple, q: int) -> tuple:
+        return tuple(sorted(values)), asked[:q + 1], tuple(values[k] for k in asked[:q])
+
+    seen, joint = Counter(), Counter()
+    for values, asked in worlds:
+        for q, k in enumerate(asked):
+            seen[view(values, asked, q)] += 1
+            joint[view(values, asked, q), values[k]] += 1
+    first = repeat = 0.0
+    for values, asked in worlds:
+        for q, k in enumerate(asked):
+            v = view(values, asked, q)
+            bits = -math.log2(joint[v, values[k]] / seen[v])
+            first, repeat = (first, repeat + bits) if k in asked[:q] else (first + bits, repeat)
+    return first / len(worlds), repeat / len(worlds)
+
+
+@pytest.mark.parametrize("probe", [Recall(rate=0.5, keys=3, values=2, queries=4),
+                                   Recall(rate=0.5, keys=5, stored=3, values=3, queries=3),
+                                   Conjunctive(rate=0.5, keys_a=2, keys_b=2, grid=2, values=2,
+                                               queries=3)], ids=["keyed", "drawn", "conjunctive"])
+def test_floors_without_recall_are_the_best_predictor_enumerated(probe):
+    """Probes with values iid and queries drawn with replacement: the closed form without recall
+    is, to rounding, what the best predictor that never matches a query to its record pays
+    over every equally likely episode, counted: a repeated query's answer is copied (0 bits)."""
+    N, V, Q = probe.records, probe.values, probe.queries
+    worlds = list(itertools.product(itertools.product(range(V), repeat=N),
+                                    itertools.product(range(N), repeat=Q)))
+    first, repeat = no_recall_by_enumeration(worlds)
+    assert repeat == 0.0 and first > 0
+    assert sum(probe.without_recall().values()) == pytest.approx(first, abs=1e-12)
+    if isinstance(probe, Recall):
+        got = probe.without_recall()
+        assert (got["recall_first"], got["recall_repeat"]) == (pytest.approx(first), 0.0)
+
+
+def no_recall_answers(probe, episode: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Per answer of a recall or conjunctive episode: (bits of the best predictor without
+    recall: a repeated query's earlier answer copied, else the share of the answer's value among
+    the recorded values not yet answered; bits of the issue's predictor: copied, else the share
+    among all recorded values; whether the query repeats one before it)."""
+    table, queries = keyed(probe, episode)
+    left, every = Counter(table.values()), Counter(table.values())
+    best, counted, repeated, answered = [], [], [], {}
+    for key, value, _ in queries:
+        repeated.append(key in answered)
+        if key in answered:
+            assert answered[key] == value
+            best.append(0.0)
+            counted.append(0.0)
+        else:
+            best.append(-math.log2(left[value] / sum(left.values())))
+            counted.append(-math.log2(every[value] / probe.records))
+            left[value] -= 1
+            answered[key] = value
+    return np.array(best), np.array(counted), np.array(repeated)
+
+
+def test_the_main_jobs_recall_without_recall_matches_a_predictor_on_the_stream():
+    """The main job's recall (8 of 36 keys, values of 2, 12 queries): on the stream, the best
+    predictor without recall pays the closed form, on all answers and first-asked and repeated
+    apart (within 4 standard errors); the issue's predictor (values counted over all records,
+    answered ones included) pays 0.902 bits on first-asked answers and 0.480 on all, more."""
+    probe = Recall(rate=0.9, keys=36, stored=8, values=2, queries=12)
+    gen = Synthetic(frames=Frames(**{**DEFAULTS, "p_copy": 0.0}), probes=(probe,))
+    rows = [no_recall_answers(probe, e) for _, e in episodes(gen, gen.stream(150_000).tokens,
+                                                             probe)]
+    best, counted, repeated = (np.concatenate(part) for part in zip(*rows, strict=True))
+    floors = gen.no_recall_floors()
+    for t, mask in (("recall", np.ones_like(repeated)), ("recall_first", ~repeated),
+                    ("recall_repeat", repeated)):
+        mean, se = mean_with_se(best[mask])
+        assert abs(mean - floors[t]) < 4 * se + 1e-12, (t, mean, floors[t])
+    assert floors == pytest.approx({"recall": 0.4226, "recall_first": 0.7937,
+                                    "recall_repeat": 0.0}, abs=1e-4)
+    share = probe.counts()["recall_first"] / probe.queries  # 53% first-asked
+    counted_first = first_asked(8, 2, 1)[1]  # the first query's: counts of all 8 values
+    assert (share, counted_first, share * counted_first) == pytest.approx((0.532, 0.902, 0.480),
+                                                                          abs=5e-4)
+    for got, want in ((counted[~repeated], counted_first), (counted, share * counted_first)):
+        mean, se = mean_with_se(got)
+        assert abs(mean - want) < 4 * se, (mean, want)
+
+
+def test_conjunctive_without_recall_matches_a_predictor_on_the_stream():
+    gen = probed()
+    probe = gen.probes[1]
+    rows = [no_recall_answers(probe, e)[0] for _, e in episodes(gen, gen.stream(100_000).tokens,
+                                                                probe)]
+    mean, se = mean_with_se(np.concatenate(rows))
+    assert abs(mean - gen.no_recall_floors()["conjunctive"]) < 4 * se
+
+
+MQARS = [MQAR(rate=0.5, keys=12, values=10, stored=6, queries=6),
+         MQAR(rate=0.5, keys=10, values=12, stored=5, queries=4, max_gap=3, power_a=0.3)]
+
+
+def mqar_read(probe: MQAR, episode: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray,
+                                                         np.ndarray, np.ndarray]:
+    """Read an MQAR episode as a predictor that knows the layout: its records' keys and values
+    (0-based), then the keys asked, their answers' values, the answers' indices in the episode,
+    all in order of the queries, and the blanks before each query."""
+    K, N = probe.keys, probe.stored
+    keys, values = episode[1:1 + 2 * N:2] - 1, episode[2:2 + 2 * N:2] - 1 - K
+    after = episode[1 + 2 * N:]
+    at = np.flatnonzero(after != 1 + K + probe.values)  # not a blank: a query or its answer
+    asked, answers = after[at[::2]] - 1, after[at[1::2]] - 1 - K
+    assert (at[1::2] == at[::2] + 1).all() and len(at) == 2 * probe.queries
+    gaps = np.diff(at[::2], prepend=-2) - 2
+    return keys, values, asked, answers, 1 + 2 * N + at[1::2], gaps
+
+
+@pytest.mark.parametrize("probe", MQARS, ids=["back-to-back", "gaps"])
+def test_mqar_episodes_bind_keys_to_distinct_values_and_ask_each_once(probe):
+    """An MQAR episode as zoology's: records of two symbols, key then value, with distinct keys
+    and distinct values; each query is a stored key's own symbol again, asked once, after
+    every record; its answer, the value recorded with it, is the target, free given the
+    records. Blanks before a query follow the power law, and each symbol's bits are exact."""
+    gen = Synthetic(frames=Frames(**{**DEFAULTS, "p_copy": 0.0}), probes=(probe,))
+    s = gen.stream(60_000)
+    K, V, N, Q = probe.keys, probe.values, probe.stored, probe.queries
+    p, label, every, records = probe.gap_probs, gen.targets.index("mqar"), [], []
+    for start, episode in episodes(gen, s.tokens, probe):
+        keys, values, asked, answers, index, gaps = mqar_read(probe, episode)
+        assert ((0 <= keys) & (keys < K)).all() and ((0 <= values) & (values < V)).all()
+        assert len(set(keys)) == N and len(set(values)) == N
+        assert len(set(asked)) == Q and set(asked) <= set(keys.tolist())
+        table = dict(zip(keys.tolist(), values.tolist(), strict=True))
+        assert [table[k] for k in asked] == answers.tolist()
+        window = slice(start, start + probe.length)
+        assert (np.flatnonzero(s.target[window]) == index).all() and (s.target[index + start]
+                                                                       == label).all()
+        assert (s.bits[start + index] == 0).all() and index.min() > 2 * N
+        assert ((0 <= gaps) & (gaps <= probe.max_gap)).all()
+        assert s.bits[start + 1:start + 1 + 2 * N].tolist() == pytest.approx(
+            np.log2(np.stack([K - np.arange(N), V - np.arange(N)], 1)).ravel().tolist())
+        assert s.bits[start + 1 + 2 * N:start + probe.length].sum() == pytest.approx(
+            np.log2(N - np.arange(Q)).sum() - np.log2(p[gaps]).sum())  # keys asked, gaps
+        every.append(gaps)
+        records.append((keys, values))
+    for drawn, pool in zip(np.array(records).transpose(1, 2, 0), (K, V), strict=True):
+        for column in drawn:  # the i-th record's key (value): uniform over the pool
+            assert np.bincount(column, minlength=pool) / column.size == pytest.approx(
+                np.full(pool, 1 / pool), abs=0.03)
+    gaps = np.concatenate(every)
+    assert gaps.size > 3000
+    k = 1 + np.arange(probe.max_gap + 1)  # zoology's p(k) proportional to a k^(a - 1)
+    assert p == pytest.approx(k ** (probe.power_a - 1) / np.sum(k ** (probe.power_a - 1)))
+    assert np.bincount(gaps, minlength=probe.max_gap + 1) / gaps.size == pytest.approx(p, abs=0.02)
+
+
+@pytest.mark.parametrize("probe", MQARS, ids=["back-to-back", "gaps"])
+def test_mqar_floors_with_recall_and_without(probe):
+    """Recalled, the answers cost 0 from the episode's length on (unknown below); the episode's
+    bits are bits() (exactly per episode without gaps). Without recall, the best predictor
+    reading the stream (the recorded values not yet answered, uniform) pays the closed form
+    exactly in every episode, and the best predictor over every episode enumerated agrees."""
+    gen = Synthetic(frames=Frames(**{**DEFAULTS, "p_copy": 0.0}), probes=(probe,))
+    s = gen.stream(30_000)
+    N, Q, L = probe.stored, probe.queries, probe.length
+    per_episode = []
+    for start, episode in episodes(gen, s.tokens, probe):
+        _, values, _, answers, _, _ = mqar_read(probe, episode)
+        left, bits = set(values.tolist()), 0.0
+        for v in answers.tolist():
+            assert v in left
+            bits += math.log2(len(left))
+            left.remove(v)
+        assert bits == pytest.approx(probe.without_recall()["mqar"], abs=1e-9)
+        per_episode.append(s.bits[start + 1:start + L].sum())
+    mean, se = mean_with_se(np.array(per_episode))
+    assert abs(mean - probe.bits()) < 4 * se + 1e-9 and (se < 1e-9) == (probe.max_gap == 0)
+    assert gen.target_floors(L - 1)["mqar"] == 0.0 and gen.target_floors(L - 2)["mqar"] is None
+    assert gen.no_recall_floors()["mqar"] == pytest.approx(np.log2(N - np.arange(Q)).mean())
+    for N, V, Q in ((3, 4, 3), (4, 5, 2)):
+        worlds = list(itertools.product(itertools.permutations(range(V), N),
+                                        itertools.permutations(range(N), Q)))
+        first, repeat = no_recall_by_enumeration(worlds)
+        got = MQAR(rate=0.5, keys=N, values=V, stored=N, queries=Q).without_recall()["mqar"]
+        assert (got, repeat) == (pytest.approx(first, abs=1e-12), 0.0)
+
+
+def test_mqar_is_deterministic_per_seed_and_its_splits_share_no_episode():
+    """One seed, one corpus; another seed, another. Each split draws its episodes from its own
+    stream: no record block of the dev or test split is one of the train split's."""
+    probe = MQAR(rate=0.5)
+
+    def build(seed: int) -> data.Corpus:
+        return data.build("synthetic", n_chars=200_000, p_copy=0.0, seed=seed, mqar=probe)
+
+    a, b, other = build(0), build(0), build(1)
+    blocks = {}
+    for split in data.SPLITS:
+        np.testing.assert_array_equal(a.split(split), b.split(split))
+        assert not np.array_equal(a.split(split), other.split(split))
+        blocks[split] = {tuple(e[:1 + 2 * probe.stored]) for _, e in episodes(
+            a.gen, a.split(split), probe)}
+    assert len(blocks["dev"]) > 100 and len(blocks["train"]) > 2000
+    assert blocks["train"].isdisjoint(blocks["dev"] | blocks["test"])
+    assert blocks["dev"].isdisjoint(blocks["test"])
+    assert a.meta["options"]["mqar"] == {**asdict(probe)} and a.needs_span() == {"data.mqar": 32}
 
 
 def test_every_probe_class_is_an_option_writing_its_own_script():
@@ -280,10 +505,12 @@ def test_every_probe_class_is_an_option_writing_its_own_script():
     corpus = data.build("synthetic", n_chars=20_000, p_copy=0.0, **{p.name: p for p in probes})
     symbols = corpus.meta["symbols"]
     for p in probes:
-        delim, rec, query, ans = p.script
+        delim, *starts = p.script
         assert len(p.symbols) == p.n_symbols and p.symbols[0] == delim
-        assert p.symbols[1] == chr(rec) and p.symbols[-p.values] == chr(ans)
-        assert p.symbols[1 + p.record_symbols] == chr(query)
+        assert len(starts) == len(p.runs)
+        first = 1 + np.cumsum([0, *p.runs[:-1]])  # each run's first local id
+        assert all(p.symbols[i] == chr(c) for i, c, n in zip(first, starts, p.runs, strict=True)
+                   if n)
     assert symbols.endswith("".join(p.symbols for p in probes))
     assert len(set(symbols)) == len(symbols)  # no two symbols alike
 
@@ -292,8 +519,11 @@ def test_a_probed_corpus_scores_its_probes_apart():
     corpus = data.build("synthetic", n_chars=60_000, p_copy=0.0, recall=Recall(rate=0.5),
                         conjunctive=Conjunctive(rate=0.3))
     masks = corpus.targets("dev")
-    assert list(masks) == ["rest", "recall", "conjunctive"]
-    assert sum(m.sum() for m in masks.values()) == len(corpus.dev)
+    assert list(masks) == ["rest", "recall", "recall_first", "recall_repeat", "conjunctive"]
+    assert sum(masks[t].sum() for t in ("rest", "recall", "conjunctive")) == len(corpus.dev)
+    first, repeat = masks["recall_first"], masks["recall_repeat"]
+    assert not (first & repeat).any() and ((first | repeat) == masks["recall"]).all()
+    assert 0.4 < repeat.sum() / masks["recall"].sum() < 0.6  # 24 queries of 16 keys
     assert corpus.vocab_size == len(corpus.meta["symbols"]) > 256 and corpus.dev.dtype.itemsize == 2
     assert corpus.needs_span() == {"data.recall": 64, "data.conjunctive": 30}
     assert corpus.planted() == [] and set(corpus.describe()["probes"]) == set(masks)
@@ -308,6 +538,16 @@ def test_a_probed_corpus_scores_its_probes_apart():
     (["data.recall={rate: 0.5, keys: 8, stored: 9}"],
      "recall: stored=9 is impossible (allowed: 2 .. keys, or none for every key)"),
     (["data.recall={rate: 0.5, kees: 3}"], "data.recall"),
+    (["data.mqar={rate: 0.5, stored: 8, queries: 9}"],
+     "mqar: queries=9, stored=8 is impossible (allowed: queries <= stored"),
+    (["data.mqar={rate: 0.5, stored: 8, values: 6}"],
+     "mqar: values=6, stored=8 is impossible (allowed: values >= stored"),
+    (["data.mqar={rate: 0.5, keys: 4}"],
+     "mqar: stored=8, keys=4 is impossible (allowed: 2 <= stored <= keys"),
+    (["data.mqar={rate: 0.5, max_gap: 4, power_a: 0}"],
+     "mqar: power_a=0.0 is impossible (allowed: 0 < power_a <= 1"),
+    (["data.mqar={rate: 0.5, power_a: 1.5}"], "mqar: power_a=1.5 is impossible"),
+    (["data.mqar={rate: 0.5, max_gap: -1}"], "mqar: max_gap=-1 is impossible"),
 ])
 def test_impossible_probes_are_refused_naming_the_key(sets, line):
     with pytest.raises(ConfigError, match=re.escape(line)):
@@ -320,6 +560,10 @@ def test_probes_need_their_span_and_no_copies(tmp_path):
     cfg = resolve(parse_sets(["data.p_copy=0", "data.n_chars=40000", "data.recall={rate: 0.5}",
                               "model.span=32", "train.block=32"]))
     with pytest.raises(data.DataError, match=r"data.recall: an episode needs model.span >= 64"):
+        load_corpus(cfg)
+    cfg = resolve(parse_sets(["data.p_copy=0", "data.n_chars=40000", "model.span=32",
+                              "data.mqar={rate: 0.5, max_gap: 2}", "train.block=32"]))
+    with pytest.raises(data.DataError, match=r"data.mqar: an episode needs model.span >= 48"):
         load_corpus(cfg)
     with pytest.raises(data.DataError, match="cannot be mixed with copies"):
         data.build("synthetic", n_chars=40_000, recall=Recall(rate=0.5))

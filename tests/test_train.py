@@ -114,6 +114,8 @@ def test_tiny_learns_enwik8(tmp_path, variant):
     (["--set", "model.shared_pe=sometimes"], "model.shared_pe"),
     (["--set", "model.attn.key_pe=1"], "key_pe"),  # the body's table, not an option
     (["--variant", "talking-heads", "--set", "model.attn.mix_init=orthogonal"], "mix_init"),
+    (["--set", "data.p_copy=0", "--set", "data.mqar={rate: 0.5, values: 4}"],
+     "mqar: values=4, stored=8 is impossible"),
 ])
 def test_cli_user_errors(tmp_path, capsys, args, needle):
     args = [a.replace("{tmp}", str(tmp_path)) for a in args]
@@ -173,6 +175,31 @@ def test_dynamic_span_statistics_over_the_split():
         assert got == pytest.approx(ref, rel=1e-5)
     assert ev.mean_span == pytest.approx(np.mean(want), rel=1e-5)
     assert all(math.isnan(s) for s in model.blocks[0].attn.spans())  # no state to read later
+
+
+def test_overlapping_target_sets_are_each_scored_over_all_their_symbols():
+    """Target sets may overlap (a probe's answers hold its first-asked and repeated parts):
+    each set's bpc is the mean over every one of its symbols of the model's bits, as one
+    forward pass over the split gives them, and a set that holds every symbol scores the
+    total."""
+    import torch
+    import torch.nn.functional as F
+
+    from bench.training.evaluate import evaluate
+
+    model = eval_model("fixed").eval()
+    rng = np.random.default_rng(2)
+    split = rng.integers(0, 64, 801).astype(np.uint8)
+    part = rng.random(801) < 0.3
+    sets = {"all": np.ones(801, bool), "part": part, "rest": ~part, "inner": part & (split < 32)}
+    ev = evaluate(model, split, 4, 32, torch.device("cpu"), targets=sets)
+    with torch.no_grad():
+        ids = torch.from_numpy(split.astype(np.int64))
+        logits, _ = model(ids[:-1][None])
+        bits = F.cross_entropy(logits[0], ids[1:], reduction="none").numpy() / math.log(2)
+    for name, mask in sets.items():  # symbol i is predicted at position i - 1
+        assert ev.probes[name] == pytest.approx(bits[mask[1:]].mean(), rel=1e-5), name
+    assert ev.probes["all"] == pytest.approx(ev.bpc, rel=1e-9)
 
 
 @pytest.mark.parametrize("variant", ["fixed", "adaptive", "dynamic", "talking-heads"])

@@ -22,7 +22,7 @@ class Corpus:
 
     A corpus describes itself (`describe`) the way a layer does, so tracking and reports ask it
     rather than know its kind. Real text knows no floor; a generated corpus overrides
-    `floor_bpc`, `targets`, `target_floors`, `planted` and `needs_span`.
+    `floor_bpc`, `targets`, `target_floors`, `no_recall_floors`, `planted` and `needs_span`.
     """
 
     name: str
@@ -41,13 +41,20 @@ class Corpus:
         return None
 
     def targets(self, split: str) -> dict[str, np.ndarray]:
-        """Per probe, a bool mask over the split's ids marking the symbols it scores (the ones
-        a model predicts through the probe's mechanism); {} where the corpus has none."""
+        """Per target set, a bool mask over the split's ids marking the symbols it scores (the
+        ones a model predicts through a probe's mechanism, or a part of them: sets may
+        overlap); {} where the corpus has none."""
         return {}
 
     def target_floors(self, reach: int | None = None) -> dict[str, float | None]:
-        """Per probe and for `rest` (every other symbol), the lowest bpc reachable on its target
+        """Per target set and for `rest` (every other symbol), the lowest bpc reachable on its
         symbols with `reach` symbols of context (None: unlimited); {} or a None where unknown."""
+        return {}
+
+    def no_recall_floors(self) -> dict[str, float]:
+        """Per probe's target set, the lowest bpc on its answers of a model that sees all of its
+        episode but never matches a query to its record: what recall must beat; {} where the
+        corpus has no probes."""
         return {}
 
     def planted(self) -> list[int]:
@@ -66,9 +73,10 @@ class Corpus:
 
     def describe(self) -> dict:
         """JSON-able: the meta, the entropy rate where known, the planted distances and the
-        probes with their floors at unlimited reach (what tracking logs and reports read)."""
+        probes with their floors at unlimited reach, with recall and without it (what tracking
+        logs and reports read)."""
         return {**self.meta, "entropy_rate": self.floor_bpc(), "planted": self.planted(),
-                "probes": self.target_floors()}
+                "probes": self.target_floors(), "no_recall": self.no_recall_floors()}
 
 
 def check_fractions(fractions: tuple[float, float, float]) -> None:

@@ -1,22 +1,29 @@
 """Probe episodes of the built-in corpus: associative recall, each probe isolating one mechanism,
-with exact floors on its target symbols (the answers).
+with exact floors on its target symbols (the answers), with recall and without it.
 
-An episode opens with its probe's delimiter, lays out records that each join a key and its value
-in one symbol (so no two-token binding has to be learned), then asks queries whose answers are
-the values: a value costs log2 V bits where it is recorded and 0 where it is answered, if the
-model recalls it. Values are fresh per episode and uniform, so an answer whose record (and any
-earlier answer of the same key) lies out of reach costs log2 V bits.
+An episode opens with its probe's delimiter, lays out records that each join a key and its
+value, then asks queries whose answers are the values. A model that recalls (matches a query to
+its record) answers in 0 bits once the record is in reach. `without_recall` is what the best
+model that never makes that match pays while it sees the episode whole: it still sees which
+values the records hold and the answers already given, so it is not log2 V bits.
 
-- `Recall`: multi-query associative recall in its one-symbol record form: N records R(k, v_k),
-  then Q pairs Q(c) A(v_c) with c uniform over the recorded keys. By default every key of the
-  alphabet is recorded, in key order (keyed recall); with `stored` < `keys`, each episode
-  records `stored` keys drawn afresh, in a random order (MQAR, as in HazyResearch's zoology),
-  so a head must match a query to its record by content: no fixed head can wait for one key
-  once the alphabet outnumbers what the heads can each single out.
+- `Recall`: MQAR-like associative recall in one-symbol records (so no two-token binding has to
+  be learned): N records R(k, v_k), values iid uniform over V, then Q pairs Q(c) A(v_c) with c
+  drawn with replacement, uniform over the recorded keys. By default every key of the alphabet
+  is recorded, in key order (keyed recall); with `stored` < `keys`, each episode records
+  `stored` keys drawn afresh, in a random order, so a head must match a query to its record by
+  content: no fixed head can wait for one key once the alphabet outnumbers what the heads can
+  each single out. Its answers are scored in two parts: first-asked (the key not asked before
+  in the episode) and repeated (a model copies the earlier answer, no recall needed).
 - `Conjunctive`: conjunctive recall: a grid of g a's and g b's drawn per episode, g^2 records
   C(a, b, v_ab) in a random order, then Q triples X(a) Y(b) A(v_ab): each a and each b is
   shared by g records, so only both key symbols together name one. The query's two symbols
   must first meet in one position (a head one step back), then match the record.
+- `MQAR`: multi-query associative recall as zoology defines it (HazyResearch's
+  `multiquery_ar.py`; Arora et al. 2023): records of two tokens, key then value (the model must
+  bind them), N distinct keys of `keys` and N distinct values of `values` drawn per episode;
+  then Q <= N of the stored keys, each asked once in a random order, as its key token again,
+  answered by its value token; optionally each query after a power-law number of blanks.
 
 A head of width d_k scores a query against a key with a rank-d_k bilinear form; with d_k small
 (many heads at a constant width) it cannot single out one of many keys by content, the low-rank
@@ -36,19 +43,18 @@ from .corpus import DataError
 @dataclass(frozen=True, kw_only=True)
 class Probe:
     """An episode probe mixed into the stream at `rate` (the chance that a unit is one of its
-    episodes), recalling `queries` values uniform over `values`."""
+    episodes), asking `queries` values of `values`."""
 
     rate: float
     values: int = 8
     queries: int = 24
 
-    name = "probe"  # its option (data.<name>) and its target set in the corpus
+    name = "probe"  # its option (data.<name>) and the target set of all its answers
     stride = 2  # symbols per query, its answer included
-    # Its script: the delimiter, then the first code points of its record, query and answer
-    # symbols, chosen where no other script's symbols are
-    script: ClassVar[tuple[str, int, int, int]]
+    # Its script: the delimiter, then the first code point of each run of its symbols (`runs`),
+    # chosen where no other script's symbols are
+    script: ClassVar[tuple[str, *tuple[int, ...]]]
     max_values = 20  # answer symbols: a run of 20 numbered forms
-    max_records = 4096  # record symbols
 
     def __post_init__(self) -> None:
         checks = {"rate": (0 <= self.rate < 1, "a mix rate in [0, 1)"),
@@ -71,8 +77,73 @@ class Probe:
 
     @property
     def length(self) -> int:
-        """Symbols per episode: the delimiter, N records, the queries with their answers."""
-        return 1 + self.records + self.stride * self.queries
+        """Symbols per episode, its delimiter included."""
+        raise NotImplementedError
+
+    @property
+    def runs(self) -> tuple[int, ...]:
+        """How many symbols each run of its script holds, in the order of `script`."""
+        raise NotImplementedError
+
+    @property
+    def n_symbols(self) -> int:
+        """The probe's script: the delimiter and its runs."""
+        return 1 + sum(self.runs)
+
+    @property
+    def symbols(self) -> str:
+        """Its symbols in local id order: the delimiter (0), then each run."""
+        delim, *starts = self.script
+        return delim + "".join(chr(start + i) for start, n in zip(starts, self.runs, strict=True)
+                               for i in range(n))
+
+    @property
+    def sets(self) -> tuple[str, ...]:
+        """Its answers' target sets, disjoint: the parts it scores apart (<name>_<part>), or its
+        name alone."""
+        return (self.name,)
+
+    def bits(self) -> float:
+        """Expected bits of an episode after its delimiter, every value recalled."""
+        raise NotImplementedError
+
+    def counts(self) -> dict[str, float]:
+        """Expected answers per episode in each of its `sets`."""
+        return {self.name: float(self.queries)}
+
+    def loss(self, reach: int | None) -> dict[str, float] | None:
+        """Expected extra bits per episode, on each of its `sets`, of a model that recalls and
+        sees `reach` symbols back (None: unlimited): 0 from the episode's length on, where
+        every symbol sees its episode whole; None below unless the probe knows it in closed
+        form."""
+        if reach is None or reach >= self.length - 1:
+            return dict.fromkeys(self.sets, 0.0)
+        return None
+
+    def without_recall(self) -> dict[str, float]:
+        """Expected bits per episode, on each of its `sets`, of the best model that sees the
+        episode whole but never matches a query to its record: it knows the values the records
+        hold (not which key holds which) and the answers given before."""
+        raise NotImplementedError
+
+    def steps(self) -> set[int]:
+        """The reaches where `loss` changes."""
+        return {self.length - 1}
+
+    def generate(self, rng: np.random.Generator, n: int) -> tuple[np.ndarray, np.ndarray,
+                                                                   np.ndarray]:
+        """n episodes: (tokens (n, L) as local ids, 0 the delimiter; bits (n, L) after the
+        delimiter; answers (n, L) int8, 1 + the index in `sets` of an answer's set, 0 for the
+        other symbols)."""
+        raise NotImplementedError
+
+
+class FusedRecords(Probe):
+    """A probe whose records each join a key and its value in one symbol (no binding of two
+    tokens to learn), with its queries back to back after them, each `stride` symbols, its
+    answer last: the runs of its script are the record, query and answer symbols."""
+
+    max_records = 4096  # record symbols
 
     @property
     def record_symbols(self) -> int:
@@ -84,47 +155,29 @@ class Probe:
         raise NotImplementedError
 
     @property
-    def n_symbols(self) -> int:
-        """The probe's script: delimiter, record, query and answer symbols."""
-        return 1 + self.record_symbols + self.query_symbols + self.values
+    def runs(self) -> tuple[int, ...]:
+        return (self.record_symbols, self.query_symbols, self.values)
 
     @property
-    def symbols(self) -> str:
-        """Its symbols in local id order: the delimiter (0), records, queries, answers."""
-        delim, rec, query, ans = self.script
-        return delim + "".join(chr(start + i) for start, n in (
-            (rec, self.record_symbols), (query, self.query_symbols), (ans, self.values))
-            for i in range(n))
-
-    def bits(self) -> float:
-        """Expected bits of an episode after its delimiter, every value recalled."""
-        raise NotImplementedError
+    def length(self) -> int:
+        """The delimiter, N records, the queries with their answers."""
+        return 1 + self.records + self.stride * self.queries
 
     def answer(self, q: int) -> int:
         """Index of the q-th answer in the episode."""
         return 1 + self.records + self.stride * (q + 1) - 1
 
-    def loss(self, reach: int | None) -> float | None:
-        """Expected extra bits per episode of a model that sees `reach` symbols back (None:
-        unlimited): 0 from the episode's length on, where every symbol sees its episode whole;
-        None below unless the probe knows it in closed form."""
-        return 0.0 if reach is None or reach >= self.length - 1 else None
-
-    def steps(self) -> set[int]:
-        """The reaches where `loss` changes."""
-        return {self.length - 1}
-
-    def generate(self, rng: np.random.Generator, n: int) -> tuple[np.ndarray, np.ndarray,
-                                                                   np.ndarray]:
-        """n episodes: (tokens (n, L) as local ids, 0 the delimiter; bits (n, L) after the
-        delimiter; answers (n, L) bool, the target symbols)."""
-        raise NotImplementedError
+    def answers(self, n: int) -> np.ndarray:
+        """(n, L) int8: 1 at the answers of n episodes, 0 elsewhere."""
+        mask = np.zeros(self.length, np.int8)
+        mask[[self.answer(q) for q in range(self.queries)]] = 1
+        return np.tile(mask, (n, 1))
 
 
 @dataclass(frozen=True, kw_only=True)
-class Recall(Probe):
+class Recall(FusedRecords):
     """Associative recall with one-symbol records over an alphabet of `keys` (module doc): every
-    key in key order, or `stored` of them per episode in a random order (MQAR)."""
+    key in key order, or `stored` of them per episode in a random order (MQAR-like)."""
 
     keys: int = 16
     stored: int | None = None
@@ -152,8 +205,20 @@ class Recall(Probe):
 
     @property
     def drawn(self) -> bool:
-        """Whether each episode draws its keys (MQAR) rather than recording all in order."""
+        """Whether each episode draws its keys (MQAR-like) rather than recording all in order."""
         return self.records < self.keys
+
+    @property
+    def sets(self) -> tuple[str, ...]:
+        """First-asked answers (the key not asked before in the episode) and repeated ones,
+        apart; one set where a single query cannot repeat."""
+        return (f"{self.name}_first", f"{self.name}_repeat") if self.queries > 1 else (self.name,)
+
+    def _parts(self, first: float, repeat: float) -> dict[str, float]:
+        """{set: bits or count} from the first-asked and the repeated answers' shares."""
+        if len(self.sets) == 1:
+            return {self.name: first + repeat}
+        return dict(zip(self.sets, (first, repeat), strict=True))
 
     def bits(self) -> float:
         """Which keys (the k-th record uniform over the K - k not yet recorded) and their values,
@@ -162,24 +227,33 @@ class Recall(Probe):
         pick = sum(math.log2(K - k) for k in range(N)) if self.drawn else 0.0
         return float(pick + N * np.log2(self.values) + self.queries * np.log2(N))
 
-    def loss(self, reach: int | None) -> float | None:
+    def counts(self) -> dict[str, float]:
+        """Query q asks a key not asked before with probability (1 - 1/N)^q."""
+        first = sum((1 - 1 / self.records) ** q for q in range(self.queries))
+        return self._parts(first, self.queries - first)
+
+    def loss(self, reach: int | None) -> dict[str, float] | None:
         """With every key in key order, in closed form at any reach: an answer at index j is
         named by its query just before it (out of reach, the answer is a guess); its key's
-        record r (index 1 + r) is read where j - 1 - r <= reach, or an earlier answer of the
-        same key, whose query must be within reach too (each earlier query has that key w.p.
-        1 / N). With drawn keys, as every probe (a window without the records cannot know
-        which keys a query may name)."""
+        record r (index 1 + r) is read where j - 1 - r <= reach, and a repeated one also from
+        an earlier answer of the same key whose query is within reach (each earlier query has
+        that key w.p. 1 / N, whatever the record). With drawn keys, as every probe (a window
+        without the records cannot know which keys a query may name)."""
         if self.drawn or reach is None:
             return super().loss(reach)
-        if reach < 1:
-            return float(self.queries * np.log2(self.values))
-        N, out = self.records, 0.0
+        N, first, repeat = self.records, 0.0, 0.0
         for q in range(self.queries):
             j = self.answer(q)
             unseen = sum(j - 1 - r > reach for r in range(N)) / N
-            earlier = min(q, (reach - 1) // 2)  # queries within reach
-            out += unseen * (1 - 1 / N) ** earlier
-        return float(out * np.log2(self.values))
+            near = max(0, min(q, (reach - 1) // 2))  # earlier queries within reach
+            first += unseen * (1 - 1 / N) ** q
+            repeat += unseen * ((1 - 1 / N) ** near - (1 - 1 / N) ** q)
+        return self._parts(first * np.log2(self.values), repeat * np.log2(self.values))
+
+    def without_recall(self) -> dict[str, float]:
+        """A repeated query's answer is copied from the earlier one (0 bits); a first-asked one
+        is guessed from the counts of the values not yet answered (`first_asked`)."""
+        return self._parts(first_asked(self.records, self.values, self.queries)[1], 0.0)
 
     def steps(self) -> set[int]:
         if self.drawn:
@@ -202,11 +276,16 @@ class Recall(Probe):
         pick = np.log2(K - np.arange(N)) if self.drawn else np.zeros(N)
         bits = np.concatenate([np.zeros((n, 1)), np.tile(pick + np.log2(V), (n, 1)),
                                np.tile([np.log2(N), 0.0], (n, Q))], 1)
-        return tokens, bits, _answers(n, self)
+        answers = self.answers(n)
+        if len(self.sets) == 2:  # an earlier query asked the same key: a repeat
+            repeated = ((asked[:, :, None] == asked[:, None, :]) & np.tri(Q, k=-1, dtype=bool)
+                        ).any(2)
+            answers[:, [self.answer(q) for q in range(Q)]] += repeated.astype(np.int8)
+        return tokens, bits, answers
 
 
 @dataclass(frozen=True, kw_only=True)
-class Conjunctive(Probe):
+class Conjunctive(FusedRecords):
     """Conjunctive associative recall over a grid of keys drawn per episode (module doc).
 
     An episode draws `grid` distinct a's of `keys_a` and `grid` distinct b's of `keys_b` and
@@ -251,6 +330,11 @@ class Conjunctive(Probe):
         pick = math.log2(math.comb(self.keys_a, g)) + math.log2(math.comb(self.keys_b, g))
         return float(pick + order + N * np.log2(self.values) + self.queries * 2 * np.log2(g))
 
+    def without_recall(self) -> dict[str, float]:
+        """As recall's: a repeated pair's answer copied, a first-asked one guessed from the
+        counts of the values not yet answered (`first_asked`)."""
+        return {self.name: first_asked(self.records, self.values, self.queries)[1]}
+
     def generate(self, rng: np.random.Generator, n: int) -> tuple[np.ndarray, np.ndarray,
                                                                    np.ndarray]:
         A, B, g, V, Q = self.keys_a, self.keys_b, self.grid, self.values, self.queries
@@ -270,7 +354,143 @@ class Conjunctive(Probe):
                                  queries], 1)
         bits = np.concatenate([np.zeros((n, 1)), np.log2(V) - np.log2(_pair_probs(a, b, A, B, g)),
                                np.tile([np.log2(g), np.log2(g), 0.0], (n, Q))], 1)
-        return tokens, bits, _answers(n, self)
+        return tokens, bits, self.answers(n)
+
+
+@dataclass(frozen=True, kw_only=True)
+class MQAR(Probe):
+    """Multi-query associative recall as zoology defines it (module doc).
+
+    An episode: the delimiter; N = `stored` records of two symbols, K(k) V(v), with N distinct
+    keys of `keys` and N distinct values of `values`, each uniform over those not yet drawn;
+    then Q = `queries` <= N of the stored keys, a random ordered sample (each asked once), each
+    as K(k) V(v_k): its key symbol again, then the answer, its value symbol. With `max_gap` > 0
+    each query follows g blanks, g in 0 .. max_gap iid with P(g) proportional to
+    (g + 1)^(power_a - 1) (zoology's power law; power_a = 1: uniform), and blanks pad the
+    episode to its fixed length after the last answer.
+    """
+
+    keys: int = 64
+    values: int = 64
+    stored: int = 8
+    queries: int = 8
+    max_gap: int = 0
+    power_a: float = 0.01
+    name = "mqar"
+    # CJK Extension A (keys), CJK ideographs past conjunctive's (values), the blank
+    script = ("#", 0x3400, 0x8000, ord("_"))
+    max_keys = 4096
+    max_values = 4096
+
+    def checks(self) -> dict[str, tuple[bool, str]]:
+        K, N = self.keys, self.stored
+        return {"keys": (2 <= K <= self.max_keys, f"2 .. {self.max_keys} keys"),
+                "stored, keys": (2 <= N <= K, "2 <= stored <= keys: an episode's keys are "
+                                 "distinct"),
+                "values, stored": (self.values >= N, "values >= stored: an episode's values "
+                                   "are distinct, one per stored key"),
+                "queries, stored": (self.queries <= N, "queries <= stored: each query asks a "
+                                    "stored key not asked before"),
+                "max_gap": (self.max_gap >= 0, "0 or more blanks before a query"),
+                "power_a": (0 < self.power_a <= 1, "0 < power_a <= 1: P(gap g) is "
+                            "proportional to (g + 1)^(power_a - 1), uniform at 1")}
+
+    @property
+    def records(self) -> int:
+        return self.stored
+
+    @property
+    def length(self) -> int:
+        """The delimiter, N two-symbol records, Q queries with their answers and the most
+        blanks before each."""
+        return 1 + 2 * self.stored + (self.stride + self.max_gap) * self.queries
+
+    @property
+    def runs(self) -> tuple[int, ...]:
+        """Keys, values, and the blank where queries have gaps."""
+        return (self.keys, self.values, 1 if self.max_gap else 0)
+
+    @property
+    def gap_probs(self) -> np.ndarray:
+        """(max_gap + 1,) P(g blanks before a query), g = 0 .. max_gap."""
+        p = (1.0 + np.arange(self.max_gap + 1)) ** (self.power_a - 1)
+        return p / p.sum()
+
+    def bits(self) -> float:
+        """The keys and values (the i-th record's uniform over the K - i and V - i not yet
+        drawn), each query's gap and its key, uniform over the N - j stored keys not asked."""
+        N, Q, p = self.stored, self.queries, self.gap_probs
+        i = np.arange(N)
+        records = np.sum(np.log2(self.keys - i) + np.log2(self.values - i))
+        return float(records + np.sum(np.log2(N - np.arange(Q))) - Q * np.sum(p * np.log2(p)))
+
+    def without_recall(self) -> dict[str, float]:
+        """The j-th answer (from 0) is uniform over the N - j recorded values not yet answered
+        (values are distinct): sum over j < Q of log2(N - j); log2(N!) / N per answer when every
+        key is asked."""
+        return {self.name: float(np.sum(np.log2(self.stored - np.arange(self.queries))))}
+
+    def generate(self, rng: np.random.Generator, n: int) -> tuple[np.ndarray, np.ndarray,
+                                                                   np.ndarray]:
+        K, V, N, Q, G = self.keys, self.values, self.stored, self.queries, self.max_gap
+        key, value = _distinct(rng, n, K, N), _distinct(rng, n, V, N)
+        asked = rng.random((n, N)).argsort(1)[:, :Q]  # which records are asked, in order
+        p = self.gap_probs
+        gap = rng.choice(G + 1, (n, Q), p=p) if G else np.zeros((n, Q), np.int64)
+        at = 1 + 2 * N + np.cumsum(gap, 1) + 2 * np.arange(Q)  # (n, Q): each query's index
+        rows = np.arange(n)[:, None]
+        # blanks wherever no record, query or answer goes (nowhere without gaps)
+        tokens = np.full((n, self.length), 1 + K + V, np.int64)
+        tokens[:, 0] = 0
+        tokens[:, 1:1 + 2 * N:2], tokens[:, 2:2 + 2 * N:2] = 1 + key, 1 + K + value
+        tokens[rows, at] = 1 + np.take_along_axis(key, asked, 1)
+        tokens[rows, at + 1] = 1 + K + np.take_along_axis(value, asked, 1)
+        bits = np.zeros((n, self.length))
+        bits[:, 1:1 + 2 * N:2] = np.log2(K - np.arange(N))
+        bits[:, 2:2 + 2 * N:2] = np.log2(V - np.arange(N))
+        longer = p[::-1].cumsum()[::-1]  # P(gap >= g)
+        bits[rows, at] = np.log2(longer[gap] / p[gap]) + np.log2(N - np.arange(Q))
+        for t in range(G):  # the blank after t blanks: P(gap > t | gap >= t)
+            r, q = np.nonzero(gap > t)
+            bits[r, at[r, q] - gap[r, q] + t] = np.log2(longer[t] / longer[t + 1])
+        answers = np.zeros((n, self.length), np.int8)
+        answers[rows, at + 1] = 1
+        return tokens, bits, answers
+
+
+def first_asked(N: int, V: int, Q: int) -> tuple[float, float]:
+    """Q queries drawn with replacement, uniform over N records whose values are iid uniform
+    over V: (the expected number per episode of first-asked queries, whose key was not asked
+    before, and their expected bits for the best model without recall).
+
+    With m keys asked before, such a query asks one of the N - m others, which one unknown
+    without recall, so its answer is one of their n = N - m values (those recorded, less those
+    answered): a value held by c of them has probability c / n. Its expected bits are
+    h(n) = sum_k Binomial(k; n - 1, 1/V) log2(n / (k + 1)), the asked record's value shared by
+    k of the other n - 1; m follows the chain m -> m + 1 with probability (N - m) / N.
+    """
+    m = np.arange(N + 1)
+    h = np.array([sum(math.comb(n - 1, k) * (1 / V) ** k * (1 - 1 / V) ** (n - 1 - k)
+                      * math.log2(n / (k + 1)) for k in range(n)) for n in range(N, -1, -1)])
+    prob = np.eye(N + 1)[0]  # P(m keys asked before the query)
+    count = bits = 0.0
+    for _ in range(Q):
+        new = prob * (N - m) / N
+        count, bits = count + new.sum(), bits + new @ h
+        prob = prob * m / N + np.concatenate([[0.0], new[:-1]])
+    return float(count), float(bits)
+
+
+def _distinct(rng: np.random.Generator, n: int, pool: int, k: int) -> np.ndarray:
+    """(n, k): per row, k distinct draws from range(pool) in draw order, each uniform over those
+    not drawn before it, in O(n k^2) rather than a permutation of the pool per row."""
+    out = np.empty((n, k), np.int64)
+    for i in range(k):
+        c = rng.integers(0, pool - i, n)  # its rank among those not drawn yet
+        for u in np.sort(out[:, :i], 1).T:  # skip those drawn, in increasing order
+            c += c >= u
+        out[:, i] = c
+    return out
 
 
 def _pair_probs(a: np.ndarray, b: np.ndarray, A: int, B: int, g: int) -> np.ndarray:
@@ -288,13 +508,6 @@ def _pair_probs(a: np.ndarray, b: np.ndarray, A: int, B: int, g: int) -> np.ndar
     return out
 
 
-def _answers(n: int, probe: Probe) -> np.ndarray:
-    """(n, L) bool: the answer positions of n episodes."""
-    mask = np.zeros(probe.length, bool)
-    mask[[probe.answer(q) for q in range(probe.queries)]] = True
-    return np.tile(mask, (n, 1))
-
-
 # The built-in corpus's probes: each is an option of `bench.data.synthetic.synthetic` (data.<name>)
 # and a target set it scores. A new probe is a class here and an entry in this tuple.
-PROBES = (Recall, Conjunctive)
+PROBES = (Recall, Conjunctive, MQAR)

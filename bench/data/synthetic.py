@@ -1,6 +1,6 @@
 """The built-in corpus: units of frames (Markov background text and copies at planted distances,
-`frames.py`) and of probe episodes (recall and conjunctive recall, `probes.py`), each unit drawn
-independently, with every floor known in closed form.
+`frames.py`) and of probe episodes (recall, conjunctive recall and MQAR, `probes.py`), each unit
+drawn independently, with every floor known in closed form.
 
 Experiments need a known answer. Each probe isolates one mechanism a paper claims and is scored
 on its own target symbols (copied letters for reach; answers for recall), and the generator
@@ -34,7 +34,7 @@ class SyntheticStream(NamedTuple):
     tokens: np.ndarray  # (n,) ids (uint8 where the vocabulary fits, else uint16)
     bits: np.ndarray  # (n,) float64: -log2 p(token | all previous tokens) under the generator
     distance: np.ndarray  # (n,) int64: copy distance d of a copied letter, 0 for the others
-    target: np.ndarray  # (n,) int8: index into Synthetic.targets of the symbol's probe
+    target: np.ndarray  # (n,) int8: index into Synthetic.targets of the symbol's label
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -55,13 +55,20 @@ class Synthetic:
 
     @property
     def targets(self) -> tuple[str, ...]:
-        """What the corpus scores apart: `rest`, then copies (if planted) and each probe."""
-        return ("rest", "copy", *(p.name for p in self.probes))
+        """The stream's labels, one a symbol: `rest`, copies (if planted), then each probe's
+        answer sets (`Probe.sets`: its parts, or its name)."""
+        return ("rest", "copy", *(s for p in self.probes for s in p.sets))
 
     @property
     def scored(self) -> tuple[str, ...]:
-        """The targets this corpus has: `rest`, copies where p_copy > 0, each probe."""
-        return tuple(t for t in self.targets if t != "copy" or self.frames.p_copy > 0)
+        """The target sets this corpus scores: `rest`, copies where p_copy > 0, each probe (all
+        its answers), then its parts where it has them (sets inside the probe's)."""
+        probes = (t for p in self.probes for t in dict.fromkeys((p.name, *p.sets)))
+        return ("rest", *(("copy",) if self.frames.p_copy > 0 else ()), *probes)
+
+    def members(self, target: str) -> tuple[str, ...]:
+        """The labels of `targets` that a scored set holds: a probe's are its answer sets."""
+        return next((p.sets for p in self.probes if p.name == target), (target,))
 
     @property
     def symbols(self) -> str:
@@ -75,8 +82,8 @@ class Synthetic:
 
     def _per_unit(self, reach: int | None) -> tuple[dict[str, float], dict[str, float], float
                                                      ] | None:
-        """Expected (floor bits, symbols) per unit, by target, and symbols per unit; None where
-        a probe's floor at this reach has no closed form."""
+        """Expected (floor bits, symbols) per unit, by label of `targets`, and symbols per unit;
+        None where a probe's floor at this reach has no closed form."""
         losses = [q.loss(reach) for q in self.probes]
         if None in losses:
             return None
@@ -88,12 +95,14 @@ class Synthetic:
         total = (entropy(kinds[kinds > 0]) + f * (1 - p) * ((F - 2) * H_P + r * H_pi
                                                                + (1 - r) * H_P)
                  + f * self.frames.copy_loss(reach)
-                 + sum(q.rate * (q.bits() + loss) for q, loss in zip(self.probes, losses,
-                                                                    strict=True)))
+                 + sum(q.rate * (q.bits() + sum(loss.values()))
+                       for q, loss in zip(self.probes, losses, strict=True)))
         length = f * F + sum(q.rate * q.length for q in self.probes)
         bits = {"copy": f * self.frames.copy_loss(reach),
-                **{q.name: q.rate * loss for q, loss in zip(self.probes, losses, strict=True)}}
-        count = {"copy": f * p * (F - 1), **{q.name: q.rate * q.queries for q in self.probes}}
+                **{s: q.rate * b for q, loss in zip(self.probes, losses, strict=True)
+                   for s, b in loss.items()}}
+        count = {"copy": f * p * (F - 1),
+                 **{s: q.rate * c for q in self.probes for s, c in q.counts().items()}}
         bits["rest"], count["rest"] = total - sum(bits.values()), length - sum(count.values())
         return bits, count, length
 
@@ -109,12 +118,25 @@ class Synthetic:
         return float(sum(bits.values()) / length)
 
     def target_floors(self, reach: int | None = None) -> dict[str, float | None]:
-        """Per target this corpus has, the lowest bpc on its symbols with `reach` (None where
-        it has no closed form)."""
+        """Per target set this corpus scores, the lowest bpc on its symbols with `reach` (None
+        where it has no closed form)."""
         if (per_unit := self._per_unit(reach)) is None:
             return dict.fromkeys(self.scored)
         bits, count, _ = per_unit
-        return {t: float(bits[t] / count[t]) for t in self.scored}
+        return {t: float(sum(bits[s] for s in self.members(t))
+                         / sum(count[s] for s in self.members(t))) for t in self.scored}
+
+    def no_recall_floors(self) -> dict[str, float]:
+        """Per probe's target set (all its answers, then each part), the bits per answer of the
+        best model that sees every episode whole but never matches a query to its record
+        (`Probe.without_recall`)."""
+        out = {}
+        for p in self.probes:
+            bits, count = p.without_recall(), p.counts()
+            for t in dict.fromkeys((p.name, *p.sets)):
+                out[t] = float(sum(bits[s] for s in self.members(t))
+                               / sum(count[s] for s in self.members(t)))
+        return out
 
     def floor_steps(self) -> list[tuple[int, float]]:
         """[(S, floor_bpc(S))] at every reach where a floor changes (at least the frame) and is
@@ -141,12 +163,13 @@ class Synthetic:
         frames = self.frames.generate(np.random.default_rng([*seeds, 0]), int(np.sum(kinds == 0)),
                                       after_episode[kinds == 0])
         blocks = [_Block(*frames, target=(frames.distance > 0) * 1)]
-        first = len(self.frames.symbols)
+        first, label = len(self.frames.symbols), 2  # each probe's first symbol and label
         for j, p in enumerate(self.probes, start=1):
             tokens, bits, answers = p.generate(np.random.default_rng([*seeds, j]),
                                                int(np.sum(kinds == j)))
-            blocks.append(_Block(tokens + first, bits, np.zeros_like(tokens), answers * (1 + j)))
-            first += p.n_symbols
+            blocks.append(_Block(tokens + first, bits, np.zeros_like(tokens),
+                                 np.where(answers > 0, label - 1 + answers, 0)))
+            first, label = first + p.n_symbols, label + len(p.sets)
         for k, b in enumerate(blocks):  # a unit's first symbol names its kind
             b.bits[:, 0] = -np.log2(probs[k])
         row = np.zeros(len(kinds), np.int64)
@@ -192,8 +215,14 @@ class SyntheticCorpus(Corpus):
     def target_floors(self, reach: int | None = None) -> dict[str, float | None]:
         return self.gen.target_floors(reach)
 
+    def no_recall_floors(self) -> dict[str, float]:
+        return self.gen.no_recall_floors()
+
     def targets(self, split: str) -> dict[str, np.ndarray]:
-        return {t: self._targets[split] == self.gen.targets.index(t) for t in self.gen.scored}
+        """Per scored set, its labels' symbols: a probe's parts lie inside the probe's set."""
+        labels = self._targets[split]
+        return {t: np.isin(labels, [self.gen.targets.index(s) for s in self.gen.members(t)])
+                for t in self.gen.scored}
 
     def planted(self) -> list[int]:
         return list(self.gen.frames.distances) if self.gen.frames.p_copy > 0 else []

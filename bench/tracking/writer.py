@@ -211,7 +211,8 @@ def corpus_dataset(described: dict) -> CorpusDataset:
     else:
         source = resolve_dataset_source(described["source"])
     profile = {k: described.get(k) for k in ("sha256", "n_bytes", "split_sizes", "fractions",
-                                              "prefix", "entropy_rate", "probes")}
+                                              "prefix", "entropy_rate", "probes",
+                                              "no_recall")}
     return CorpusDataset(source, described["name"], described["sha256"][:16], profile)
 
 

@@ -39,8 +39,9 @@ def evaluate(model: TransformerLM, split: np.ndarray, batch_size: int, block: in
              targets: dict[str, np.ndarray] | None = None) -> SplitScore:
     """bpc over a split (or its first max_tokens), every character once, with the cache; each
     stream first reads the model's reach of preceding text unscored, so the bpc does not depend
-    on `batch_size`. `targets` (a corpus's `targets(split)`: per probe, a bool mask over the
-    split) also scores each probe's symbols apart, batched exactly as the text. Spans are
+    on `batch_size`. `targets` (a corpus's `targets(split)`: per target set, a bool mask over
+    the split; sets may overlap) also scores each set's symbols apart, batched exactly as the
+    text. Spans are
     averaged over the scored characters: a dynamic span's z_t + R is read from each forward as
     it runs (adaptive-span Table 3: the mean over the dev set). `amp`: in bf16 autocast, the
     precision the model trained in."""
@@ -48,9 +49,10 @@ def evaluate(model: TransformerLM, split: np.ndarray, batch_size: int, block: in
     model.eval()
     split = split if max_tokens is None else split[: max_tokens + 1]
     names = list(targets or {})
-    label = np.zeros(len(split), np.int64)  # each symbol's target set
+    label = np.zeros(len(split), np.int64)  # bit i: the symbol is in target set i
     for i, name in enumerate(names):
-        label[targets[name][: len(split)]] = i
+        label[targets[name][: len(split)]] |= 1 << i
+    bit = torch.arange(len(names), device=device)
     probe_nll = torch.zeros(len(names), device=device, dtype=torch.float64)
     probe_count = torch.zeros(len(names), device=device, dtype=torch.float64)
     labels = data.eval_batches(label, batch_size, block, model.reach, device=device)
@@ -69,8 +71,9 @@ def evaluate(model: TransformerLM, split: np.ndarray, batch_size: int, block: in
         lab = next(labels)[1].flatten()
         if names:
             at = lab != -100
-            probe_nll.index_add_(0, lab[at], nll[at])
-            probe_count.index_add_(0, lab[at], torch.ones_like(nll[at]))
+            member = ((lab[at, None] >> bit) & 1).double()  # (scored, sets)
+            probe_nll += nll[at] @ member
+            probe_count += member.sum(0)
         for layer, b in enumerate(model.blocks):
             trace = b.attn.span_trace()  # (B, h, M), or None: the same spans at every position
             if trace is None:

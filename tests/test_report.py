@@ -666,7 +666,8 @@ def test_the_report_never_imports_the_trainer(tmp_path):
     assert done.returncode == 2 and "no MLflow store" in done.stderr, done.stderr
 
 
-COMMITTED = sorted((Path(__file__).resolve().parents[1] / "results").rglob("runs.csv"))
+COMMITTED = sorted(p for p in (Path(__file__).resolve().parents[1] / "results").rglob("runs.csv")
+                   if (p.parent / "findings.csv").exists())  # a pilot has no claims
 
 
 @pytest.mark.parametrize("path", COMMITTED, ids=[str(p.parent.name) for p in COMMITTED])

@@ -141,14 +141,12 @@ def findings_markdown(table: pd.DataFrame) -> str:
 
 
 def write_findings(sweep: Sweep, out_dir: Path) -> tuple[list[Path], pd.DataFrame, str]:
-    """findings.md, findings.csv (columns verdicts.COLUMNS) and runs.csv (every seed's values,
-    from which findings.csv recomputes); returns the paths, the table and the table as
-    Markdown."""
+    """findings.md and findings.csv (columns verdicts.COLUMNS, recomputed from runs.csv);
+    returns the paths, the table and the table as Markdown."""
     table, tested = findings(sweep), sweep.spec.claims
     md = findings_markdown(table)
     texts = [f"{i}. `{c.id}`: {c.text}" for i, c in enumerate(tested, 1)]
-    paths = [out_dir / "findings.md", out_dir / "findings.csv", out_dir / "runs.csv"]
-    per_seed(sweep, claim_runs(sweep)).to_csv(paths[2], index=False)
+    paths = [out_dir / "findings.md", out_dir / "findings.csv"]
     paths[0].write_text("\n".join([
         f"# {sweep.name}: findings", "", data_line(sweep), "", machine_line(sweep.runs), "", md,
         "",
@@ -189,13 +187,15 @@ def render_sweep(uri: str, experiment: str, out_dir: Path, sweep: str | None = N
     paths = write_tables(data, out_dir) + write_figures(data, out_dir)
     for line in missing_lines(data):
         print(f"not finished: {line}")
+    paths.append(out_dir / "runs.csv")  # every seed's values, a pilot's too
+    per_seed(data, claim_runs(data)).to_csv(paths[-1], index=False)
+    if found.grid_text is not None or grid_file is not None:  # what the sweep ran and tested
+        paths.append(out_dir / "grid.yaml")
+        paths[-1].write_text(grid_file.read_text() if grid_file else found.grid_text)
     verdicts = {}
     if spec.claims:
         written, table, md = write_findings(data, out_dir)
         paths += written
-        if found.grid_text is not None or grid_file is not None:  # what the findings tested
-            paths.append(out_dir / "grid.yaml")
-            paths[-1].write_text(grid_file.read_text() if grid_file else found.grid_text)
         print(f"\nfindings ({written[0]}):\n{md}")
         verdicts = table.set_index("claim")["verdict"].reindex([c.id for c in spec.claims])
     if found.sweep is not None:

@@ -10,7 +10,7 @@ import yaml
 from scipy.stats import linregress, ttest_1samp, ttest_rel
 
 from bench import run
-from bench.findings import claims, stats, verdicts
+from bench.findings import bounds, claims, stats, verdicts
 from tests.test_grid import write_grid
 
 SEEDS = (0, 1, 2)
@@ -187,6 +187,7 @@ def test_head_span_and_span_fraction_metrics():
     d = verdicts.derive(runs)
     assert d["head_span_spread"].tolist() == pytest.approx([200 / 11.5, 200 / 12, 200 / 12])
     assert d["long_head_fraction"].tolist() == pytest.approx([1 / 6] * 3)
+    assert d["layer_span_ratio"].tolist() == pytest.approx([(222 + s) / 3 / 11 for s in SEEDS])
     assert d["max_head_span"].tolist() == [200.0] * 3
     assert d["span_fraction"].tolist() == pytest.approx([40 / 256, 41 / 256, 42 / 256])
     assert d["gap_to_floor"].tolist() == pytest.approx([0.1] * 3)
@@ -238,6 +239,22 @@ def test_tests_the_setup_decides_are_not_tested():
     assert "not tested at span=64" in table["fewer"]["reason"]
     assert table["spread"]["verdict"] == "not tested" and "[1, 2.67]" in \
         table["spread"]["reason"]
+
+
+@pytest.mark.parametrize("R, decided", [(96, False), (128, True), (300, True)])
+def test_few_long_heads_is_decided_where_every_span_reaches_half_of_S(R, decided):
+    """Spans lie in [R, S]: with R >= S / 2 every head reaches half the longest one's, so
+    "fewer than half of the heads are long" cannot hold; below, the data decides. A layer-order
+    claim (first layer's mean span below the last's) is left to the data unless R >= S."""
+    few = claim(id="few", rows={"model.variant": "adaptive"}, metric="long_head_fraction",
+                expect="less", margin=0.5)
+    why = bounds.decided(few, 0.5, bounds.Spans(256, R, 8), None)
+    assert (why is not None) == decided
+    if decided:
+        assert why.startswith("cannot hold by construction: long_head_fraction lies in [1, 1]")
+    order = claim(id="order", rows={"model.variant": "adaptive"}, metric="layer_span_ratio",
+                  expect="less", margin=1.0)
+    assert (bounds.decided(order, 1.0, bounds.Spans(256, R, 8), None) is not None) == (R >= 256)
 
 
 def test_a_claim_about_planted_structure_on_real_text_is_inconclusive():

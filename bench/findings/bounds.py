@@ -1,9 +1,11 @@
 """What a claim's metric can be by construction: a test whose outcome the setup decides (a span
-spread above S / R, fewer FLOPs where every span is capped at S) is not run as if the data
-could decide it; the dry run refuses a claim none of whose tests can be decided by data.
+spread above S / R, fewer FLOPs where every span is capped at S, fewer than half the heads long
+where R >= S / 2) is not run as if the data could decide it; the dry run refuses a claim none
+of whose tests can be decided by data.
 
 A learned span (adaptive, dynamic) reports z + R per head, capped at S, with z >= 0: every
-head's span lies in [min(R, S), S], so with R >= S it is S, as a fixed window's is.
+head's span lies in [min(R, S), S], so with R >= S it is S, as a fixed window's is, and with
+R >= S / 2 every head reaches half the longest one's.
 """
 
 from dataclasses import dataclass
@@ -12,7 +14,7 @@ from .claims import Claim
 
 # metrics fixed by the spans alone: equal for two rows whose spans are all S (the same config)
 SPAN_METRICS = ("mean_span", "span_fraction", "max_head_span", "head_span_spread",
-                "long_head_fraction", "flops_mean", "flops_max")
+                "long_head_fraction", "layer_span_ratio", "flops_mean", "flops_max")
 
 
 @dataclass(frozen=True)
@@ -38,7 +40,8 @@ def span_range(metric: str, sp: Spans) -> tuple[float, float] | None:
     S, shortest = sp.S, sp.S if sp.capped else sp.R
     return {"mean_span": (shortest, S), "span_fraction": (shortest / S, 1.0),
             "max_head_span": (shortest, S), "head_span_spread": (1.0, S / shortest),
-            "long_head_fraction": (1.0 if sp.capped else 1 / sp.h, 1.0)}.get(metric)
+            "long_head_fraction": (1.0 if 2 * shortest >= S else 1 / sp.h, 1.0),
+            "layer_span_ratio": (shortest / S, S / shortest)}.get(metric)
 
 
 def decided(claim: Claim, margin: float, rows: Spans, base: Spans | None) -> str | None:

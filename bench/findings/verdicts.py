@@ -60,6 +60,9 @@ def derive(runs: pd.DataFrame) -> pd.DataFrame:
         lambda s: np.nan if s is None or np.median(s) <= 0 else float(s.max() / np.median(s)))
     runs["long_head_fraction"] = spans.map(
         lambda s: np.nan if s is None else float(np.mean(s >= s.max() / 2)))
+    runs["layer_span_ratio"] = col("head_spans").map(
+        lambda s: float(np.mean(s[0]) / np.mean(s[-1])) if isinstance(s, list) and len(s) > 1
+        and np.mean(s[-1]) > 0 else np.nan)
     return runs
 
 

@@ -78,8 +78,8 @@ def per_seed(sweep: Sweep, runs: pd.DataFrame) -> pd.DataFrame:
     """runs.csv: one row per finished run: grid keys, seed, trial hash, precision, every
     final metric and what the claims read, enough to recompute findings.csv
     (`verdicts.evaluate` over it gives the same table)."""
-    metrics = [c for c in runs if c in claims.METRICS or claims.PROBE_METRIC.match(c)
-               or c.startswith(("layer.", "dataset.planted"))]
+    metrics = sorted(c for c in runs if c in claims.METRICS or claims.PROBE_METRIC.match(c)
+                     or c.startswith(("layer.", "dataset.planted")))  # the store's order varies
     keys = [k for k in [*sweep.spec.grid, *SEEDS, "trial", "precision", "cpu_capability",
                         "model.span", "floor_bpc", "head_spans"] if k in runs]
     out = runs[list(dict.fromkeys([*keys, *metrics]))].copy()

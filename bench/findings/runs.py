@@ -31,9 +31,10 @@ class Sweep:
 
     @property
     def probes(self) -> list[str]:
-        """The probes the runs scored apart (their final probe_bpc.<probe>), `rest` left out."""
-        return [c.split(".", 1)[1] for c in self.runs if c.startswith("probe_bpc.")
-                and c != "probe_bpc.rest"]
+        """The probes the runs scored apart (their final probe_bpc.<probe>), `rest` left out,
+        sorted (the store returns metrics in no fixed order)."""
+        return sorted(c.split(".", 1)[1] for c in self.runs if c.startswith("probe_bpc.")
+                      and c != "probe_bpc.rest")
 
 
 def grid_keys(df: pd.DataFrame, spec: GridSpec) -> list[str]:

@@ -20,7 +20,7 @@ from bench.tracking.names import SEEDS
 from . import claims, stats, verdicts
 from .figures import run_result, write_figures
 from .runs import Sweep, load_sweep, machine_line, missing_lines
-from .spec import GridSpec, Looks
+from .spec import GridSpec
 from .tables import data_line, write_tables
 
 
@@ -52,11 +52,10 @@ FINDINGS_NOTE = (
 def waiting(uri: str, experiment: str, spec: GridSpec, trials: list[str]) -> list[claims.Claim]:
     """The claims a running sweep has not decided yet, from the finished runs of `trials`
     (`verdicts.undecided`): what its next look adds seeds for."""
-    found = reader.sweep_runs(uri, experiment, identity(), trials=set(trials))
-    data = load_sweep(found, spec)
-    looks = spec.seeds if isinstance(spec.seeds, Looks) else None
-    return verdicts.undecided(spec.claims, claim_runs(data), data.missing, looks) \
-        if looks else []
+    if spec.looks is None:
+        return []
+    data = load_sweep(reader.sweep_runs(uri, experiment, identity(), trials=set(trials)), spec)
+    return verdicts.undecided(spec.claims, claim_runs(data), data.missing, spec.looks)
 
 
 def head_spans(sweep: Sweep) -> pd.Series:
@@ -98,10 +97,10 @@ def read_per_seed(path: Path) -> pd.DataFrame:
     return df
 
 
-def findings(sweep: Sweep) -> pd.DataFrame:
-    """The grid's claims' tests and verdicts (`verdicts.evaluate`) on the sweep's runs."""
-    looks = sweep.spec.seeds if isinstance(sweep.spec.seeds, Looks) else None
-    return verdicts.evaluate(sweep.spec.claims, claim_runs(sweep), sweep.missing, looks)
+def findings(sweep: Sweep, runs: pd.DataFrame) -> pd.DataFrame:
+    """The grid's claims' tests and verdicts (`verdicts.evaluate`) on the sweep's runs as
+    `claim_runs` gives them (what runs.csv holds)."""
+    return verdicts.evaluate(sweep.spec.claims, runs, sweep.missing, sweep.spec.looks)
 
 
 def interval(lo: float, hi: float) -> str:
@@ -140,10 +139,12 @@ def findings_markdown(table: pd.DataFrame) -> str:
     return md.to_markdown(index=False, disable_numparse=True)
 
 
-def write_findings(sweep: Sweep, out_dir: Path) -> tuple[list[Path], pd.DataFrame, str]:
-    """findings.md and findings.csv (columns verdicts.COLUMNS, recomputed from runs.csv);
-    returns the paths, the table and the table as Markdown."""
-    table, tested = findings(sweep), sweep.spec.claims
+def write_findings(sweep: Sweep, runs: pd.DataFrame, out_dir: Path
+                   ) -> tuple[list[Path], pd.DataFrame, str]:
+    """findings.md and findings.csv (columns verdicts.COLUMNS) from `claim_runs` (what runs.csv
+    holds: a test recomputes every committed findings.csv from it); returns the paths, the
+    table and the table as Markdown."""
+    table, tested = findings(sweep, runs), sweep.spec.claims
     md = findings_markdown(table)
     texts = [f"{i}. `{c.id}`: {c.text}" for i, c in enumerate(tested, 1)]
     paths = [out_dir / "findings.md", out_dir / "findings.csv"]
@@ -187,14 +188,15 @@ def render_sweep(uri: str, experiment: str, out_dir: Path, sweep: str | None = N
     paths = write_tables(data, out_dir) + write_figures(data, out_dir)
     for line in missing_lines(data):
         print(f"not finished: {line}")
+    runs = claim_runs(data)  # reads each run's result.json where a claim needs head spans
     paths.append(out_dir / "runs.csv")  # every seed's values, a pilot's too
-    per_seed(data, claim_runs(data)).to_csv(paths[-1], index=False)
+    per_seed(data, runs).to_csv(paths[-1], index=False)
     if found.grid_text is not None or grid_file is not None:  # what the sweep ran and tested
         paths.append(out_dir / "grid.yaml")
         paths[-1].write_text(grid_file.read_text() if grid_file else found.grid_text)
     verdicts = {}
     if spec.claims:
-        written, table, md = write_findings(data, out_dir)
+        written, table, md = write_findings(data, runs, out_dir)
         paths += written
         print(f"\nfindings ({written[0]}):\n{md}")
         verdicts = table.set_index("claim")["verdict"].reindex([c.id for c in spec.claims])

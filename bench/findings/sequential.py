@@ -32,6 +32,13 @@ def spent(t: float, alpha: float = ALPHA) -> float:
     return alpha if t >= 1 else float(2 * norm.sf(norm.isf(alpha / 2) / np.sqrt(t)))
 
 
+def _mvn(cov: np.ndarray):
+    """The standard normal with correlation `cov`, its cdf to 1e-7, seeded: scipy integrates 3
+    or more dimensions by randomised quasi-Monte Carlo, and a boundary must be the same in
+    every process."""
+    return multivariate_normal(cov=cov, abseps=1e-7, releps=0, seed=0)
+
+
 @cache
 def boundaries(looks: tuple[int, ...], alpha: float = ALPHA) -> tuple[float, ...]:
     """Nominal one-sided levels of a claim's test at each look (seeds per look, increasing):
@@ -46,15 +53,11 @@ def boundaries(looks: tuple[int, ...], alpha: float = ALPHA) -> tuple[float, ...
         if not z:
             z.append(float(norm.isf(step)))
             continue
-        before = corr[:k, :k]
-        stay = float(multivariate_normal(cov=before, abseps=1e-7, releps=0).cdf(z)
-                     if k > 1 else norm.cdf(z[0]))
-        cov = corr[: k + 1, : k + 1]
+        stay = float(_mvn(corr[:k, :k]).cdf(z) if k > 1 else norm.cdf(z[0]))
+        joint = _mvn(corr[: k + 1, : k + 1])
 
-        def crossing(c: float, stay: float = stay, cov: np.ndarray = cov,
-                     step: float = step) -> float:
-            both = multivariate_normal(cov=cov, abseps=1e-7, releps=0).cdf([*z, c])
-            return stay - float(both) - step
+        def crossing(c: float, stay: float = stay, joint=joint, step: float = step) -> float:
+            return stay - float(joint.cdf([*z, c])) - step
 
         z.append(float(brentq(crossing, 0.0, 12.0, xtol=1e-6)))
     return tuple(float(norm.sf(c)) for c in z)

@@ -91,6 +91,11 @@ class GridSpec(BaseModel):
     seeds: Seeds = [0]
     report: ReportSpec = Field(default_factory=ReportSpec)
 
+    @property
+    def looks(self) -> Looks | None:
+        """The group-sequential design, where the grid declares one (None: one look)."""
+        return self.seeds if isinstance(self.seeds, Looks) else None
+
     @classmethod
     def parse(cls, raw: Any, where: str) -> "GridSpec":
         """A grid file's content -> its report spec; ConfigError naming `where` and the key."""

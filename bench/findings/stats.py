@@ -83,14 +83,13 @@ def _bound(d: np.ndarray, alternative: str, alpha: float, test: Test) -> float:
     if test == "t":
         ci = ttest_1samp(d, 0.0, alternative=alternative).confidence_interval(1 - alpha)
         return float(ci.high if alternative == "less" else ci.low)
-    if 0.5 ** len(d) > alpha:
+    if len(d) < min_seeds(alpha):
         return sign * np.inf
     spread = np.ptp(d) + np.abs(d).max() + 1e-12
     lo, hi = d.min() - spread, d.max() + spread  # rejects at hi, not at lo (for less)
     if alternative == "greater":
         lo, hi = hi, lo
-    return float(brentq(lambda m: _flip(d, m, alternative) - alpha - 1e-12, lo, hi, xtol=1e-10)
-                 if np.isfinite(lo) else sign * np.inf)
+    return float(brentq(lambda m: _flip(d, m, alternative) - alpha - 1e-12, lo, hi, xtol=1e-10))
 
 
 def p_values(d: np.ndarray, expect: Expect, margin: float, test: Test) -> tuple[float, float]:
@@ -209,7 +208,7 @@ def replication(p: float, alpha: float, n: int, test: Test) -> float:
     the observed one-sided p (the predictive probability under a flat prior on the effect:
     Phi((z_p - z_alpha) / sqrt 2); Goodman 1992, Senn 2002). 0 where the test cannot reject at
     n (a sign-flip test with 2^-n > alpha)."""
-    if test == "sign-flip" and 0.5 ** n > alpha or not np.isfinite(p):
+    if test == "sign-flip" and n < min_seeds(alpha) or not np.isfinite(p):
         return 0.0
     z_p = norm.isf(min(max(p, 1e-300), 1 - 1e-16))
     return float(norm.cdf((z_p - norm.isf(alpha)) / np.sqrt(2)))

@@ -293,7 +293,7 @@ def _report(c: Claim, tests: list[dict], state: str, look: int, looks: list[int]
     what an inconclusive one could detect (at the last look's level, seeds needed at the 95%
     upper bound of its std)."""
     where = f"{look + 1} of {len(looks)}"
-    final = sequential.boundaries(tuple(looks))[-1]
+    final = sequential.boundaries(tuple(looks))[-1]  # cached: computed once per design
     for t in tests:
         t["look"] = where
         if not t.pop("usable", False):
@@ -350,11 +350,11 @@ def _sequence(claims: list[Claim], runs: pd.DataFrame, missing: pd.DataFrame | N
     plan = list(looks.looks) if looks else [len(seeds)]
     reached = [n for n in plan if n <= len(seeds)] or plan[:1]
     futility = looks.futility if looks else None
+    levels = sequential.boundaries(tuple(plan))
     out: list[dict] = []
     i = 0
     for k, n in enumerate(reached):
-        level = sequential.boundaries(tuple(plan))[k]
-        last = k == len(plan) - 1
+        level, last = levels[k], k == len(plan) - 1
         while i < len(claims):
             c = claims[i]
             tests = _claim_tests(c, runs, missing, seeds[:n])
@@ -369,14 +369,14 @@ def _sequence(claims: list[Claim], runs: pd.DataFrame, missing: pd.DataFrame | N
                 return out, []
         if i == len(claims):
             return out, []
-    waiting = claims[i:]
-    k = len(reached) - 1
-    tests = _claim_tests(waiting[0], runs, missing, seeds[:reached[-1]])
-    _judge(waiting[0], tests, sequential.boundaries(tuple(plan))[k], False, None)
-    out += [t | {"verdict": "inconclusive", "reason": "; ".join(filter(None, [
-        t.get("reason"), f"undecided at look {k + 1} of {len(plan)}: look {k + 2} not run"]))}
-            for t in _report(waiting[0], tests, "undecided", k, plan,
-                             sequential.boundaries(tuple(plan))[k])]
+    # the loop broke at claims[i], undecided at the last look the runs reach: its tests as judged
+    waiting, k = claims[i:], len(reached) - 1
+    for t in tests:
+        if t.get("verdict") != NOT_TESTED:
+            t["verdict"] = "inconclusive"
+        t["reason"] = "; ".join(filter(None, [t.get("reason"), f"undecided at look {k + 1} of "
+                                              f"{len(plan)}: look {k + 2} not run"]))
+    out += _report(waiting[0], tests, "undecided", k, plan, level)
     out += [_skipped(rest, f"waits for {waiting[0].id}") for rest in waiting[1:]]
     return out, waiting
 

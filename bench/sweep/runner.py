@@ -258,13 +258,14 @@ def sweep(grid: Grid, trials: list[Trial], args: argparse.Namespace, command: st
     looks = looks_of(grid)
     covered: list[Trial] = []
     parent: str | None = None
-    interrupted = failed = False
+    interrupted = False
     for k, seeds in enumerate(looks):
         waiting = grid.claims if k == 0 else undecided(uri, grid.name, spec, covered)
         if k and not waiting:
             print(f"{grid.name}: every claim decided after look {k} of {len(looks)}")
             break
-        new = [t for t in trials if t.seed in seeds and t not in covered
+        known = {t.hash for t in covered}
+        new = [t for t in trials if t.seed in seeds and t.hash not in known
                and (k == 0 or reads(waiting, grid.grid, t.values))]
         covered += new
         if len(looks) > 1:

@@ -5,6 +5,7 @@ config and its identity (the config, what its corpus is, the precision it runs i
 Nothing here starts Ray or MLflow: the runner runs what this module resolves.
 """
 
+import copy
 import hashlib
 import itertools
 import json
@@ -143,7 +144,7 @@ def apply(grid: Grid, o: Overrides) -> Grid:
     preset = grid.base.preset
     if o.preset:
         preset, base = o.preset, _drop_preset_keys(base, PRESETS.get(o.preset, {}))
-    sets = json.loads(json.dumps(o.sets))  # a copy: --data adds to it
+    sets = copy.deepcopy(o.sets)  # --data adds to it
     if o.data:
         try:
             takes = data.options(o.data)

@@ -39,13 +39,12 @@ from torch.utils.flop_counter import FlopCounterMode, sdpa_backward_flop_count, 
 from bench import data, provenance
 from bench.config import Config, drop_untaken, merge, parse_sets, resolve
 from bench.model import create_model
-from bench.model.cost import executed_flops
 from bench.plugins import exec_file
 from bench.provenance import device as pick_device
 from bench.training import precision
 from bench.training.step import make_optimizer, train_step
 
-from .speed import bf16_fallback, matmul_peak, sync
+from .speed import bf16_fallback, matmul_peak, mfu, sync
 
 DATA = provenance.ROOT.parent / "shared" / "data" / "enwik8.head"
 WARMUP_STEPS = 3  # untimed, per system, before the first round; the last one is counted
@@ -214,13 +213,14 @@ def configs(data_path: Path, sets: list[str]) -> dict[str, Config]:
 
 
 def systems(cfgs: dict[str, Config], nanogpt: ModuleType, reference: tuple[ModuleType, ...],
-            vocab: int, dev: torch.device, amp: bool = False) -> dict[str, System]:
+            vocab: int, dev: torch.device, modes: tuple[bool, ...] = (False,)
+            ) -> dict[str, System]:
     """Every system, fresh from torch.manual_seed(0), in the order they run in each round: the
-    fp32 ones, then, where `amp`, the same again in bf16 autocast (names suffixed BF16), so that
-    each precision is compared with itself; `reference` is its (models, adagrad_with_grad_clip)
-    modules."""
+    fp32 ones, then, where `modes` holds True, the same again in bf16 autocast (names suffixed
+    BF16), so that each precision is compared with itself; `reference` is its (models,
+    adagrad_with_grad_clip) modules."""
     found: dict[str, System] = {}
-    for bf16 in (False, True)[:1 + amp]:
+    for bf16 in modes:
         one = precision_systems(cfgs, nanogpt, reference, vocab, dev, bf16)
         found |= {name + BF16 * bf16: system for name, system in one.items()}
     return found
@@ -341,19 +341,22 @@ def measure(cfgs: dict[str, Config], corpus: data.Corpus, nanogpt: ModuleType,
     fixed = cfgs["fixed"]
     dev = pick_device(fixed.train.device)
     why = bf16_fallback(dev, amp)
-    amp = amp and not why
-    found = systems(cfgs, nanogpt, reference, corpus.vocab_size, dev, amp)
+    modes = (False, True) if amp and not why else (False,)  # bf16 autocast or not
+    found = systems(cfgs, nanogpt, reference, corpus.vocab_size, dev, modes)
     todo = batches(corpus, fixed, WARMUP_STEPS + steps * rounds, dev)
     starts = [WARMUP_STEPS + r * steps for r in range(rounds)]
     flops = warm_up(found, todo[:WARMUP_STEPS], dev)
-    dtypes = (torch.float32, *((torch.bfloat16,) * amp))
-    seconds, peaks = run(found, [todo[a:a + steps] for a in starts], dev, dtypes)
+    dtype = {False: torch.float32, True: torch.bfloat16}
+    seconds, peaks = run(found, [todo[a:a + steps] for a in starts], dev,
+                         tuple(dtype[m] for m in modes))
     t = fixed.train
     tokens = t.batch_size * t.block
-    model_flops = 6 * executed_flops(found["attnbench fixed"].model, "max") * tokens
-    mfu = {name: model_flops / seconds[name] / peaks[dtype] for name, dtype in (
-        ("attnbench fixed", torch.float32), *((f"attnbench fixed{BF16}", torch.bfloat16),) * amp)}
-    df, targets = results(seconds, flops, tokens, mfu)
+    model = found["attnbench fixed"].model
+    utilisation = {}
+    for bf16 in modes:
+        name = f"attnbench fixed{BF16 * bf16}"
+        utilisation[name] = mfu(model, tokens, seconds[name], peaks[dtype[bf16]])
+    df, targets = results(seconds, flops, tokens, utilisation)
     return {"setting": setting(fixed, corpus, dev, peaks, why, steps, rounds),
             "rows": df.to_dict("records"), "targets": targets}
 

@@ -5,17 +5,19 @@ and at the paper's small model."""
 import torch
 
 import variants
-from bench.config import resolve
+from bench.config import PRESETS
 from bench.model import TransformerLM
 from bench.model.cost import analytic_flops, executed_flops, set_spans
 from bench.model.count import counted_flops
 
-TINY, SMALL = resolve(None, "tiny").model, resolve(None, "small").model  # bench.config.PRESETS
+TINY, SMALL = PRESETS["tiny"]["model"], PRESETS["small"]["model"]
 CONFIGS = {  # name: (d_model, n_layers, n_heads, d_ff, S for fixed spans, S for learned spans,
     #                  learned effective span z + R)
-    "tiny": (TINY.d_model, TINY.n_layers, TINY.n_heads, TINY.d_ff, TINY.span, TINY.span, None),
+    "tiny": (*(TINY[k] for k in ("d_model", "n_layers", "n_heads", "d_ff", "span")),
+             TINY["span"], None),
     # mean span 314, as in AS Table 1
-    "paper small": (SMALL.d_model, SMALL.n_layers, SMALL.n_heads, SMALL.d_ff, 512, SMALL.span, 314),
+    "paper small": (*(SMALL[k] for k in ("d_model", "n_layers", "n_heads", "d_ff")), 512,
+                    SMALL["span"], 314),
 }
 
 

@@ -46,6 +46,13 @@ def parse_variant(spec: str) -> tuple[str, tuple[tuple[str, Any], ...]]:
     return name, tuple(parse_sets(opts).items())
 
 
+def mfu(model: torch.nn.Module, tokens: int, seconds: float, peak: float) -> float:
+    """Model FLOPs utilisation of a training step over `tokens` in `seconds`: 6 x the model's
+    executed multiply-adds per token (forward 2, backward 4 FLOPs each) over the matmul
+    `peak` (FLOP/s)."""
+    return 6 * executed_flops(model, "max") * tokens / seconds / peak
+
+
 def matmul_peak(dev: torch.device, dtype: torch.dtype = torch.float32, n: int = 2048,
                 reps: int = 5) -> float:
     """Matmul FLOP/s (2 n^3 per product) in `dtype`, in this process, on its threads."""
@@ -199,8 +206,7 @@ def run(configs: dict[Case, Config], repeats: int, compile_: bool, amp: bool = F
                      "infer_tok_s": tokens / infer_s,
                      "act_mem_mb": saved_bytes(b.model, b.x, b.cache, b.amp) / 2**20,
                      "flops_per_tok": flops,
-                     "mfu": 6 * executed_flops(b.model, "max") * tokens / train_s
-                     / peaks[b.amp],
+                     "mfu": mfu(b.model, tokens, train_s, peaks[b.amp]),
                      **({"compile_x": train_s / compiled_s} if compiled_s else {})})
     df = pd.DataFrame(rows)
     cols = ["train_tok_s", "infer_tok_s", "act_mem_mb", "flops_per_tok"]

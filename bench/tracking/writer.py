@@ -47,7 +47,7 @@ from .names import (
     SWEEP_PROCESS,
     TRIALS,
 )
-from .store import experiment_id, store_lock
+from .store import experiment_id, open_store, store_lock
 
 
 def source_tags(command: str, commit: str) -> dict[str, str]:
@@ -77,7 +77,7 @@ def start_sweep(client: MlflowClient, exp: str, grid: str, grid_file: Path, tria
               "git_commit": commit, "command": command}
     client.log_batch(run.info.run_id, params=[Param(k, str(v)) for k, v in params.items()])
     client.log_artifact(run.info.run_id, str(grid_file))
-    client.log_dict(run.info.run_id, {"trials": trials}, TRIALS)
+    cover(client, run.info.run_id, trials)
     return run.info.run_id
 
 
@@ -148,7 +148,7 @@ def log_measurement(uri: str, experiment: str, params: dict[str, str],
     """A measurement (e.g. bench.speed --mlflow) as one finished run of its own experiment:
     `params`, the git commit and package versions, `metrics`, and `table` as the JSON artifact
     `artifact` (artifacts beside an sqlite store, as the sweeps keep them); returns its id."""
-    client = MlflowClient(uri)
+    client = open_store(uri)  # a new sqlite store is created and migrated under its lock
     exp = experiment_id(client, experiment, uri)
     commit = provenance.git_commit()
     run = client.create_run(exp, run_name=f"{experiment}-{time.strftime('%Y%m%d-%H%M%S')}",
@@ -233,12 +233,13 @@ def final_metrics(result: RunResult) -> dict[str, float]:
     out.update({k: v for k in FINAL_SAME if (v := getattr(result, k)) is not None})
     out.update({f"final_{k}": v for k in FINAL_RENAMED if (v := getattr(result, k)) is not None})
     out.update({f"layer_max_span.{i}": s for i, s in enumerate(result.layer_max_span)})
+    out.update({f"probe_floor.{p}": f for p, f in result.probe_floor.items() if f is not None
+                and p in result.probe_bpc})
     for split, scores in (("", result.probe_bpc), ("test_", result.probe_bpc_test)):
         for probe, bpc in scores.items():  # on each probe's target symbols
-            floor = result.probe_floor.get(probe)
+            if (floor := result.probe_floor.get(probe)) is not None:
+                out[f"{split}probe_gap.{probe}"] = bpc - floor
             out[f"{split}probe_bpc.{probe}"] = bpc
-            if floor is not None:
-                out[f"probe_floor.{probe}"], out[f"{split}probe_gap.{probe}"] = floor, bpc - floor
     return out
 
 

@@ -7,13 +7,12 @@ python -m bench.anchors --nanogpt DIR --reference DIR [--steps 100] [--rounds 2]
 """
 
 import argparse
-import json
 import sys
 from collections.abc import Callable
 from pathlib import Path
 
 from bench import data
-from bench.cli import add_set, positive
+from bench.cli import add_set, emit, positive
 from bench.config import ConfigError
 from bench.measure.anchors import DATA, AnchorError, configs, import_file, measure, show
 from bench.training.loop import load_corpus
@@ -74,11 +73,7 @@ def main(argv: list[str] | None = None) -> int:
         return 2
     keep_heap()
     out = measure(cfgs, corpus, nanogpt, reference, args.steps, args.rounds, args.amp)
-    if args.json:
-        print(json.dumps(out, indent=1))
-    else:
-        show(out)
-    return 0
+    return emit(out, args.json, show)
 
 
 if __name__ == "__main__":

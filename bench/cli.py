@@ -1,8 +1,9 @@
 """The command-line arguments the commands share, defined once: `--set` and `--preset` (train,
 run, speed, anchors), what turns a grid file into its trials (`add_trial_args`), and the
-argparse types that check a value before anything runs."""
+argparse types that check a value before anything runs, and how a measurement prints (`emit`)."""
 
 import argparse
+import json
 from collections.abc import Callable
 from typing import TypeVar
 
@@ -64,3 +65,13 @@ def add_trial_args(p: argparse.ArgumentParser) -> None:
     p.add_argument("--seed-start", type=int, metavar="N", help="run the grid's seeds from N: "
                    "its looks on seeds N, N+1, ..., or its list of k seeds as N .. N+k-1 (a "
                    "replication on a disjoint seed range)")
+
+
+def emit(out: dict, as_json: bool, show: Callable[[dict], None]) -> int:
+    """Print a measurement's JSON-able result `out` as JSON, or as text through `show`; return 0,
+    the command's exit status."""
+    if as_json:
+        print(json.dumps(out, indent=1))
+    else:
+        show(out)
+    return 0

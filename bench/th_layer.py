@@ -10,12 +10,11 @@ python -m bench.th_layer [--batch 8] [--tokens 256] [--dim 128] [--heads 8] [--r
 """
 
 import argparse
-import json
 import sys
 
 import torch
 
-from bench.cli import positive
+from bench.cli import emit, positive
 from bench.measure.th_layer import THLayerError, import_xformers, measure, show
 from bench.training import precision
 from bench.training.memory import keep_heap
@@ -51,11 +50,7 @@ def main(argv: list[str] | None = None) -> int:
     except THLayerError as err:  # the layers disagree: nothing timed
         print(f"error: {err}", file=sys.stderr)
         return 1
-    if args.json:
-        print(json.dumps(out, indent=1))
-    else:
-        show(out)
-    return 0
+    return emit(out, args.json, show)
 
 
 if __name__ == "__main__":

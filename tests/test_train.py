@@ -213,3 +213,33 @@ def test_the_floors_reach_is_the_models(variant):
                            "d_ff": 64}}).model
     model = create_model(m, 64, seed=0)
     assert limit_reach(m) == 3 * 31 == model.reach
+
+
+@pytest.mark.parametrize("optimizer", ["adamw", "adagrad"])
+def test_one_group_steps_as_a_group_per_tensor(optimizer):
+    """Without per-tensor clipping the optimiser is one group, stepped as one foreach pass: the
+    same weights, bit for bit, as a group per tensor stepped one tensor at a time (what
+    clip_mode "param" needs, and what every committed result ran), the global norm clipped."""
+    import torch
+
+    from bench.model import create_model
+    from bench.training.step import make_optimizer, train_step
+
+    cfg = small_cfg("model.variant=talking-heads", f"train.optimizer={optimizer}",
+                    "train.clip_mode=global", "train.clip=0.05", "train.weight_decay=0.01")
+    models = [create_model(cfg.model, 40, 0) for _ in range(2)]
+    ours = make_optimizer(models[0], cfg.train)
+    per_tensor = type(ours)([{"params": [p]} for p in models[1].parameters()],
+                            lr=cfg.train.lr, **({"weight_decay": 0.01} if optimizer == "adamw"
+                                                else {}))
+    assert len(ours.param_groups) == 1 and len(per_tensor.param_groups) > 1
+    for model, opt in zip(models, (ours, per_tensor), strict=True):
+        g = torch.Generator().manual_seed(0)
+        for step in range(6):
+            torch.manual_seed(step)  # dropout
+            x, y = torch.randint(0, 40, (2, 4, 32), generator=g)
+            train_step(model, model, opt, cfg.train, x, y, None, step)
+    assert all(torch.equal(a, b) for a, b in zip(*(m.parameters() for m in models), strict=True))
+    assert not torch.equal(models[0].emb.weight, create_model(cfg.model, 40, 0).emb.weight)
+    by_tensor = make_optimizer(models[0], small_cfg("train.clip_mode=param").train)
+    assert len(by_tensor.param_groups) == len(list(models[0].parameters()))

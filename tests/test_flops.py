@@ -30,6 +30,8 @@ COMPOSITIONS = [  # variants.build options beyond the registered presets
     ("gbma", dict(h=6)),
     ("adaptive", dict(mixing="both", h=6, h_v=2, d_v=16)),
     ("dynamic", dict(mixing="gbma")),
+    ("talking-heads", dict(banded=True)),  # q.k and w.v over the band only, as vector dots
+    ("adaptive", dict(banded=True, mixing="logits", h=6, h_v=6, d_v=8)),
 ]
 
 

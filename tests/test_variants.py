@@ -230,6 +230,8 @@ def test_width_sets_the_heads_widths_and_the_projections():
                                       "mix_init"),
     (dict(name="fixed", span_loss=1e-6), "span_loss"), (dict(name="gbma", h_v=3), "h_v"),
     (dict(width=6), "divisor of the width 6"), (dict(width=0), "width=0"),
+    (dict(name="talking-heads-dynamic", banded=True), "banded=True is invalid with dynamic"),
+    (dict(name="gbma", banded=True), "banded=True is not an option"),
 ])
 def test_bad_input(kwargs, key):
     name = kwargs.pop("name", "adaptive")
@@ -250,6 +252,39 @@ def test_query_chunking_is_exact(name, cfg):
     x, c = torch.randn(2, 40, D), torch.randn(2, 30, D)
     for cache in (None, c):
         assert torch.allclose(small(x, cache), one(x, cache), atol=1e-5)
+
+
+BANDED = [("fixed", 8, {"width": 8}), ("talking-heads", 8, {"width": 8}),
+          ("talking-heads", 4, {}), ("adaptive", 8, {"mixing": "both", "width": 8, "ramp": 4.0,
+                                                 "trim_step": 4}),
+          ("dynamic", 8, {"width": 8}), ("weights-only", 4, {"h_v": 2, "d_v": 3}),
+          ("logits-only", 2, {"width": 8})]
+
+
+@pytest.mark.parametrize("name,heads,cfg", BANDED, ids=lambda v: str(v))
+def test_banded_equals_dense(name, heads, cfg):
+    """banded=True (q.k and w.v over each query's window only) is the dense layer's function:
+    outputs and every gradient agree to float rounding, at the start of a stream (keys padded
+    and masked) and after a cache, at heads 1 wide (d_k = d_v = 1) and wider, over learned
+    spans with the window trimmed below S, and in several query chunks."""
+    layers = [variants.build(name, d_model=D, n_heads=heads, span=S, chunk=16, banded=banded,
+                             **cfg) for banded in (False, True)]
+    layers[1].load_state_dict(layers[0].state_dict())
+    if layers[0].describe()["learned_spans"] and name != "dynamic":
+        for layer in layers:
+            set_z(layer, torch.linspace(0.2, 0.5, heads))
+        assert layers[0].window < S
+    x, c = torch.randn(2, 40, D), torch.randn(2, 30, D)
+    for cache in (None, c):
+        out = []
+        for layer in layers:
+            layer.zero_grad()
+            xi = x.clone().requires_grad_()
+            y = layer(xi, cache)
+            y.square().sum().backward()
+            out.append([y, xi.grad, *(p.grad for p in layer.parameters())])
+        for a, b in zip(*out, strict=True):
+            assert torch.allclose(a, b, atol=1e-5, rtol=1e-4)
 
 
 @pytest.mark.skipif(not torch.cuda.is_available(), reason="no CUDA device: CPU-only machine")
@@ -474,7 +509,7 @@ def test_layer_describes_itself():
                              "h_k": 4, "h": 6, "h_v": 3, "d_k": 8, "d_v": 12, "S": S,
                              "learned_spans": False,
                              "options": {"width": None, "chunk": None, "mix_noise": 0.0,
-                                         "mix_init": "identity"}}
+                                         "mix_init": "identity", "banded": False}}
     assert th.flops(10) == 2 * D * (32 + 36) + 10 * (32 + 36 + 4 * 6 + 6 * 3)
     fixed, gbma, ad = build("fixed"), build("gbma"), build("adaptive")
     assert fixed.flops(S) == 4 * D * D + 2 * D * S
@@ -584,7 +619,7 @@ def test_a_variant_owns_its_options():
     assert layer.describe()["options"] == {"width": None, "chunk": None, "z_init": 0.0,
                                            "ramp": 5.0, "span_loss": 2e-6, "trim": True,
                                            "trim_step": 64, "mix_noise": 0.1,
-                                           "mix_init": "identity"}
+                                           "mix_init": "identity", "banded": False}
     with pytest.raises(ValueError, match=r"span_loss=1e-06 is not an option .*span policy fixed"):
         build("fixed", span_loss=1e-6)
     with pytest.raises(ValueError, match="already registered"):

@@ -23,7 +23,7 @@ from torch import nn
 # views. Registered, so that anything fvcore still reports as skipped is an op nobody decided on.
 ZERO_OPS = ("aten::add", "aten::sub", "aten::mul", "aten::div", "aten::sum", "aten::sigmoid",
             "aten::softmax", "aten::layer_norm", "aten::embedding", "aten::as_strided",
-            "aten::flip", "aten::numpy_T")
+            "aten::flip", "aten::numpy_T", "aten::unfold")
 MATMUL_LIKE = re.compile(r"mm|matmul|linear|einsum|conv|attention|dot|mv$|outer|bilinear")
 
 
@@ -32,7 +32,7 @@ def _no_macs(inputs: list, outputs: list) -> int:
 
 
 CONTRACTIONS = ("aten::matmul", "aten::mm", "aten::bmm", "aten::addmm", "aten::linear",
-                "aten::einsum")
+                "aten::einsum", "aten::linalg_vecdot")
 
 
 class StepHandles:
@@ -43,7 +43,8 @@ class StepHandles:
       applied to the features (last dim) of an activation laid out (..., rows, features);
     - cache_reprojection: the rows of such a projection beyond the first: in a one-token step
       those are cached states projected again (K and V of `mem`);
-    - attention: every other contraction (q.k, q.p, the talking-heads maps, w.v, GBMA's X P Mem).
+    - attention: every other contraction (q.k, q.p, the talking-heads maps, w.v, GBMA's X P Mem;
+      with the option `banded`, q.k and w.v are vector dots over each query's window).
 
     The first `n_inputs` graph inputs are the model's (token ids, caches); the rest are
     parameters, so "computed from parameters alone" is decided by walking the graph back.
@@ -108,10 +109,17 @@ class StepHandles:
                 return self._split(macs, rows)
         return Counter({"attention": macs})
 
+    @staticmethod
+    def vecdot(inputs: list, outputs: list) -> Counter:
+        """linalg_vecdot(x, y, dim): one multiply-add per element of x and y broadcast together.
+        Only the banded q.k and w.v call it (`variants.band`): attention."""
+        shape = torch.broadcast_shapes(tuple(get_shape(inputs[0])), tuple(get_shape(inputs[1])))
+        return Counter({"attention": prod(shape)})
+
     def handles(self) -> dict:
         return {"aten::matmul": self.matmul, "aten::mm": self.matmul, "aten::bmm": self.matmul,
                 "aten::addmm": self.addmm, "aten::linear": self.linear,
-                "aten::einsum": self.einsum}
+                "aten::einsum": self.einsum, "aten::linalg_vecdot": self.vecdot}
 
 
 def _step_inputs(model: nn.Module) -> tuple[torch.Tensor, list[torch.Tensor]]:

@@ -6,7 +6,7 @@ from typing import Any
 import torch
 from torch import Tensor, nn
 
-from ..band import band, unband
+from ..band import band, scores, unband
 from .multihead import TalkingHeads
 
 
@@ -22,7 +22,8 @@ class DynamicTalkingHeads(TalkingHeads):
     only with small initial values of the four projection-generating parameters: they start
     N(0, dynamic_init^2 / D), so each generated entry has std `dynamic_init` at unit-variance
     inputs, small against P_l's and P_w's identity. At dynamic_init = 0 (or with those four at
-    zero) the layer computes talking-heads attention exactly.
+    zero) the layer computes talking-heads attention exactly. The memory-side terms are applied
+    key-major, to the c x (c + W - 1) products, so the option `banded` is refused.
     """
 
     def __init__(self, d_model: int, span: int, h_k: int, h: int, h_v: int, d_k: int, d_v: int,
@@ -30,6 +31,9 @@ class DynamicTalkingHeads(TalkingHeads):
                  **options) -> None:
         if not dynamic_init >= 0:
             raise ValueError(f"dynamic_init={dynamic_init!r} is invalid: expected a std >= 0")
+        if options.get("banded"):
+            raise ValueError("banded=True is invalid with dynamic projections (their memory-side "
+                             "terms need the unbanded products): expected false")
         super().__init__(d_model, span, h_k, h, h_v, d_k, d_v, True, True, key_pe, **options)
         std = dynamic_init / math.sqrt(d_model)
         self.P_Xl = nn.Parameter(torch.randn(d_model, h_k * h) * std)
@@ -74,8 +78,7 @@ class DynamicTalkingHeads(TalkingHeads):
         q, r_xl, _ = q
         c = q.size(2)
         keys = slice(start, start + c + window - 1)
-        J = (band(q @ kv[0][:, :, keys].transpose(-1, -2), window)
-             + q @ self.key_pe[:window].flip(0).T)
+        J = scores(q, kv[0][:, :, keys], window) + q @ self.key_pe[:window].flip(0).T
         L = self.P_l(J) + torch.einsum("bkiw,bkih->bhiw", J, r_xl)
         # the memory-side term varies along the keys: applied key-major (query i, key r = i + w)
         by_key = torch.einsum("bkir,brkh->bhir", unband(J, c + window - 1), kv[2][:, keys])

@@ -5,7 +5,7 @@ import math
 import torch
 from torch import Tensor, nn
 
-from ..band import band, unband
+from ..band import mix, scores
 from .base import MixingPolicy
 
 
@@ -68,13 +68,13 @@ class GBMA(MixingPolicy):
         """Queries start..start+c-1 -> logits (B, h, c, W)."""
         xp, xpos = q
         m = kv[0][:, :, start : start + xp.size(2) + window - 1]
-        return band(xp @ m.transpose(-1, -2), window) + xpos @ self.key_pe[:window].flip(0).T
+        return scores(xp, m, window) + xpos @ self.key_pe[:window].flip(0).T
 
     def attend(self, w: Tensor, q: tuple[Tensor, Tensor], kv: tuple[Tensor, Tensor],
                start: int) -> Tensor:
         """Weights (B, h, c, W) -> sum_m W[n,m,h] Mem[m] (B, h, c, D)."""
         c, window = w.shape[-2:]
-        return unband(w, c + window - 1) @ kv[1][:, :, start : start + c + window - 1]
+        return mix(w, kv[1][:, :, start : start + c + window - 1])
 
     def output(self, u: Tensor) -> Tensor:
         """(B, h, M, D) -> (B, M, D) through Q."""

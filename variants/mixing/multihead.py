@@ -7,7 +7,7 @@ from typing import Any
 import torch
 from torch import Tensor, nn
 
-from ..band import band, unband
+from ..band import mix, scores
 from .base import MixingPolicy
 from .talking import HeadMix
 
@@ -23,13 +23,15 @@ class MultiHead(MixingPolicy):
     `key_pe` (S, d_k) shared by all heads, N(0, 1) as in the paper: the caller's table when given
     (one for every layer of a model), else the layer's own.
     The attention layer calls query/memory once per block and logits/attend per query chunk.
+    Option `banded`: q.k and w.v computed over each query's window only (`variants.band`), which
+    pays where heads are 1 wide (d_k = d_v = 1); the same function to float rounding.
     """
 
     def __init__(self, d_model: int, span: int, h_k: int, h: int, h_v: int, d_k: int, d_v: int,
-                 key_pe: nn.Parameter | None = None) -> None:
+                 key_pe: nn.Parameter | None = None, *, banded: bool = False) -> None:
         super().__init__()
         self.d_model, self.h_k, self.h, self.h_v = d_model, h_k, h, h_v
-        self.d_k, self.d_v = d_k, d_v
+        self.d_k, self.d_v, self.banded = d_k, d_v, banded
         b = 1 / math.sqrt(d_model)
         self.W_q = _uniform(d_model, h_k * d_k, bound=b)
         self.W_k = _uniform(d_model, h_k * d_k, bound=b)
@@ -79,14 +81,14 @@ class MultiHead(MixingPolicy):
         """Queries start..start+c-1 (q: (B, h_k, c, d_k)) -> logits (B, h, c, W), unmasked."""
         c = q.size(2)
         k = kv[0][:, :, start : start + c + window - 1]
-        J = band(q @ k.transpose(-1, -2), window) + q @ self.key_pe[:window].flip(0).T
+        J = scores(q, k, window, self.banded) + q @ self.key_pe[:window].flip(0).T
         return J if self.P_l is None else self.P_l(J)
 
     def attend(self, w: Tensor, q: Tensor, kv: tuple[Tensor, Tensor], start: int) -> Tensor:
         """Weights (B, h, c, W) of queries start.. -> per-head outputs (B, h_v, c, d_v)."""
         c, window = w.shape[-2:]
         U = w if self.P_w is None else self.P_w(w)
-        return unband(U, c + window - 1) @ kv[1][:, :, start : start + c + window - 1]
+        return mix(U, kv[1][:, :, start : start + c + window - 1], self.banded)
 
     def output(self, o: Tensor) -> Tensor:
         """(B, h_v, M, d_v) -> (B, M, D)."""
@@ -102,8 +104,8 @@ class TalkingHeads(MultiHead):
 
     def __init__(self, d_model: int, span: int, h_k: int, h: int, h_v: int, d_k: int, d_v: int,
                  mix_logits: bool, mix_weights: bool, key_pe: nn.Parameter | None = None, *,
-                 mix_noise: float = 0.0, mix_init: str = "identity") -> None:
-        super().__init__(d_model, span, h_k, h, h_v, d_k, d_v, key_pe)
+                 mix_noise: float = 0.0, mix_init: str = "identity", **options) -> None:
+        super().__init__(d_model, span, h_k, h, h_v, d_k, d_v, key_pe, **options)
         self.P_l = HeadMix(h_k, h, mix_noise, mix_init) if mix_logits else None
         self.P_w = HeadMix(h, h_v, mix_noise, mix_init) if mix_weights else None
 

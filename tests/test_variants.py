@@ -11,7 +11,8 @@ from bench.model import TransformerLM
 D, H, S = 32, 4, 24
 CROSS = [("adaptive", {"mixing": "both"}), ("dynamic", {"mixing": "gbma"}),
          ("adaptive", {"mixing": "logits", "h": 6, "h_v": 6, "d_v": 8}),
-         ("talking-heads", {"width": 8})]
+         ("talking-heads", {"width": 8}),
+         ("adaptive", {"mixing": "both", "banded": True, "width": 4})]  # heads 1 wide
 ALL = [(n, {}) for n in variants.names()] + CROSS
 
 
@@ -129,7 +130,8 @@ def test_adaptive_span_locality():
 
 
 @pytest.mark.parametrize("name,cfg", [("adaptive", {}), ("dynamic", {"gate_bias": -3.5}),
-                                      ("adaptive", {"mixing": "both", "mix_noise": 0.2})])
+                                      ("adaptive", {"mixing": "both", "mix_noise": 0.2}),
+                                      ("adaptive", {"banded": True})])
 def test_trimmed_equals_untrimmed(name, cfg):
     span = 256
     kw = dict(d_model=D, n_heads=H, span=span, ramp=8.0, **cfg)
@@ -156,7 +158,8 @@ def test_trimmed_equals_untrimmed(name, cfg):
 CACHED = [(n, {}) for n in ("fixed", "adaptive", "dynamic", "talking-heads", "gbma")] + [
     ("talking-heads-dynamic", {"dynamic_init": 0.5}),  # dynamic projections, visibly non-zero
     ("talking-heads-dynamic", {"dynamic_init": 0.5, "h": 6, "h_v": 2, "d_v": 12}),
-    ("adaptive", {"mixing": "dynamic", "dynamic_init": 0.5})]
+    ("adaptive", {"mixing": "dynamic", "dynamic_init": 0.5}),
+    ("talking-heads", {"banded": True}), ("adaptive", {"banded": True, "width": 4})]
 
 
 @pytest.mark.parametrize("name,cfg", CACHED, ids=str)

@@ -10,7 +10,7 @@ of M K entries used), or `banded`, only the band: each query against its own sli
 keys (`unfold`, a view), M W d multiply-adds instead of M K d. The same sums in another order,
 so equal to float rounding. A matmul over a head 1 wide is an outer product or a matrix-vector
 product that no BLAS runs well, and the band is a third of the entries at M = 64, W = 32: there
-banded is 2 to 6 times faster; from d = 2 the dense matmul is (docs/speed.md).
+banded is 2 to 6 times faster. From d = 2 on, the dense matmul is faster (docs/speed.md).
 """
 
 import torch

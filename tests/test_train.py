@@ -230,8 +230,7 @@ def test_one_group_steps_as_a_group_per_tensor(optimizer):
     models = [create_model(cfg.model, 40, 0) for _ in range(2)]
     ours = make_optimizer(models[0], cfg.train)
     per_tensor = type(ours)([{"params": [p]} for p in models[1].parameters()],
-                            lr=cfg.train.lr, **({"weight_decay": 0.01} if optimizer == "adamw"
-                                                else {}))
+                            lr=ours.defaults["lr"], weight_decay=ours.defaults["weight_decay"])
     assert len(ours.param_groups) == 1 and len(per_tensor.param_groups) > 1
     for model, opt in zip(models, (ours, per_tensor), strict=True):
         g = torch.Generator().manual_seed(0)

@@ -108,6 +108,15 @@ def test_attends_to_itself():
     assert torch.allclose(layer(x), x @ m.W_v @ m.W_o, atol=1e-6)
 
 
+def output_and_grads(layer, x, cache=None):
+    """layer(x, cache) -> (y, dL/dx, [dL/dp for each parameter]) under L = sum(y^2)."""
+    layer.zero_grad()
+    x = x.clone().requires_grad_(True)
+    y = layer(x, cache)
+    y.square().sum().backward()
+    return y, x.grad, [p.grad for p in layer.parameters()]
+
+
 def input_grad(layer, x, t):
     x = x.clone().requires_grad_(True)
     layer(x)[:, t].sum().backward()
@@ -141,12 +150,7 @@ def test_trimmed_equals_untrimmed(name, cfg):
         for layer in (trimmed, full):
             set_z(layer, torch.tensor([0.05, 0.1, 0.02, 0.08]))
     x, c = torch.randn(2, 32, D), torch.randn(2, 300, D)
-    outs = []
-    for layer in (trimmed, full):
-        x_ = x.clone().requires_grad_(True)
-        y = layer(x_, c)
-        y.square().sum().backward()
-        outs.append((y, x_.grad, [p.grad for p in layer.parameters()]))
+    outs = [output_and_grads(layer, x, c) for layer in (trimmed, full)]
     assert trimmed.span_policy.window < span // 2 and full.span_policy.window == span
     assert trimmed.cache_size < full.cache_size or name == "dynamic"
     (y1, gx1, gp1), (y2, gx2, gp2) = outs
@@ -279,14 +283,8 @@ def test_banded_equals_dense(name, heads, cfg):
         assert layers[0].window < S
     x, c = torch.randn(2, 40, D), torch.randn(2, 30, D)
     for cache in (None, c):
-        out = []
-        for layer in layers:
-            layer.zero_grad()
-            xi = x.clone().requires_grad_()
-            y = layer(xi, cache)
-            y.square().sum().backward()
-            out.append([y, xi.grad, *(p.grad for p in layer.parameters())])
-        for a, b in zip(*out, strict=True):
+        (y1, gx1, gp1), (y2, gx2, gp2) = (output_and_grads(layer, x, cache) for layer in layers)
+        for a, b in zip([y1, gx1, *gp1], [y2, gx2, *gp2], strict=True):
             assert torch.allclose(a, b, atol=1e-5, rtol=1e-4)
 
 

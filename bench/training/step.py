@@ -14,13 +14,17 @@ from bench.model import TransformerLM
 from . import precision
 
 
+def clips_per_tensor(t: TrainConfig) -> bool:
+    """clip_mode "param" with a clip: each tensor's step is scaled on its own (`set_lr`)."""
+    return t.clip > 0 and t.clip_mode == "param"
+
+
 def make_optimizer(model: torch.nn.Module, t: TrainConfig) -> torch.optim.Optimizer:
-    """Adagrad or AdamW. Under clip_mode "param" one param group per tensor, so that each
-    tensor's step can be scaled on its own; otherwise one group, stepped as one `foreach` pass:
-    per tensor the same arithmetic, bit for bit, in half the time of a group each
-    (docs/speed.md)."""
+    """Adagrad or AdamW. Where each tensor's step is clipped on its own, one param group per
+    tensor; otherwise one group, stepped as one `foreach` pass: per tensor the same arithmetic,
+    bit for bit, in half the time of a group each (docs/speed.md)."""
     params = list(model.parameters())
-    per_tensor = t.clip > 0 and t.clip_mode == "param"
+    per_tensor = clips_per_tensor(t)
     groups = [{"params": [p]} for p in params] if per_tensor else [{"params": params}]
     foreach = None if per_tensor else True  # None: torch's default, one tensor at a time on CPU
     if t.optimizer == "adagrad":
@@ -39,7 +43,7 @@ def set_lr(opt: torch.optim.Optimizer, t: TrainConfig, step: int) -> float:
     lr = t.lr * min(1.0, (step + 1) / max(1, t.warmup))
     params = [p for g in opt.param_groups for p in g["params"]]
     scale = [1.0] * len(opt.param_groups)
-    if t.clip > 0 and t.clip_mode == "param":  # a group per tensor (make_optimizer)
+    if clips_per_tensor(t):  # a group per tensor (make_optimizer)
         norms = torch.stack([torch.linalg.vector_norm(p.grad) if p.grad is not None else
                              torch.zeros((), device=p.device) for p in params]).tolist()
         scale = [min(1.0, t.clip / (n + 1e-10)) for n in norms]

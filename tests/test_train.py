@@ -232,6 +232,7 @@ def test_one_group_steps_as_a_group_per_tensor(optimizer):
     per_tensor = type(ours)([{"params": [p]} for p in models[1].parameters()],
                             lr=ours.defaults["lr"], weight_decay=ours.defaults["weight_decay"])
     assert len(ours.param_groups) == 1 and len(per_tensor.param_groups) > 1
+    assert ours.defaults["weight_decay"] == 0.01  # train.weight_decay reaches either optimiser
     for model, opt in zip(models, (ours, per_tensor), strict=True):
         g = torch.Generator().manual_seed(0)
         for step in range(6):

@@ -28,7 +28,7 @@ def make_optimizer(model: torch.nn.Module, t: TrainConfig) -> torch.optim.Optimi
     groups = [{"params": [p]} for p in params] if per_tensor else [{"params": params}]
     foreach = None if per_tensor else True  # None: torch's default, one tensor at a time on CPU
     if t.optimizer == "adagrad":
-        return torch.optim.Adagrad(groups, lr=t.lr, foreach=foreach)
+        return torch.optim.Adagrad(groups, lr=t.lr, weight_decay=t.weight_decay, foreach=foreach)
     return torch.optim.AdamW(groups, lr=t.lr, weight_decay=t.weight_decay, foreach=foreach)
 
 

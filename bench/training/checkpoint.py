@@ -40,6 +40,8 @@ def rng_state(device: torch.device) -> dict:
 
 
 def set_rng_state(state: dict, device: torch.device) -> None:
-    torch.set_rng_state(state["cpu"])
+    """Restore rng_state's generators. Both take their state as a CPU ByteTensor, which a
+    checkpoint loaded onto a GPU (map_location) no longer holds."""
+    torch.set_rng_state(state["cpu"].cpu())
     if "cuda" in state and device.type == "cuda":
-        torch.cuda.set_rng_state(state["cuda"], device)
+        torch.cuda.set_rng_state(state["cuda"].cpu(), device)

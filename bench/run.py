@@ -16,6 +16,7 @@ from pathlib import Path
 from bench import plugins
 from bench.cli import VERDICTS, add_trial_args
 from bench.config import ConfigError, parse_sets
+from bench.findings.spec import seed_list
 from bench.provenance import RESULTS
 from bench.sweep import feasible
 from bench.sweep.grid import load_grid
@@ -49,13 +50,15 @@ def main(argv: list[str] | None = None) -> int:
                               args.seed_start)
         grid, trials = resolve_trials(grid, overrides, args.dry_run)
         feasible.check(grid.claims, grid.grid, trials)
+        levels = feasible.by_look(grid.claims, grid.grid, grid.seeds)
+        feasible.check_looks(levels)
     except ConfigError as err:
         print(f"error: {err}", file=sys.stderr)
         return 2
     if args.dry_run:
         looks = looks_of(grid)
         first = [t for t in trials if t.seed in looks[0]]
-        print_plan(first, grid.claims)
+        print_plan(first, grid.claims, levels, grid.design_seeds, seed_list(grid.seeds))
         if len(looks) > 1:
             later = [t for t in trials if t.seed not in looks[0]
                      and reads(grid.claims, grid.grid, t.values)]

@@ -18,7 +18,9 @@ SMOKE = ROOT / "ablations" / "smoke.yaml"
 
 
 def write_grid(tmp: Path, name: str, **changes) -> Path:
-    grid = {**yaml.safe_load(SMOKE.read_text()), "name": name, **changes}
+    """The smoke grid under `changes`; a grid given claims names no design seeds unless told."""
+    grid = {**yaml.safe_load(SMOKE.read_text()), "name": name,
+            **({"design_seeds": []} if "claims" in changes else {}), **changes}
     path = tmp / f"{name}.yaml"
     path.write_text(yaml.safe_dump(grid))
     return path

@@ -405,7 +405,8 @@ def test_a_user_grid_declares_its_table_and_unknown_names_exit_2(store, tmp_path
 
 CLAIMED = """name: claimed
 grid: {model.variant: [fixed, adaptive], model.span: [64, 128]}
-seeds: [0, 1, 2]
+seeds: [0, 1, 2, 3, 4]
+design_seeds: []
 claims:
   - {id: spread, text: head spans differ, rows: {model.variant: adaptive, model.span: 64},
      metric: head_span_spread, expect: greater, margin: 1.5}
@@ -428,7 +429,7 @@ def test_findings_from_the_sweeps_grid_file(store, tmp_path):
     client.log_artifact(parent, str(grid))
     keys = "model.variant,model.span"
     for S in (64, 128):
-        for seed in range(3):
+        for seed in range(5):
             for variant, dev in (("fixed", 1.50), ("adaptive", 1.45 + 0.01 * seed)):
                 params = {"model.variant": variant, "model.span": S}
                 if (variant, S, seed) == ("adaptive", 128, 2):
@@ -444,22 +445,22 @@ def test_findings_from_the_sweeps_grid_file(store, tmp_path):
     paths, printed = render(store, "claimed", tmp_path / "out", sweep=parent)
     assert {"findings.md", "findings.csv", "runs.csv", "grid.yaml"} <= {p.name for p in paths}
     csv = pd.read_csv(tmp_path / "out" / "findings.csv")
-    assert list(csv.columns[:11]) == ["claim", "effect", "ci_low", "ci_high", "p", "p_adj",
+    assert list(csv.columns[:11]) == ["claim", "about", "effect", "ci_low", "ci_high", "p",
                                       "p_opposite", "p_opposite_adj", "level", "verdict", "look"]
     verdict = dict(zip(csv["claim"], csv["verdict"], strict=True))
-    assert verdict == {"fewer_flops [span=64]": "reproduced",
+    assert verdict == {"fewer_flops [span=64]": "inconclusive",  # a part, not the claim
                        "fewer_flops [span=128]": "inconclusive", "fewer_flops": "inconclusive",
                        "spread": "reproduced", "same_bpc": "not tested"}
     assert csv.set_index("claim").loc["same_bpc", "reason"] == "sequence stopped at fewer_flops"
     spec = GridSpec.from_text(CLAIMED, "test")
     again = verdicts.evaluate(spec.claims, report.read_per_seed(tmp_path / "out" / "runs.csv"))
-    cols = ["claim", "effect", "p", "p_adj", "verdict"]
+    cols = ["claim", "effect", "p", "p_opposite_adj", "verdict", "evidence", "p_replicate"]
     pd.testing.assert_frame_equal(again[cols].iloc[:3], csv[cols].iloc[:3])  # done trials
     reason = csv.set_index("claim").loc["fewer_flops [span=128]", "reason"]
     assert "seed 2: failed (Diverged: training loss is nan)" in reason
     assert "| fewer_flops [span=64]" in printed and "reproduced" in printed
     md = (tmp_path / "out" / "findings.md").read_text()
-    assert "Holm" in md and "1. `spread`: head spans differ" in md
+    assert "the typical seed" in md and "1. `spread`: head spans differ" in md
     assert md.splitlines()[2].startswith("Data: ")  # what the runs trained on, under the title
     run = client.get_run(parent)
     assert {k: v for k, v in run.data.tags.items() if k.startswith("attnbench.claim.")} == {
@@ -511,13 +512,12 @@ def test_tables_and_findings_say_what_the_runs_trained_on(span_report):
                          "dataset.n_bytes": [3_650_000, 3_650_000, 300_000],
                          "dataset.sha256": ["ab" * 32, "ab" * 32, "cd" * 32],
                          "dataset.prefix": ["true", "true", "false"]})  # as the writer logs
-    line = tables.data_line(Sweep("g", runs[:2], pd.DataFrame(), [], GridSpec(), None))
+    line = tables.data_line(runs[:2])
     assert line == ("Data: a 3,650,000-byte prefix of enwik8, sha256 abababababab. Prefix "
                     "results: split 90/5/5, not comparable with the papers' full-corpus numbers.")
-    both = tables.data_line(Sweep("g", runs, pd.DataFrame(), [], GridSpec(), None))
+    both = tables.data_line(runs)
     assert "; synthetic (300,000 bytes), sha256 cdcdcdcdcdcd." in both and "Prefix" in both
-    unknown = tables.data_line(Sweep("g", runs[["dataset.prefix"]], pd.DataFrame(), [],
-                                     GridSpec(), None))
+    unknown = tables.data_line(runs[["dataset.prefix"]])
     assert unknown == "Data: not recorded by these runs."
     _, _, out = span_report
     assert (out / "as_table1.md").read_text().splitlines()[2] == unknown  # under the title
@@ -675,10 +675,11 @@ def test_committed_findings_recompute_from_their_per_seed_values(path):
     """Every committed findings.csv is what its grid's claims give on the runs.csv beside it
     (grid.yaml: the grid file the sweep ran, as the report wrote it there)."""
     spec = GridSpec.read(path.parent / "grid.yaml")
-    looks = spec.seeds if hasattr(spec.seeds, "looks") else None
-    again = verdicts.evaluate(spec.claims, report.read_per_seed(path), looks=looks)
+    again = verdicts.evaluate(spec.claims, report.read_per_seed(path), looks=spec.looks,
+                              design=spec.design_seeds)
     committed = pd.read_csv(path.parent / "findings.csv")
-    cols = ["claim", "effect", "p", "p_adj", "level", "verdict", "look", "n"]
+    cols = ["claim", "about", "effect", "p", "p_opposite_adj", "level", "verdict", "look", "n",
+            "seed_range", "evidence", "p_replicate", "unlearned"]
     pd.testing.assert_frame_equal(again[cols].reset_index(drop=True), committed[cols],
                                   check_dtype=False)
 

@@ -26,6 +26,7 @@ from bench.config import parse_sets
 from bench.sweep.grid import load_grid
 from bench.sweep.trials import Overrides, resolve_trials
 from bench.tracking import names, reader, store
+from tests.test_grid import write_grid
 
 ROOT = Path(__file__).resolve().parents[1]
 SMOKE = ROOT / "ablations" / "smoke.yaml"
@@ -70,13 +71,6 @@ def expected_hashes(grid_file: Path, sets: tuple = (), seeds: list | None = None
     overrides = Overrides(parse_sets(list(sets)), seeds=seeds)
     _, found = resolve_trials(load_grid(grid_file), overrides, dry_run=False)
     return {t.hash for t in found}
-
-
-def write_grid(tmp: Path, name: str, **changes) -> Path:
-    grid = {**yaml.safe_load(SMOKE.read_text()), "name": name, **changes}
-    path = tmp / f"{name}.yaml"
-    path.write_text(yaml.safe_dump(grid))
-    return path
 
 
 RAY_TEARDOWN = re.compile(r"(?:Exception ignored in: [^\n]*\n)?"
@@ -477,25 +471,27 @@ def test_concurrent_trials_lose_nothing_in_sqlite(tmp_path):
 
 @slow
 def test_looks_add_seeds_only_where_a_claim_is_undecided_and_a_rerun_adds_nothing(short_tmp):
-    """seeds: {looks: [2, 3]}: look 1 runs seeds 0-1 of both variants; the one claim reads only
-    multi-head and cannot be decided by 2 seeds (a sign-flip p is at least 1/4), so look 2 adds
-    seed 2 to multi-head alone; the same command again retrains nothing and logs no new run."""
+    """seeds: {looks: [2, 5]}: look 1 runs seeds 0-1 of both variants; the one claim reads only
+    multi-head and cannot be decided by 2 seeds (a sign test's p is at least 1/4: look 1 is
+    futility only), so look 2 adds seeds 2-4 to multi-head alone; the same command again
+    retrains nothing and logs no new run."""
     claim = {"id": "low", "text": "multi-head is below 9 bpc", "rows": {"model.variant": "fixed"},
-             "metric": "final_test_bpc", "expect": "less", "margin": 9, "test": "sign-flip"}
-    grid = write_grid(short_tmp, "looked", seeds={"looks": [2, 3], "futility": None},
+             "metric": "final_test_bpc", "expect": "less", "margin": 9}
+    grid = write_grid(short_tmp, "looked", seeds={"looks": [2, 5], "futility": 0.9},
                       claims=[claim])
     done = bench_run([grid], short_tmp)
     assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
-    assert "look 2 of 2, seeds 0-2: 1 trials for the undecided claims low" in done.stdout
+    assert "look 2 of 2, seeds 0-4: 3 trials for the undecided claims low" in done.stdout
+    assert "every claim decided" not in done.stdout  # decided only after look 2
 
     def ran() -> list[tuple[str, int]]:
         return sorted((r.data.params["model.variant"], int(r.data.params["seed"]))
                       for r in trial_runs(short_tmp, "looked"))
 
-    assert ran() == [("fixed", 0), ("fixed", 1), ("fixed", 2), ("talking-heads", 0),
+    assert ran() == [*(("fixed", s) for s in range(5)), ("talking-heads", 0),
                      ("talking-heads", 1)]
     again = bench_run([grid], short_tmp)
     assert again.returncode == 0 and again.stdout.count("0 to run") == 2, again.stdout[-3000:]
-    assert len(ran()) == 5
+    assert len(ran()) == 7
     refused = bench_run([grid, "--seeds", "0,1"], short_tmp)
     assert refused.returncode == 2 and "--seed-start" in refused.stderr

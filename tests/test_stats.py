@@ -1,68 +1,94 @@
-"""bench.findings.stats against scipy on hand-made data: the paired t-test, the interval that
-matches each test (one-sided bound, TOST's 90%), both directions' p-values, exact and tied
-values, what an inconclusive test could detect (power from scipy's noncentral t), and Holm."""
+"""bench.findings.stats against scipy on hand-made data: the two exact tests (sign-flip against
+scipy's permutation test, sign against its binomial quantile test), their intervals (inverting
+the test), both directions' p, TOST, exact and tied values, what an inconclusive test could
+detect (t power from scipy's noncentral t, binomial power by hand), Holm, and the tables'
+descriptive paired t-test."""
 
 import numpy as np
 import pandas as pd
 import pytest
-from scipy.stats import nct, ttest_1samp, ttest_rel
+from scipy.stats import binom, nct, permutation_test, quantile_test, ttest_rel
 from scipy.stats import t as student_t
 
 from bench.findings import stats
 
 A = pd.Series([2.10, 1.95, 2.30, 2.02], index=[0, 1, 2, 3])  # by seed
 B = pd.Series([2.15, 2.05, 2.33, 2.01, 9.9], index=[0, 1, 2, 3, 4])  # seed 4 has no pair
+D = np.array([-0.31, -0.12, -0.45, 0.08, -0.27, -0.19, -0.6, -0.05])  # per-seed differences
 
 
-def test_paired_matches_scipy_ttest_rel():
+def test_the_tables_paired_t_matches_scipy_ttest_rel():
     a, b = A.to_numpy(), B.to_numpy()[:4]
-    for expect in ("two-sided", "less", "greater"):
-        e = stats.paired(A, B, expect)
-        ref = ttest_rel(a, b, alternative=expect)
-        assert e.n == 4 and e.effect == pytest.approx(np.mean(a - b))
-        assert e.p == pytest.approx(ref.pvalue)
-        if expect != "two-sided":  # the interval matches the test: a one-sided 95% bound
-            bound = ref.confidence_interval(0.95)
-            assert (e.ci_low, e.ci_high) == (pytest.approx(bound.low), pytest.approx(bound.high))
-            assert np.isinf(e.ci_low if expect == "less" else e.ci_high)
-            other = "greater" if expect == "less" else "less"
-            assert e.p_opposite == pytest.approx(ttest_rel(a, b, alternative=other).pvalue)
-    ci = ttest_rel(a, b).confidence_interval(0.95)
-    e = stats.paired(A, B)
-    assert (e.ci_low, e.ci_high) == (pytest.approx(ci.low), pytest.approx(ci.high))
+    mean, low, high, p, n = stats.paired_t(A, B)
+    ref = ttest_rel(a, b)
+    ci = ref.confidence_interval(0.95)
+    assert (mean, low, high, p, n) == (pytest.approx(np.mean(a - b)), pytest.approx(ci.low),
+                                       pytest.approx(ci.high), pytest.approx(ref.pvalue), 4)
     # shuffling one side's seeds breaks the pairing and changes the answer
-    assert stats.paired(A, B.rename(index={0: 1, 1: 0})).p != pytest.approx(e.p)
+    assert stats.paired_t(A, B.rename(index={0: 1, 1: 0}))[3] != pytest.approx(p)
+    assert np.isnan(stats.paired_t(A.iloc[:1], B)[3])
 
 
-def test_margins_and_tost():
-    d = np.array([0.010, -0.004, 0.006, 0.002])
-    less = stats.estimate(d, "less", 0.02)
-    assert less.p == pytest.approx(ttest_rel(d, np.full(4, 0.02), alternative="less").pvalue)
+@pytest.mark.parametrize("expect", ["less", "greater"])
+def test_sign_flip_is_scipys_paired_permutation_test(expect):
+    e = stats.estimate(D, expect, 0.0, test="sign-flip")
+    ref = permutation_test((D,), np.mean, permutation_type="samples", n_resamples=np.inf,
+                           alternative=expect)
+    other = "greater" if expect == "less" else "less"
+    assert e.p == pytest.approx(ref.pvalue) and e.effect == pytest.approx(D.mean())
+    assert e.p_opposite == pytest.approx(permutation_test(
+        (D,), np.mean, permutation_type="samples", n_resamples=np.inf,
+        alternative=other).pvalue)
+    # as extreme as observed: D itself, 0.08 flipped, and 0.08 and -0.05 flipped together
+    assert stats.estimate(D, "less", 0.0, test="sign-flip").p == pytest.approx(3 / 256)
+
+
+@pytest.mark.parametrize("n,alpha", [(5, 0.05), (6, 0.05), (8, 0.0444), (10, 0.1)])
+def test_the_sign_flip_bound_inverts_the_test(n, alpha):
+    """The bound (the k-th subset mean) is where the test's p crosses alpha: just beyond it the
+    test rejects, just inside it does not."""
+    d = np.random.default_rng(n).lognormal(0, 1, n) - 1
+    for alternative, beyond in (("less", 1e-9), ("greater", -1e-9)):
+        b = stats._flip_bound(d, alternative, alpha)
+        assert stats.tail(d, b + beyond, alternative, "sign-flip") <= alpha
+        assert stats.tail(d, b - beyond, alternative, "sign-flip") > alpha
+    assert stats._flip_bound(d[:4], "less", 0.05) == np.inf  # 2^-4 > 0.05: unbounded
+
+
+def test_sign_test_is_scipys_quantile_test_and_its_bound_an_order_statistic():
+    margin = 0.0
+    for expect in ("less", "greater"):
+        e = stats.estimate(D, expect, margin)
+        ref = quantile_test(D, q=margin, alternative=expect)
+        assert e.p == pytest.approx(ref.pvalue) and e.effect == np.median(D)
+        bound = ref.confidence_interval(0.95)
+        assert (e.ci_high if expect == "less" else e.ci_low) == pytest.approx(
+            bound.high if expect == "less" else bound.low)
+    assert stats.estimate(D, "less").p == pytest.approx(9 / 256)  # 7 of 8 below 0
+    assert stats.estimate(D, "less").share == 7 / 8
+    # a seed exactly at the margin counts against the claim
+    assert stats.estimate([0.0, -1, -1, -1, -1], "less").p == pytest.approx(5 / 32 + 1 / 32)
+
+
+def test_equivalence_is_two_sign_tests_and_outside_a_union():
+    d = np.array([0.010, -0.004, 0.006, 0.002, -0.008, 0.001])
     tost = stats.estimate(d, "equivalent", 0.02)
-    lower = ttest_rel(d, np.full(4, -0.02), alternative="greater").pvalue
-    upper = ttest_rel(d, np.full(4, 0.02), alternative="less").pvalue
-    assert tost.p == pytest.approx(max(lower, upper)) and tost.p < 0.05
-    ci90 = ttest_1samp(d, 0).confidence_interval(0.90)  # inside +-margin exactly when TOST rejects
-    assert (tost.ci_low, tost.ci_high) == (pytest.approx(ci90.low), pytest.approx(ci90.high))
-    assert -0.02 < tost.ci_low and tost.ci_high < 0.02
-    assert stats.estimate(d, "equivalent", 0.004).p > 0.05  # margin narrower than the noise
-    outside = stats.estimate(d + 0.05, "equivalent", 0.02)  # the whole interval above +0.02
-    # outside the margin is a union of two one-sided tests: twice the smaller p (Bonferroni)
-    assert outside.p_opposite == pytest.approx(
-        2 * ttest_1samp(d + 0.05, 0.02, alternative="greater").pvalue)
-    assert outside.p_opposite < 0.05
+    assert tost.p == pytest.approx(1 / 64) and -0.02 < tost.ci_low < tost.ci_high < 0.02
+    assert stats.estimate(d, "equivalent", 0.005).p > 0.05  # narrower than the noise
+    outside = stats.estimate(d + 0.05, "equivalent", 0.02)  # every seed above +0.02
+    assert outside.p_opposite == pytest.approx(2 / 64) and outside.p == 1.0
 
 
-def test_exact_values_tied_values_and_too_few_seeds():
+def test_exact_values_and_ties():
     """Values fixed by the config (a parameter count) are exact; tied values of a metric that
-    could vary (a capped span) have no spread to test: NaN, not a verdict."""
+    could vary (a capped span, a count) are an ordinary sign test: every seed on one side."""
     e = stats.estimate([-5.0, -5.0, -5.0], "less", exact=True)
     assert (e.effect, e.ci_low, e.ci_high, e.p, e.p_opposite) == (-5.0, -5.0, -5.0, 0.0, 1.0)
     assert stats.estimate([-5.0, -5.0, -5.0], "greater", exact=True).p_opposite == 0.0
-    tied = stats.estimate([256.0, 256.0, 256.0], "greater", 128)
-    assert tied.effect == 256 and np.isnan(tied.p) and np.isnan(tied.ci_low)
-    one = stats.paired(A.iloc[:1], B)
-    assert one.n == 1 and np.isnan(one.p) and np.isnan(one.ci_low)
+    tied = stats.estimate([0.25] * 6, "less", 0.5)
+    assert tied.p == pytest.approx(1 / 64) and tied.share == 1.0
+    one = stats.estimate([1.0], "less")
+    assert one.n == 1 and np.isnan(one.p)
 
 
 def test_holm_by_hand():
@@ -79,20 +105,39 @@ def power(effect: float, sd: float, n: int, alpha: float) -> float:
     return float(nct.sf(crit, n - 1, effect / sd * np.sqrt(n)))
 
 
-def test_detectable_effect_and_seeds_agree_with_scipys_power():
-    """An inconclusive test reports the effect its seeds detect with 80% power and the seeds
-    that would detect the observed effect: checked against scipy's noncentral t."""
-    d = np.array([-0.004, 0.003, -0.009])  # a claim "less than 0", not shown by 3 seeds
-    e = stats.estimate(d, "less")
-    seen = stats.detectable(e, "less", 0.0, alpha=0.05 / 4)
-    assert power(seen.effect, e.sd, 3, 0.05 / 4) == pytest.approx(0.8, abs=1e-4)
-    room = -e.effect  # the observed effect beyond the margin, in the claimed direction
-    assert power(room, e.sd, seen.seeds, 0.05 / 4) >= 0.8 > power(room, e.sd, seen.seeds - 1,
-                                                                    0.05 / 4)
-    wrong_way = stats.estimate(-d, "less")  # the observed effect is not in the claimed direction
-    assert stats.detectable(wrong_way, "less", 0.0, 0.05).seeds is None
-    tost = stats.estimate(d, "equivalent", 0.02)
-    eq = stats.detectable(tost, "equivalent", 0.02, 0.05)
-    assert eq.effect == pytest.approx(abs(tost.effect) + stats.detectable(
-        tost, "greater", 0.0, 0.05).effect)  # the narrowest margin it would establish
-    assert power(0.02 - abs(tost.effect), tost.sd, eq.seeds, 0.05) >= 0.8
+def test_detectable_for_a_mean_agrees_with_scipys_t_power():
+    """An inconclusive sign-flip test reports the effect its seeds detect with 80% power and
+    the seeds that would detect the observed effect (never fewer than can reject at all)."""
+    d = np.array([-0.004, 0.003, -0.009, -0.002, 0.001])
+    e = stats.estimate(d, "less", test="sign-flip")
+    seen = stats.detectable(e, "less", 0.0, 0.05, "sign-flip")
+    assert power(seen.effect, e.sd, 5, 0.05) == pytest.approx(0.8, abs=1e-4)
+    room = -e.effect
+    assert power(room, e.sd, seen.seeds, 0.05) >= 0.8 > power(room, e.sd, seen.seeds - 1, 0.05)
+    assert stats.detectable(stats.estimate(-d, "less", test="sign-flip"), "less", 0.0, 0.05,
+                            "sign-flip").seeds is None  # not in the claimed direction
+
+
+def test_detectable_for_a_median_is_the_binomial_power_of_the_count():
+    e = stats.estimate(D, "less", 0.0)  # 7 of 8 seeds below the margin
+    c = stats.needed(8, 0.05)
+    assert c == 7 and binom.sf(c - 1, 8, 0.5) <= 0.05 < binom.sf(c - 2, 8, 0.5)
+    found = stats.detectable(e, "less", 0.0, 0.05)
+    assert binom.sf(c - 1, 8, found.effect) >= 0.8 > binom.sf(c - 1, 8, found.effect - 0.002)
+    n = found.seeds  # the seeds that detect a share of 7/8 with 80% power
+    assert binom.sf(stats.needed(n, 0.05) - 1, n, 7 / 8) >= 0.8
+    assert binom.sf(stats.needed(n - 1, 0.05) - 1, n - 1, 7 / 8) < 0.8
+    assert stats.needed(4, 0.05) == 5  # no count of 4 seeds can reject
+    half = stats.estimate(np.array([-1.0, 1, -1, 1]), "less")
+    assert stats.detectable(half, "less", 0.0, 0.05).seeds is None
+
+
+def test_seeds_needed_plan_with_the_upper_bound_of_the_std():
+    est = stats.estimate(np.array([-0.004, 0.003, -0.009, -0.001, -0.006]), "less",
+                         test="sign-flip")
+    plain = stats.detectable(est, "less", 0.0, 0.05, "sign-flip")
+    upper = stats.detectable(est, "less", 0.0, 0.05, "sign-flip", sd=stats.sd_upper(est.sd, 5))
+    assert stats.sd_upper(1.0, 3) == pytest.approx(4.415, abs=1e-3)  # chi-square, 2 df
+    assert upper.seeds > plain.seeds and upper.effect > plain.effect
+    assert stats.min_seeds(0.05) == 5 and stats.min_seeds(1 / 64) == 6
+    assert stats.floor(8) == 1 / 256 and stats.floor(8, exact=True) == 0.0

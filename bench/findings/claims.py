@@ -10,12 +10,15 @@ values changed), the metric and what is expected of it:
   (per doubling with `scale: log2`, the default; per unit with `linear`); the seeds' slopes
   are the sample, so the test is paired by seed just like a difference.
 
-`expect: less` / `greater` tests mean < margin / mean > margin one-sided (margin 0 by default);
-`expect: equivalent` is TOST: |mean| < margin. `margin: planted` is the farthest distance the
-corpus planted (a claim about planted structure: inconclusive on real text). `test` picks the
-t-test or the exact sign-flip test (`stats`); `log_offset: c` analyses log(metric + c) per run
-(natural log), for a metric whose seeds spread over orders of magnitude (bits per answer near a
-floor of 0): a difference is then a log ratio, and the margin is in log units.
+`expect: less` / `greater` tests the claim's summary < margin / > margin one-sided (margin 0 by
+default); `expect: equivalent` is TOST: within +-margin. `margin: planted` is the farthest
+distance the corpus planted (a claim about planted structure: inconclusive on real text).
+`test` picks what the claim is about and its exact test (`stats`): `sign` (default), the median
+(the typical seed), valid for every claim; `sign-flip`, the mean, valid only where the null is
+symmetric: a difference from a baseline, or a slope (of differences, or of one row along evenly
+spaced values), against margin 0. `log_offset: c` analyses log(metric + c) per run (natural
+log), for a metric whose seeds spread over orders of magnitude (bits per answer near a floor of
+0): a difference is then a log ratio, and the margin is in log units.
 
 A claim never reads the split that chose its run's checkpoint: training keeps the checkpoint
 with the best dev bpc, so claims score the test split (final_test_bpc, test_probe_bpc.<probe>,
@@ -27,6 +30,7 @@ from collections.abc import Callable, Iterator
 from itertools import product
 from typing import Any, Literal
 
+import numpy as np
 import pandas as pd
 from pydantic import Field, TypeAdapter, ValidationError, field_validator, model_validator
 
@@ -34,6 +38,7 @@ from bench.config import Strict
 from bench.tracking.names import FINAL_RENAMED, FINAL_SAME
 
 from .numbers import num
+from .stats import ABOUT
 
 MIN_SEEDS = 3  # paired seeds a test needs before its verdict counts
 # the report reads a final_<name> summary back under <name> (FINAL_RENAMED)
@@ -74,7 +79,7 @@ class Claim(Strict):
     expect: Literal["less", "greater", "equivalent"]
     margin: float | Literal["planted"] = 0.0  # less / greater: the bound the mean is tested
     # against; equivalent: +-margin; planted: the corpus's farthest planted distance
-    test: Literal["t", "sign-flip"] = "t"  # the paired test (bench.findings.stats)
+    test: Literal["sign", "sign-flip"] = "sign"  # median or mean (bench.findings.stats)
     log_offset: float | None = Field(None, gt=0)  # analyse log(metric + log_offset)
 
     @model_validator(mode="wrap")
@@ -93,6 +98,16 @@ class Claim(Strict):
             raise ValueError(f"claim {cid!r}: {err}") from None
         return claim
 
+    @field_validator("test", mode="before")
+    @classmethod
+    def _exact(cls, v: Any) -> Any:
+        if v == "t":
+            raise ValueError("test t is not offered: a t-test's level does not hold for skewed "
+                             "per-seed values at a few seeds; use sign (the median, exact, for "
+                             "every claim, counts included) or sign-flip (the mean, exact, for a "
+                             "difference or slope against margin 0)")
+        return v
+
     @field_validator("at_each", mode="before")
     @classmethod
     def _listed(cls, v: Any) -> Any:
@@ -105,6 +120,14 @@ class Claim(Strict):
                              "and only allowed there")
         if self.expect == "equivalent" and (self.margin == "planted" or self.margin <= 0):
             raise ValueError("expect: equivalent needs margin > 0 (the equivalence bound)")
+        if self.test == "sign-flip" and (self.margin != 0 or self.expect == "equivalent"):
+            raise ValueError(f"test sign-flip with margin {self.margin}: its null (rows and "
+                             "baseline exchangeable, values symmetric about 0) holds only for a "
+                             "difference against margin 0; a margin, non-inferiority or "
+                             "equivalence claim needs test: sign (the median)")
+        if self.test == "sign-flip" and self.baseline is None and self.type == "compare":
+            raise ValueError("test sign-flip without a baseline: a value against a margin has no "
+                             "symmetric null; use test: sign (the median), or give a baseline")
         if self.baseline is not None and all(self.rows.get(k) == v
                                              for k, v in self.baseline.items()):
             raise ValueError("baseline selects the same rows as `rows`")
@@ -175,12 +198,25 @@ def check(claims: list[Claim], axes: dict[str, list[Any]],
                 isinstance(v, int | float) and v > 0 for v in axes[c.along])):
             raise ValueError(f"{where}: along: {c.along} needs at least 2 values, positive "
                              "numbers for scale log2")
+        if c.along and c.test == "sign-flip" and c.baseline is None and not _even(
+                axes[c.along], c.scale):
+            raise ValueError(f"{where}: sign-flip on the trend of one row needs {c.along} "
+                             f"evenly spaced on its {c.scale} scale (then reversing the values "
+                             "negates the slope, which makes it symmetric under the null); "
+                             "use test: sign (the median), or give a baseline")
         for _, *pair in cells(c, axes):
             for cell in filter(None, pair):
                 full = {k: cell.get(k, v[0]) for k, v in axes.items()}
                 if excluded(full):
                     raise ValueError(f"{where}: needs the trial {full}, which the grid's "
                                      "`exclude` drops")
+
+
+def _even(values: list[Any], scale: str) -> bool:
+    """Whether a trend's x values are evenly spaced on its scale (log2: per doubling)."""
+    x = np.sort(np.asarray(values, dtype=float))
+    x = np.log2(x) if scale == "log2" else x
+    return bool(np.allclose(np.diff(x), x[1] - x[0]))
 
 
 def selected(metric: str) -> str | None:
@@ -192,8 +228,9 @@ def selected(metric: str) -> str | None:
 
 
 def expectation(c: Claim) -> str:
-    """What a claim expects, in words: "difference < 0", "slope within ±0.01"."""
-    what = "slope" if c.type == "trend" else "difference" if c.baseline else "value"
+    """What a claim expects, in words: "mean difference < 0", "median slope within ±0.01"."""
+    what = ABOUT[c.test] + " " + ("slope" if c.type == "trend" else
+                                  "difference" if c.baseline else "value")
     what += f" of log(y + {c.log_offset:g})" if c.log_offset else ""
     margin = c.margin if c.margin == "planted" else f"{c.margin:g}"
     if c.expect == "equivalent":

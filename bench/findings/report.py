@@ -21,7 +21,7 @@ from . import claims, stats, verdicts
 from .figures import run_result, write_figures
 from .runs import Sweep, load_sweep, machine_line, missing_lines
 from .spec import GridSpec
-from .tables import data_line, write_tables
+from .tables import DATA_COLUMNS, data_line, write_tables
 
 
 class ReportError(RuntimeError):
@@ -37,16 +37,20 @@ FINDINGS_NOTE = (
     "How to read this table (the standard, and every word in it, is defined once in "
     "docs/claims.md): the claims are one pre-registered family, tested in their written order "
     "(fixed sequence, each at alpha = {alpha}, one-sided); the first claim not reproduced stops "
-    "the sequence. Each test pairs runs by seed; `test` names the test that ran (t: one-sample "
-    "t-test; sign-flip: the exact paired randomization test) and the scale (log(y + c)). "
-    "p_adj: Holm within the claim; `level`: the claim's alpha-spending boundary at its look "
-    "(alpha itself with one look). `reproduced` / `contradicted`: p_adj (the opposite "
-    "direction's for contradicted) at most the level; `inconclusive`: neither at the last "
-    "look, or stopped for futility; `not tested`: decided by construction, or after the "
-    "sequence stopped. `p_rep`: the probability that a fresh seed set of the same size settles "
-    "the test the same way. `detectable`: the smallest effect beyond the margin the seeds "
-    "could detect (80% power); `seeds`: how many would detect the observed effect at the 95% "
-    "upper bound of the seeds' std. The per-seed values are in runs.csv beside this file.")
+    "the sequence. Each test pairs runs by seed; `about` says what the claim is about (the "
+    "median of the per-seed values, the typical seed, by the exact sign test; or their mean by "
+    "the exact sign-flip test, for a difference against 0 only) and `test` the scale "
+    "(log(y + c)). `level`: the claim's share of alpha at its look; `reproduced`: p at most "
+    "the level in every part of the claim; `contradicted`: a part's opposite p, Holm across the "
+    "parts, at most the level; `inconclusive`: neither at the last look, or stopped for "
+    "futility; `not tested`: decided by construction, or after the sequence stopped. On seeds "
+    "the claims were designed from (`evidence` exploratory) the words are `holds "
+    "(exploratory)` and `fails (exploratory)`. `p_rep`: the share of resamples of the seeds "
+    "that the same test decides the same way. `detectable`: for a mean, the smallest effect "
+    "beyond the margin the seeds could detect (80% power), for a median the smallest share of "
+    "seeds satisfying the claim; `seeds`: how many would detect what was seen. `unlearned`: "
+    "in how many seeds each cell answered a probe with more than a tenth of the bits a model "
+    "without recall pays. The per-seed values are in runs.csv beside this file.")
 
 
 def waiting(uri: str, experiment: str, spec: GridSpec, trials: list[str]) -> list[claims.Claim]:
@@ -78,9 +82,9 @@ def per_seed(sweep: Sweep, runs: pd.DataFrame) -> pd.DataFrame:
     final metric and what the claims read, enough to recompute findings.csv
     (`verdicts.evaluate` over it gives the same table)."""
     metrics = sorted(c for c in runs if c in claims.METRICS or claims.PROBE_METRIC.match(c)
-                     or c.startswith(("layer.", "dataset.planted")))  # the store's order varies
+                     or c.startswith(("layer.", "dataset.planted", "dataset.no_recall")))
     keys = [k for k in [*sweep.spec.grid, *SEEDS, "trial", "precision", "cpu_capability",
-                        "model.span", "floor_bpc", "head_spans"] if k in runs]
+                        *DATA_COLUMNS, "model.span", "floor_bpc", "head_spans"] if k in runs]
     out = runs[list(dict.fromkeys([*keys, *metrics]))].copy()
     if "head_spans" in out:
         out["head_spans"] = out["head_spans"].map(
@@ -95,12 +99,6 @@ def read_per_seed(path: Path) -> pd.DataFrame:
         df["head_spans"] = df["head_spans"].map(lambda v: json.loads(v) if isinstance(v, str)
                                                 else v)
     return df
-
-
-def findings(sweep: Sweep, runs: pd.DataFrame) -> pd.DataFrame:
-    """The grid's claims' tests and verdicts (`verdicts.evaluate`) on the sweep's runs as
-    `claim_runs` gives them (what runs.csv holds)."""
-    return verdicts.evaluate(sweep.spec.claims, runs, sweep.missing, sweep.spec.looks)
 
 
 def interval(lo: float, hi: float) -> str:
@@ -122,39 +120,59 @@ def findings_markdown(table: pd.DataFrame) -> str:
     def num(v: float, fmt: str = ".4g") -> str:
         return "" if pd.isna(v) else format(v, fmt)
 
+    def text(col: str) -> pd.Series:
+        return table[col].astype(object).where(table[col].notna(), "")
+
     md = pd.DataFrame({
-        "claim": table["claim"], "expected": table["expect"], "metric": table["metric"],
+        "claim": table["claim"], "about": text("about"),
+        "expected": table["expect"], "metric": table["metric"],
         "effect": table["effect"].map(num),
         "interval": [interval(lo, hi) for lo, hi in
                      zip(table["ci_low"], table["ci_high"], strict=True)],
-        "p_adj": table["p_adj"].map(lambda v: num(v, ".3g")),
-        "p_adj opposite": table["p_opposite_adj"].map(lambda v: num(v, ".3g")),
-        "level": table["level"].map(lambda v: num(v, ".3g")), "look": table["look"].fillna(""),
-        "n": table["n"].map(lambda v: num(v, ".0f")), "test": table["test"].fillna(""),
-        "verdict": table["verdict"], "p_rep": table["p_replicate"].map(lambda v: num(v, ".2f")),
+        "p": table["p"].map(lambda v: num(v, ".3g")),
+        "p opposite (Holm)": table["p_opposite_adj"].map(lambda v: num(v, ".3g")),
+        "level": table["level"].map(lambda v: num(v, ".3g")), "look": text("look"),
+        "n": table["n"].map(lambda v: num(v, ".0f")),
+        "seeds run": text("seed_range"), "evidence": text("evidence"),
+        "test": text("test"), "verdict": table["verdict"],
+        "p_rep": table["p_replicate"].map(lambda v: num(v, ".2f")),
         "detectable": table["detectable"].map(num),
         "seeds": table["seeds_needed"].map(lambda v: num(v, ".0f")),
-        "reason": table["reason"].fillna("")})
+        "unlearned": text("unlearned"), "reason": text("reason")})
     md = md.map(lambda v: v.replace("|", "\\|") if isinstance(v, str) else v)  # cell text
     return md.to_markdown(index=False, disable_numparse=True)
 
 
-def write_findings(sweep: Sweep, runs: pd.DataFrame, out_dir: Path
-                   ) -> tuple[list[Path], pd.DataFrame, str]:
-    """findings.md and findings.csv (columns verdicts.COLUMNS) from `claim_runs` (what runs.csv
-    holds: a test recomputes every committed findings.csv from it); returns the paths, the
-    table and the table as Markdown."""
-    table, tested = findings(sweep, runs), sweep.spec.claims
+def write_findings(name: str, spec: GridSpec, runs: pd.DataFrame, missing: pd.DataFrame,
+                   out_dir: Path) -> tuple[list[Path], pd.DataFrame, str]:
+    """findings.md and findings.csv (columns verdicts.COLUMNS): the grid's claims' verdicts
+    (`verdicts.evaluate`) on `runs` as `claim_runs` gives them (what runs.csv holds: a test
+    recomputes every committed findings.csv from it); returns the paths, the table and the
+    table as Markdown."""
+    table = verdicts.evaluate(spec.claims, runs, missing, spec.looks, spec.design_seeds)
     md = findings_markdown(table)
-    texts = [f"{i}. `{c.id}`: {c.text}" for i, c in enumerate(tested, 1)]
+    texts = [f"{i}. `{c.id}`: {c.text}" for i, c in enumerate(spec.claims, 1)]
     paths = [out_dir / "findings.md", out_dir / "findings.csv"]
     paths[0].write_text("\n".join([
-        f"# {sweep.name}: findings", "", data_line(sweep), "", machine_line(sweep.runs), "", md,
-        "",
+        f"# {name}: findings", "", data_line(runs), "", machine_line(runs), "", md, "",
         FINDINGS_NOTE.format(alpha=stats.ALPHA), "", "## Claims, in their test order",
         "", *texts, ""]))
     table.to_csv(paths[1], index=False)
     return paths, table, md
+
+
+def refind(runs_csv: Path, grid_file: Path, out_dir: Path) -> list[Path]:
+    """The findings of a grid file's claims recomputed from a runs.csv (a committed result's
+    per-seed values, no MLflow store), into out_dir with the grid file beside them."""
+    spec = GridSpec.read(grid_file)
+    out_dir.mkdir(parents=True, exist_ok=True)
+    paths, _, md = write_findings(spec.name or grid_file.stem, spec, read_per_seed(runs_csv),
+                                  pd.DataFrame(), out_dir)
+    print(f"findings ({paths[0]}):\n{md}")
+    if grid_file.resolve() != (out_dir / "grid.yaml").resolve():
+        paths.append(out_dir / "grid.yaml")
+        paths[-1].write_text(grid_file.read_text())
+    return paths
 
 
 # ---- the whole report
@@ -196,7 +214,7 @@ def render_sweep(uri: str, experiment: str, out_dir: Path, sweep: str | None = N
         paths[-1].write_text(grid_file.read_text() if grid_file else found.grid_text)
     verdicts = {}
     if spec.claims:
-        written, table, md = write_findings(data, runs, out_dir)
+        written, table, md = write_findings(data.name, spec, runs, data.missing, out_dir)
         paths += written
         print(f"\nfindings ({written[0]}):\n{md}")
         verdicts = table.set_index("claim")["verdict"].reindex([c.id for c in spec.claims])

@@ -89,6 +89,7 @@ class GridSpec(BaseModel):
     grid: dict[str, list[Any]] = {}
     claims: list[Claim] = []
     seeds: Seeds = [0]
+    design_seeds: list[int] | None = None  # the seeds the claims were designed from
     report: ReportSpec = Field(default_factory=ReportSpec)
 
     @property

@@ -13,7 +13,7 @@ from . import stats
 from .layouts import LAYOUTS
 from .numbers import flag, human, num
 from .runs import Sweep, machine_line, missing_lines
-from .verdicts import match
+from .samples import match
 
 
 def baselines(first: pd.DataFrame, keys: list[str], declared: dict[str, Any] | None
@@ -41,9 +41,9 @@ def paired_tests(runs: pd.DataFrame, src: str, base: pd.Series) -> pd.DataFrame:
     seed = next((c for c in SEEDS if c in runs), None)
     per = {lab: (grp.set_index(seed) if seed else grp.reset_index(drop=True))[src]
            for lab, grp in runs.groupby("label", sort=False)}
-    rows = {lab: stats.paired(per[lab], per[b]) for lab, b in base.items() if lab != b}
-    df = pd.DataFrame({lab: {"diff": e.effect, "ci_low": e.ci_low, "ci_high": e.ci_high,
-                             "p": e.p, "n_pairs": e.n} for lab, e in rows.items()},
+    rows = {lab: stats.paired_t(per[lab], per[b]) for lab, b in base.items() if lab != b}
+    df = pd.DataFrame({lab: dict(zip(("diff", "ci_low", "ci_high", "p", "n_pairs"), t,
+                                     strict=True)) for lab, t in rows.items()},
                       index=list(PAIRED)).T.reindex(base.index)
     df["p_adj"] = stats.holm(df["p"].astype(float))
     return df[list(PAIRED)]
@@ -143,18 +143,20 @@ def note(headers: list[str]) -> str:
     return " ".join(parts)
 
 
-def data_line(sweep: Sweep) -> str:
+DATA_COLUMNS = [f"dataset.{k}" for k in ("name", "n_bytes", "sha256", "prefix")]
+
+
+def data_line(runs: pd.DataFrame) -> str:
     """What the runs trained on, from their dataset params: name, size, digest, and whether it is
     a prefix (split 90/5/5, so its numbers are not the full corpus's)."""
-    cols = [f"dataset.{k}" for k in ("name", "n_bytes", "sha256", "prefix")]
-    if not set(cols) <= set(sweep.runs):
+    if not set(DATA_COLUMNS) <= set(runs):
         return "Data: not recorded by these runs."
     parts = []
-    for name, n, sha, prefix in sweep.runs[cols].drop_duplicates().itertuples(index=False):
+    for name, n, sha, prefix in runs[DATA_COLUMNS].drop_duplicates().itertuples(index=False):
         what = f"a {int(n):,}-byte prefix of {name}" if flag(prefix) else (
             f"{name} ({int(n):,} bytes)")
         parts.append(f"{what}, sha256 {str(sha)[:12]}")
-    prefix = sweep.runs["dataset.prefix"].map(flag).any()
+    prefix = runs["dataset.prefix"].map(flag).any()
     note = (" Prefix results: split 90/5/5, not comparable with the papers' full-corpus "
             "numbers.") if prefix else ""
     return "Data: " + "; ".join(parts) + "." + note
@@ -167,7 +169,7 @@ def write_tables(sweep: Sweep, out_dir: Path) -> list[Path]:
     title, _ = LAYOUTS[layout]
     nums, cells, bold = build_table(sweep, layout)
     missing = missing_lines(sweep)
-    md = [f"# {sweep.name}: {title} (in shape)", "", data_line(sweep), "",
+    md = [f"# {sweep.name}: {title} (in shape)", "", data_line(sweep.runs), "",
           machine_line(sweep.runs), "", _markdown(cells, bold), "", note(list(cells.columns)), ""]
     if missing:
         md += [f"## Not finished ({len(missing)} of {len(missing) + len(sweep.runs)} trials)",

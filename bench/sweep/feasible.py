@@ -1,13 +1,18 @@
 """What a grid's claims can say about its trials, checked before anything runs: a claim naming
-a probe metric its corpus does not score, or none of whose tests the data could decide (the
-setup fixes the outcome: `bench.findings.bounds`), is refused, naming the claim."""
+a probe metric its corpus does not score, none of whose tests the data could decide (the setup
+fixes the outcome: `bench.findings.bounds`), or with a look that can neither reject nor stop for
+futility (its exact test's smallest p above its level) is refused, naming the claim."""
 
 from typing import Any
 
+import pandas as pd
+
 import variants
 from bench.config import ConfigError
+from bench.findings import sequential
 from bench.findings.bounds import Spans, decided
-from bench.findings.claims import PROBE_METRIC, Claim, cells
+from bench.findings.claims import EXACT, PROBE_METRIC, Claim, cells
+from bench.findings.spec import Looks, Seeds, seed_list
 
 from .trials import Trial
 
@@ -46,3 +51,36 @@ def check(claims: list[Claim], axes: dict[str, list[Any]], trials: list[Trial]) 
             why.append(decided(c, c.margin, *map(spans, found), *[None] * (base is None)))
         if why and all(why):
             raise ConfigError(f"{where}: {why[0]}; no test of the claim is left to the data")
+
+
+def by_look(claims: list[Claim], axes: dict[str, list[Any]], seeds: Seeds) -> pd.DataFrame:
+    """Per claim and look: its seeds n, the smallest p its test can reach there (and the
+    smallest Holm-adjusted opposite p across its parts), its level, and what the look can do:
+    reject, stop for futility only, or nothing."""
+    plan = tuple(seeds.looks) if isinstance(seeds, Looks) else (len(seed_list(seeds)),)
+    futility = seeds.futility if isinstance(seeds, Looks) else None
+    rows = []
+    for i, c in enumerate(claims):
+        parts = len({label for label, *_ in cells(c, axes)})
+        for k, look in enumerate(sequential.design(plan, c.metric in EXACT)):
+            last = k == len(plan) - 1
+            can = "reject" if look.can_reject else (
+                "futility only" if not last and futility is not None else "nothing")
+            rows.append({"claim": c.id, "index": i, "last": last,
+                         "look": f"{k + 1} of {len(plan)}",
+                         "n": look.n, "smallest p": look.floor,
+                         "smallest opposite p": min(1.0, parts * look.floor),
+                         "level": look.level, "can": can})
+    return pd.DataFrame(rows)
+
+
+def check_looks(table: pd.DataFrame) -> None:
+    """Raise ConfigError for a claim's look that can do nothing (`by_look`)."""
+    for _, r in table[table.get("can", pd.Series(dtype=str)) == "nothing"].iterrows():
+        why = ("this is the last look, so the claim could never be reproduced: run more seeds "
+               "there (an exact test reaches 2^-n with n seeds)" if r["last"] else
+               "futility is null, so this look can neither reject nor stop: set "
+               "seeds.futility or run more seeds at this look")
+        raise ConfigError(f"claims.{r['index']} ({r['claim']}): look {r['look']} has {r['n']} "
+                          f"seeds, whose smallest attainable p {r['smallest p']:.3g} exceeds "
+                          f"its level {r['level']:.3g}; {why}")

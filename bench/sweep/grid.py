@@ -91,6 +91,8 @@ class Grid(Strict):
     mode: Literal["min", "max"] = "min"
     max_failures: int = Field(2, ge=0)  # Ray restarts of a crashed trial from its checkpoint
     claims: list[Claim] = []  # the findings the grid tests (bench.findings.claims)
+    # the seeds the claims were designed from ([]: none); findings on them are exploratory
+    design_seeds: list[int] | None = None
     _claims_checked: bool = PrivateAttr(False)
     report: ReportSpec = ReportSpec()  # the table layout and figures of its report
     plugins: list[str] = []  # modules or .py files imported first, as $ATTNBENCH_PLUGINS
@@ -116,6 +118,10 @@ class Grid(Strict):
 
     @model_validator(mode="after")
     def _rules(self) -> "Grid":
+        if self.claims and self.design_seeds is None:
+            raise ValueError("design_seeds: required with claims: the seeds whose runs the "
+                             "claims were designed from ([] if none ran), so that findings on "
+                             "them are labelled exploratory")
         for i, rule in enumerate(self.exclude):
             if unknown := sorted(set(rule) - set(self.grid)):
                 raise ValueError(f"exclude.{i}: {unknown} are not grid keys; grid keys: "

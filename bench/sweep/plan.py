@@ -6,6 +6,7 @@ import json
 import pandas as pd
 
 from bench.findings.claims import Claim, describe
+from bench.findings.verdicts import evidence_of, seed_range
 from bench.model import create_model
 from bench.model.cost import cost, executed_flops
 
@@ -46,8 +47,11 @@ def costliest_first(trials: list[Trial]) -> list[Trial]:
     return [t for _, t in sorted(zip(costs, trials, strict=True), key=lambda p: -p[0])]
 
 
-def print_plan(trials: list[Trial], tested: list[Claim] | None = None) -> None:
-    """The trial table and cost, then the claims the sweep's report will compute."""
+def print_plan(trials: list[Trial], tested: list[Claim] | None = None,
+               levels: pd.DataFrame | None = None, design: list[int] | None = None,
+               seeds: list[int] | None = None) -> None:
+    """The trial table and cost, then the claims the sweep's report will compute, what each
+    look can decide (`feasible.by_look`), and whether the seeds are confirmatory."""
     df = plan_table(trials).drop(columns="work")
     if (df["ignored"] == "-").all():
         df = df.drop(columns="ignored")
@@ -58,3 +62,10 @@ def print_plan(trials: list[Trial], tested: list[Claim] | None = None) -> None:
     if tested:
         print(f"\n{len(tested)} claims, computed by the report from the finished runs:\n")
         print(describe(tested).to_markdown(index=False))
+    if tested and levels is not None:
+        print("\nEach claim's looks: the smallest p its exact test can reach (the smallest "
+              "Holm-adjusted opposite p across its parts), against its level:\n")
+        print(levels.drop(columns=["index", "last"]).to_markdown(index=False, floatfmt=".3g"))
+    if tested and seeds:
+        evidence, why = evidence_of(seeds, design)
+        print(f"\nseeds {seed_range(seeds)}: {evidence}" + (f" ({why})" if why else ""))

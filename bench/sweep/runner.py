@@ -254,7 +254,8 @@ def sweep(grid: Grid, trials: list[Trial], args: argparse.Namespace, command: st
     exp = store.experiment_id(client, grid.name, uri)
     writer.end_lost_sweeps(client, exp)
     now = provenance.identity()
-    spec = GridSpec.model_validate(grid.model_dump(include={"name", "grid", "claims", "seeds"}))
+    spec = GridSpec.model_validate(grid.model_dump(include={"name", "grid", "claims", "seeds",
+                                                            "design_seeds"}))
     looks = looks_of(grid)
     covered: list[Trial] = []
     parent: str | None = None

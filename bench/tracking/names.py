@@ -37,7 +37,7 @@ EXPERIMENT_KIND, TRAINING = "mlflow.experimentKind", "custom_model_development"
 # peak_cuda_mb: CUDA only, the peak allocated since the previous evaluation
 EVAL_METRICS = ("train_bpc", "dev_bpc", "lr", "mean_span", "tokens_per_s", "tokens",
                 "train_time_s", "peak_rss_mb", "peak_cuda_mb")
-DATASET_KEYS = ("name", "n_bytes", "sha256", "prefix", "entropy_rate", "planted")
+DATASET_KEYS = ("name", "n_bytes", "sha256", "prefix", "entropy_rate", "planted", "no_recall")
 FINAL_SAME = ("params", "params_non_embedding", "flops_full", "flops_mean", "flops_max",
               "flops_position", "flops_counted", "flops_executed", "flops_cache_reprojection",
               "floor_bpc", "entropy_rate", "steps")

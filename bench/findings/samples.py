@@ -1,0 +1,209 @@
+"""The per-seed values a claim's tests are about, read from a sweep's finished runs: the derived
+metrics, the runs of one cell (grid values), a part's values per seed (differences, or slopes
+along the trend axis, on the claim's scale), and why a part cannot be computed."""
+
+import json
+from typing import Any
+
+import numpy as np
+import pandas as pd
+
+from bench.tracking.names import FAILURE, SEEDS, STOPPED
+
+from .bounds import Spans
+from .claims import HEAD_SPAN_METRICS, Claim
+from .numbers import flag, num
+
+
+class Unavailable(Exception):
+    """A test that cannot be computed; the message is the reason."""
+
+
+def derive(runs: pd.DataFrame) -> pd.DataFrame:
+    """The DERIVED metrics as columns (NaN where a run lacks what they need); head-span metrics
+    need a `head_spans` column (per run, a list of per-layer lists, as result.json holds)."""
+    runs = runs.copy()
+
+    def col(name: str) -> pd.Series:
+        return runs.get(name, pd.Series(np.nan, runs.index))
+
+    runs["gap_to_floor"] = col("final_test_bpc") - col("floor_bpc")
+    runs["span_fraction"] = col("mean_span") / col("model.span")
+    if "head_spans" not in runs:
+        return runs.assign(**dict.fromkeys(HEAD_SPAN_METRICS, np.nan))
+    spans = col("head_spans").map(lambda s: np.concatenate([np.ravel(layer) for layer in s])
+                                  if isinstance(s, list) and s else None)
+    runs["max_head_span"] = spans.map(lambda s: np.nan if s is None else float(s.max()))
+    runs["head_span_spread"] = spans.map(
+        lambda s: np.nan if s is None or np.median(s) <= 0 else float(s.max() / np.median(s)))
+    runs["long_head_fraction"] = spans.map(
+        lambda s: np.nan if s is None else float(np.mean(s >= s.max() / 2)))
+    runs["layer_span_ratio"] = col("head_spans").map(
+        lambda s: float(np.mean(s[0]) / np.mean(s[-1])) if isinstance(s, list) and len(s) > 1
+        and np.mean(s[-1]) > 0 else np.nan)
+    return runs
+
+
+def match(df: pd.DataFrame, cell: dict[str, Any]) -> pd.Series:
+    """Rows of df whose grid values equal the cell's (params are logged as strings: numbers
+    compare as numbers, other values as the JSON the runner logged)."""
+    mask = pd.Series(True, index=df.index)
+    for key, value in cell.items():
+        if key not in df:
+            return pd.Series(False, index=df.index)
+        if isinstance(value, int | float | np.number) and not isinstance(value, bool):
+            mask &= pd.to_numeric(df[key], errors="coerce") == value
+        else:
+            text = value if isinstance(value, str) else json.dumps(value)
+            mask &= df[key].astype(str) == text
+    return mask
+
+
+def seed_col(df: pd.DataFrame) -> str | None:
+    return next((s for s in SEEDS if s in df), None)
+
+
+def label(cell: dict[str, Any]) -> str:
+    """A cell as the findings name it: `talking-heads n_heads=8`."""
+    return " ".join(num(v) if k == "model.variant" else f"{k.rsplit('.', 1)[-1]}={num(v)}"
+                    for k, v in cell.items())
+
+
+def _why_missing(missing: pd.DataFrame, cell: dict, seed: Any) -> str:
+    """How the cell's trial at `seed` ended, from the sweep's unfinished trials."""
+    col = seed_col(missing)
+    hit = missing[match(missing, cell) & (missing[col] == seed)] if col and len(missing) else []
+    if len(hit) == 0:
+        return "not run"
+    r = hit.iloc[0]
+    why = next((r[t] for t in (f"tags.{FAILURE}", f"tags.{STOPPED}")
+                if t in r and pd.notna(r[t])), None)
+    return str(r["status"]).lower() + (f" ({why})" if why else "")
+
+
+def values(runs: pd.DataFrame, missing: pd.DataFrame, cell: dict, metric: str,
+           seeds: list[Any]) -> pd.Series:
+    """The metric per seed (index, in the order of `seeds`) for one cell; raises Unavailable
+    naming what is missing. A trial run twice counts once (its last row)."""
+    if metric not in runs:
+        raise Unavailable(f"no run logged {metric}")
+    col = seed_col(runs)
+    sub = runs.loc[match(runs, cell)]
+    got = dict(zip(sub[col] if col else range(len(sub)), sub[metric], strict=True))
+    name = " ".join(f"{k.rsplit('.', 1)[-1]}={num(v)}" for k, v in cell.items())
+    if lost := [s for s in seeds if s not in got]:
+        raise Unavailable("; ".join(f"{name} seed {num(s)}: {_why_missing(missing, cell, s)}"
+                                    for s in lost))
+    out = pd.Series([got[s] for s in seeds], index=seeds, dtype=float)
+    if out.isna().any():
+        seeds_na = ", ".join(num(s) for s in sorted(out.index[out.isna()]))
+        raise Unavailable(f"{name}: no {metric} (seeds {seeds_na})")
+    return out
+
+
+def sample(claim: Claim, runs: pd.DataFrame, missing: pd.DataFrame, pairs: list,
+           seeds: list[Any]) -> tuple[pd.Series, str]:
+    """Per-seed values one test is about (differences, or slopes along the trend axis), on the
+    claim's scale (log(y + log_offset) where declared), and for a trend what its slope
+    estimates."""
+    def point(rows: dict, base: dict | None) -> pd.Series:
+        def at(cell: dict) -> pd.Series:
+            v = values(runs, missing, cell, claim.metric, seeds)
+            return np.log(v + claim.log_offset) if claim.log_offset else v
+
+        return at(rows) if base is None else at(rows) - at(base)
+
+    if claim.type == "compare":
+        (rows, base), = pairs
+        return point(rows, base), ""
+    x = np.array([float(rows[claim.along]) for rows, _ in pairs])
+    if len(np.unique(x)) < 2:
+        raise Unavailable(f"a trend needs at least 2 values of {claim.along}; the runs have "
+                          f"{', '.join(map(num, np.unique(x)))}")
+    given = x
+    x = np.log2(x) if claim.scale == "log2" else x
+    y = pd.concat([point(rows, base) for rows, base in pairs], axis=1)  # (seeds, x)
+    slopes = np.polyfit(x, y.to_numpy().T, 1)[0]  # least squares, one line per seed
+    return pd.Series(slopes, index=y.index), _shape(claim, given, x, y.mean().to_numpy())
+
+
+def _shape(claim: Claim, given: np.ndarray, x: np.ndarray, means: np.ndarray) -> str:
+    """What a trend's slope estimates: at 3 evenly spaced points the least-squares slope is the
+    contrast of the ends, the middle carries no weight; and whether the means are monotone in
+    the claimed direction (descriptive, not a test)."""
+    order = np.argsort(x)
+    x, given, means = x[order], given[order], means[order]
+    key = claim.along.rsplit(".", 1)[-1]
+    steps = np.diff(means)
+    up = claim.expect == "greater"
+    trend = ("monotone in the claimed direction" if (steps > 0).all() and up or
+             (steps < 0).all() and claim.expect == "less" else "not monotone")
+    said = ", ".join(f"{num(v)}: {m:.3g}" for v, m in zip(given, means, strict=True))
+    ends = ""
+    if len(x) == 3 and np.isclose(x[1] - x[0], x[2] - x[1]):
+        ends = (f"; at 3 evenly spaced points the slope is the contrast of the ends "
+                f"({key} = {num(given[-1])} vs {num(given[0])}), {key} = {num(given[1])} "
+                "carries no weight")
+    return f"means by {key} {said} ({trend}){ends}"
+
+
+def axes(runs: pd.DataFrame, missing: pd.DataFrame, keys: list[str]) -> dict[str, list]:
+    """The values each grid key took in the sweep (finished or not), sorted."""
+    every = pd.concat([runs, missing], ignore_index=True)
+    return {k: sorted(every[k].dropna().unique().tolist()) for k in keys if k in every}
+
+
+def spans(runs: pd.DataFrame, cell: dict) -> Spans | None:
+    """What fixes the spans of the cell's runs, from what their layer logged (its span limit,
+    whether its spans are learned, its ramp, its softmax heads); None where they do not say."""
+    sub = runs[match(runs, cell)]
+    if sub.empty or not {"model.span", "layer.learned_spans", "layer.h"} <= set(sub):
+        return None
+    r = sub.iloc[0]
+    learned = flag(r["layer.learned_spans"])
+    ramp = r.get("layer.options.ramp") if learned else None
+    if learned and (ramp is None or pd.isna(ramp)):
+        return None
+    return Spans(int(r["model.span"]), None if ramp is None else float(ramp), int(r["layer.h"]))
+
+
+def planted(runs: pd.DataFrame) -> float | None:
+    """The farthest distance the runs' corpus planted (param dataset.planted); None: none."""
+    logged = runs.get("dataset.planted", pd.Series(dtype=object)).dropna()
+    found = [d for v in logged if isinstance(v, str) for d in json.loads(v)]
+    return float(max(found)) if found else None
+
+
+def one_precision(runs: pd.DataFrame, claim: Claim, rows: dict, base: dict | None) -> str | None:
+    """Why a claim that contrasts train.amp values cannot be told from the runs: its rows and its
+    baseline ran at the same precision (amp fell back to fp32 where there is no native bf16)."""
+    if base is None or "precision" not in runs or "train.amp" not in {
+            **claim.rows, **(claim.baseline or {})}:
+        return None
+    ran = [set(runs[match(runs, cell)]["precision"].dropna()) for cell in (rows, base)]
+    if ran[0] and ran[0] == ran[1]:
+        return (f"rows and baseline both ran {', '.join(sorted(ran[0]))}: train.amp=true fell "
+                "back to fp32 where the device has no native bf16")
+    return None
+
+
+def unlearned(claim: Claim, runs: pd.DataFrame, pairs: list, seeds: list[Any],
+              share: float) -> str:
+    """For a claim on a probe's bits per answer: in how many seeds each of its cells did not
+    learn the probe (answered with more than `share` of the bits a model without recall pays,
+    the corpus's `no_recall` floor), a descriptive number beside the test; "" otherwise."""
+    head, _, probe = claim.metric.partition(".")
+    column = f"dataset.no_recall.{probe}"
+    if head not in ("test_probe_bpc", "test_probe_gap") or column not in runs:
+        return ""
+    cells = list(dict.fromkeys(json.dumps(c) for pair in pairs for c in pair
+                               if c is not None))
+    out = []
+    for text in cells:
+        cell = json.loads(text)
+        sub = runs[match(runs, cell)]
+        col = seed_col(sub)
+        sub = sub[sub[col].isin(seeds)] if col else sub
+        above = pd.to_numeric(sub[claim.metric]) > share * pd.to_numeric(sub[column])
+        out.append(f"{label(cell)}: {int(above.sum())}/{len(sub)}")
+    return "; ".join(out)

@@ -188,9 +188,12 @@ def test_inconclusive_with_the_reason():
 def test_head_span_and_span_fraction_metrics():
     runs = pd.DataFrame([{"model.variant": "adaptive", "seed": s, "model.span": 256,
                           "mean_span": 40.0 + s, "final_test_bpc": 1.5, "floor_bpc": 1.4,
+                          "dataset.planted": "[16, 12, 128]",
                           "head_spans": [[10.0, 12.0 + s, 200.0], [11.0, 9.0, 13.0]]}
                          for s in SEEDS])
     d = derive(runs)
+    assert d["covering_head_fraction"].tolist() == pytest.approx([1 / 6] * 6)  # 200 >= 128
+    assert derive(runs.assign(**{"dataset.planted": "[]"}))["covering_head_fraction"].isna().all()
     assert d["head_span_spread"].tolist()[:3] == pytest.approx([200 / 11.5, 200 / 12, 200 / 12])
     assert d["long_head_fraction"].tolist() == pytest.approx([1 / 6] * 6)
     assert d["layer_span_ratio"].tolist() == pytest.approx([(222 + s) / 3 / 11 for s in SEEDS])

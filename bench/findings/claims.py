@@ -58,10 +58,12 @@ DERIVED = {  # metric: what it is; computed per run by `derive`
     "head_span_spread": "longest head span / median head span, from head_spans",
     "long_head_fraction": "share of heads whose span is at least half the longest head's",
     "layer_span_ratio": "the first layer's mean head span / the last layer's, from head_spans",
+    "covering_head_fraction": "share of heads whose span reaches the farthest planted distance "
+                              "(dataset.planted), from head_spans",
 }
 METRICS = (*FINAL, *DERIVED)
 HEAD_SPAN_METRICS = ("max_head_span", "head_span_spread", "long_head_fraction",
-                     "layer_span_ratio")
+                     "layer_span_ratio", "covering_head_fraction")
 
 
 class Claim(Strict):

@@ -41,6 +41,10 @@ def derive(runs: pd.DataFrame) -> pd.DataFrame:
     runs["layer_span_ratio"] = col("head_spans").map(
         lambda s: float(np.mean(s[0]) / np.mean(s[-1])) if isinstance(s, list) and len(s) > 1
         and np.mean(s[-1]) > 0 else np.nan)
+    far = col("dataset.planted").map(lambda v: max(json.loads(v), default=np.nan)
+                                     if isinstance(v, str) else np.nan)
+    runs["covering_head_fraction"] = [np.nan if s is None or np.isnan(d) else float(np.mean(
+        s >= d)) for s, d in zip(spans, far, strict=True)]
     return runs
 
 

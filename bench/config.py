@@ -26,6 +26,7 @@ from pydantic import (
 from pydantic_core import PydanticCustomError
 
 import variants
+from variants.attention import canonical_policy
 
 from . import data
 
@@ -89,8 +90,10 @@ class ModelConfig(Strict):
     @field_validator("variant")
     @classmethod
     def _registered(cls, v: str) -> str:
+        """The registered name: an alias (a renamed variant's first name) resolves to it, so
+        one model has one name in records and one identity (trial hash)."""
         variants.check_name(v)
-        return v
+        return variants.canonical(v)
 
     @field_validator("attn")
     @classmethod
@@ -100,6 +103,8 @@ class ModelConfig(Strict):
         if "variant" not in info.data:  # the variant itself is invalid: reported on its own
             return attn
         variant = info.data["variant"]
+        attn = {k: canonical_policy(k, v) if k in ("span_policy", "mixing") and isinstance(v, str)
+                else v for k, v in attn.items()}
         return typed_options("model.attn", attn, variant_options(variant, attn),
                              f" of variant {variant!r}")
 
@@ -108,6 +113,26 @@ class ModelConfig(Strict):
         variants.build(self.variant, d_model=self.d_model, n_heads=self.n_heads, span=self.span,
                        dropout=self.dropout, **self.attn)  # one layer: every option's own checks
         return self
+
+
+def canonical_axes(values: dict[str, Any]) -> dict[str, Any]:
+    """Grid values (a key -> a list of values, or one value) with every variant named as
+    registered (an alias resolved); ValueError naming both where two name one variant, which
+    would be one trial listed twice."""
+    names = values.get("model.variant")
+    if names is None:
+        return values
+    if not isinstance(names, list):
+        return {**values, "model.variant": variants.canonical(names)
+                if isinstance(names, str) else names}
+    out: dict[Any, Any] = {}
+    for name in names:
+        key = variants.canonical(name) if isinstance(name, str) else name
+        if key in out:
+            raise ValueError(f"model.variant: {out[key]!r} and {name!r} name one variant "
+                             f"({key}); list it once")
+        out[key] = name
+    return {**values, "model.variant": list(out)}
 
 
 def variant_options(variant: str, attn: dict[str, Any]) -> dict[str, inspect.Parameter]:
@@ -160,7 +185,8 @@ class TrainConfig(Strict):
     seed: int = 0
     device: Literal["auto", "cpu", "cuda"] = "auto"
     amp: Literal["auto"] | bool = "auto"  # bf16 autocast where native (bench.training.precision)
-    compile: bool = False
+    # torch.compile the model; "graphs": its step captured as CUDA graphs (training.step)
+    compile: bool | Literal["graphs"] = False
 
     @field_validator("amp", mode="before")
     @classmethod
@@ -174,6 +200,21 @@ class Config(Strict):
     model: ModelConfig = ModelConfig()
     data: DataConfig = DataConfig()
     train: TrainConfig = TrainConfig()
+
+    @model_validator(mode="after")
+    def _static_shapes(self) -> "Config":
+        """A captured step replays fixed shapes: a learned span that trims its window changes
+        them as it learns, so graph capture is refused there (with the way out)."""
+        m = self.model
+        if self.train.compile == "graphs":
+            layer = variants.build(m.variant, d_model=m.d_model, n_heads=m.n_heads, span=m.span,
+                                   **m.attn).describe()
+            if layer["learned_spans"] and layer["options"].get("trim", False):
+                raise ValueError("train.compile=graphs: the learned spans of variant "
+                                 f"{m.variant!r} trim the window as they learn, which changes "
+                                 "the step's shapes; set model.attn.trim=false (every step "
+                                 "computes S keys) or train.compile to true or false")
+        return self
 
 
 def defaults(schema: type[BaseModel], *keys: str) -> dict[str, Any]:

@@ -1,6 +1,7 @@
 """What a run records about where it came from: git commit, package versions, machine."""
 
 import hashlib
+import os
 import platform
 import subprocess
 from importlib import metadata
@@ -9,7 +10,9 @@ from pathlib import Path
 import torch
 
 ROOT = Path(__file__).resolve().parents[1]
-RESULTS = ROOT / "results"  # the default results folder: runs, sweeps, the MLflow store
+RESULTS = ROOT / "results"  # the committed results: written only when a command is told to
+# what commands write by default (sweeps, runs, MLflow), which git ignores: $ATTNBENCH_RUNS
+LOCAL = Path(os.environ.get("ATTNBENCH_RUNS") or ROOT / "runs")  # else runs/
 PACKAGES = ("torch", "numpy", "ray", "mlflow", "fvcore", "pandas", "pydantic", "attnbench")
 
 

@@ -1,5 +1,6 @@
-"""The run record: what `bench.train.train` returns and writes as result.json, typed, so that
-`bench.tracking`, `bench.report` and `ci.regression` read fields rather than string keys."""
+"""The run record: what `bench.training.loop.train` returns and writes as result.json, typed,
+so that `bench.tracking`, `bench.report` and `ci.regression` read fields rather than string
+keys."""
 
 import json
 from dataclasses import asdict, dataclass

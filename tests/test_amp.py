@@ -142,7 +142,7 @@ def test_amp_run_records_its_precision(bf16, tmp_path):
 
 @pytest.mark.parametrize("value", ["maybe", "1", 2])
 def test_amp_takes_auto_true_or_false_only(value, tmp_path, capsys):
-    from bench.train import main
+    from bench.commands.train import main
 
     assert main(["--set", f"train.amp={value}", "--out", str(tmp_path / "run")]) == 2
     err = capsys.readouterr().err

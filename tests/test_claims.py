@@ -10,7 +10,7 @@ import pytest
 import yaml
 from scipy.stats import permutation_test, quantile_test
 
-from bench import run
+from bench.commands import run
 from bench.findings import bounds, claims, verdicts
 from bench.findings.samples import derive
 from tests.test_grid import write_grid

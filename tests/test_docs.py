@@ -7,11 +7,16 @@ import argparse
 import ast
 import contextlib
 import importlib
+import os
 import re
+import shlex
+import subprocess
+import sys
 from functools import cache
 from pathlib import Path
 from unittest import mock
 
+import pandas as pd
 import pytest
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -19,10 +24,10 @@ DOCS = [ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md"))]
 CLIS = ("bench.run", "bench.train", "bench.report", "bench.speed", "bench.anchors",
         "bench.th_layer", "bench.flops", "ci.regression")
 # The top-level entries a repository path may start with.
-TOPS = ("bench", "variants", "ablations", "results", "examples", "docs", "tests", "ci", ".ci")
+TOPS = ("bench", "variants", "ablations", "results", "examples", "docs", "tests", "ci", ".ci",
+        "runs")
 # Paths the commands write at run time, named in the docs but never committed.
-WRITTEN_AT_RUN_TIME = ("results/mlflow.db", "results/mlartifacts/", "results/runs/",
-                       "results/ray/")
+WRITTEN_AT_RUN_TIME = ("runs/", "results/mlflow.db", "results/mlartifacts/", "results/ray/")
 # Options of other programs the docs quote (mlflow ui, ray start, the adaptive-span reference's
 # enwik8 script): not attnbench's to check.
 EXTERNAL_OPTIONS = {"--backend-store-uri", "--host", "--head", "--port", "--adapt-span-cache"}
@@ -235,3 +240,30 @@ def test_a_footnote_is_written_for_the_columns_it_explains():
     assert "Multiplies/token:" in th and "#FLOPS" not in th and "dev <probe>" not in th
     as1 = note(["Model", "Avg. span", "#FLOPS", "dev", "dev copy", "copy floor", "n"])
     assert "#FLOPS:" in as1 and "Multiplies/token" not in as1 and "dev <probe>" in as1
+
+
+@pytest.mark.slow
+def test_the_add_a_claim_commands_run_as_written(tmp_path):
+    """docs/claims.md's worked "Adding a claim": its commands, as written, with the local runs
+    folder pointed at a temporary one ($ATTNBENCH_RUNS): the dry run shows the claim and its
+    look, the sweep decides it, and the report recomputes the same findings from runs.csv."""
+    text = (ROOT / "docs" / "claims.md").read_text()
+    block = re.search(r"<!-- commands: add a claim -->\n```bash\n(.*?)```", text, re.S)
+    commands = [shlex.split(line) for line in block.group(1).splitlines() if line.strip()]
+    env = {k: v for k, v in os.environ.items() if k not in ("MLFLOW_TRACKING_URI", "RAY_ADDRESS")}
+    env |= {"ATTNBENCH_RUNS": str(tmp_path), "TMPDIR": "/tmp"}
+    outs, found = [], []
+    for argv in commands:
+        argv = [sys.executable if a == "python" else a.replace("runs/", f"{tmp_path}/")
+                for a in argv]
+        done = subprocess.run(argv, cwd=ROOT, env=env, capture_output=True, text=True,
+                              timeout=600)
+        assert done.returncode == 0, done.stdout[-2000:] + done.stderr[-2000:]
+        outs.append(done.stdout)
+        if (path := tmp_path / "add_a_claim" / "findings.csv").exists():
+            found.append(pd.read_csv(path))
+    dry = outs[0]
+    assert "th_not_much_worse" in dry and "seeds 100-104: confirmatory" in dry
+    assert re.search(r"\| th_not_much_worse \| 1 of 1 \| +5 \| +0\.0312 ", dry), dry
+    assert found[0].loc[0, "verdict"] == "reproduced" and found[0].loc[0, "seed_range"] == "100-104"
+    pd.testing.assert_frame_equal(found[0], found[1])  # recomputed from runs.csv: the same

@@ -5,10 +5,12 @@ import sys
 import tempfile
 from pathlib import Path
 
+import pandas as pd
 import pytest
+import torch
 import yaml
 
-from bench import run
+from bench.commands import run
 from bench.config import resolve
 from bench.sweep import grid as grids
 from bench.sweep.trials import Overrides, apply, resolve_trials
@@ -48,6 +50,13 @@ BAD = {
     "a seed twice": ({"seeds": [0, 0, 1]}, [], "each once"),
     "--seeds with looks": ({"seeds": {"looks": [3, 6]}}, ["--seeds", "0,1,2"],
                            "--seed-start"),
+    "a negative GPU share": ({"resources": {"gpu": -0.5}}, [], "resources.gpu"),
+    "more than one GPU, not whole": ({"resources": {"gpu": 1.5}}, [], "a share of one GPU"),
+    "an alias beside its name": ({"grid": {"model.variant": ["dynamic", "dynamic-span"]}}, [],
+                                 "'dynamic' and 'dynamic-span' name one variant"),
+    **({} if torch.cuda.is_available() else {
+        "GPUs on a machine without": ({"resources": {"gpu": 0.25}}, [],
+                                      "resources.gpu=0.25: this machine has no CUDA device")}),
 }
 
 
@@ -104,8 +113,24 @@ def test_an_option_some_variants_take_is_ignored_by_the_others(tmp_path, capsys)
                                Overrides(), dry_run=True)
     for t in trials:
         fixed = t.cfg.model.variant == "fixed"
-        assert t.ignored == (["model.attn.ramp"] if fixed else [])
+        assert t.ignored == (("model.attn.ramp",) if fixed else ())
         assert ("ramp" in t.cfg.model.attn) is not fixed
     grid = write_grid(tmp_path, "noramp", base={"model": {"attn": {"ramp": 8}}})
     assert run.main([str(grid), "--dry-run"]) == 2
     assert "model.attn.ramp=8: unknown option of variant 'fixed'" in capsys.readouterr().err
+
+
+def test_a_variant_named_by_its_alias_keeps_its_trials():
+    """`dynamic`, the dynamic span's first name, resolves to `dynamic-span` when a config is
+    validated (one name in records, one identity); runs logged under the alias before are
+    found by the hash they had (`Trial.earlier`), which the runner maps once, when reading."""
+    folder = ROOT / "results" / "design" / "adaptive_vs_dynamic-r32"
+    grid, trials = resolve_trials(grids.load_grid(folder / "grid.yaml"), Overrides(), False)
+    assert grid.grid["model.variant"] == ["fixed", "adaptive", "dynamic-span"]
+    logged = pd.read_csv(folder / "runs.csv")
+    old = set(logged.loc[logged["model.variant"] == "dynamic", "trial"])
+    renamed = [t for t in trials if t.cfg.model.variant == "dynamic-span"]
+    assert len(old) == 3 and old == {h for t in renamed for h in t.earlier}
+    assert not old & {t.hash for t in renamed}
+    assert {t.hash for t in trials if t.cfg.model.variant == "adaptive"} == set(
+        logged.loc[logged["model.variant"] == "adaptive", "trial"])  # the others keep theirs

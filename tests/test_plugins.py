@@ -15,7 +15,8 @@ import pytest
 import yaml
 
 import variants
-from bench import flops, plugins, report, run, speed, train
+from bench import plugins
+from bench.commands import flops, report, run, speed, train
 from bench.config import ConfigError, parse_sets, resolve
 from variants import registry
 

@@ -18,6 +18,7 @@ import time
 import urllib.request
 from pathlib import Path
 
+import numpy as np
 import pytest
 import yaml
 from mlflow import MlflowClient
@@ -176,45 +177,6 @@ def test_smoke_sweep_logs_one_finished_run_per_trial(smoke_sweep):
 
 
 @slow
-def test_smoke_sweep_over_the_mlflow_server_rest_api(smoke_sweep, short_tmp):
-    tmp, done = smoke_sweep
-    assert done.returncode == 0, done.stderr[-3000:]
-    port = free_port()
-    server = subprocess.Popen(
-        [Path(sys.executable).parent / "mlflow", "server", "--backend-store-uri",
-         f"sqlite:///{tmp / 'results' / 'mlflow.db'}", "--host", "127.0.0.1", "--port",
-         str(port), "--workers", "1"], cwd=short_tmp, env=cli_env(short_tmp),
-        stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True)
-    url = f"http://127.0.0.1:{port}"
-
-    def call(path: str, body: dict | None = None) -> dict:
-        req = urllib.request.Request(url + path, data=json.dumps(body).encode() if body else None,
-                                     headers={"Content-Type": "application/json"})
-        with urllib.request.urlopen(req, timeout=10) as r:
-            return json.loads(r.read() or b"{}")
-
-    try:
-        for _ in range(120):
-            try:
-                urllib.request.urlopen(url + "/health", timeout=2)
-                break
-            except OSError:
-                time.sleep(0.5)
-        exp = call("/api/2.0/mlflow/experiments/get-by-name?experiment_name=smoke")["experiment"]
-        found = call("/api/2.0/mlflow/runs/search", {
-            "experiment_ids": [exp["experiment_id"]],
-            "filter": "tags.`attnbench.role` = 'trial' and attributes.status = 'FINISHED'"})
-    finally:
-        os.killpg(server.pid, signal.SIGTERM)
-        server.wait(timeout=30)
-    runs = found["runs"]
-    assert len(runs) == 2
-    for r in runs:
-        metrics = {m["key"]: m["value"] for m in r["data"]["metrics"]}
-        tags = {t["key"]: t["value"] for t in r["data"]["tags"]}
-        assert 0 < metrics["final_dev_bpc"] < 8 and tags["attnbench.trial_hash"]
-
-
 @slow
 def test_interrupted_sweep_reruns_only_the_missing_trials(short_tmp):
     grid = write_grid(short_tmp, "cut", seeds=[0, 1, 2])
@@ -366,11 +328,11 @@ def test_diverging_trial_fails_with_its_reason_and_the_sweep_goes_on(short_tmp):
     assert "final_dev_bpc" not in bad.data.metrics
 
 
-def start_node(args: list, tmp: Path) -> subprocess.Popen:
+def start_node(args: list, tmp: Path, cpus: int = 1) -> subprocess.Popen:
     """`ray start --block` in its own session, so the test stops exactly what it started."""
     env = {**cli_env(tmp), "RAY_AUTH_MODE": "disabled"}
     return subprocess.Popen([Path(sys.executable).parent / "ray", "start", "--block",
-                             "--node-ip-address=127.0.0.1", "--num-cpus=1",
+                             "--node-ip-address=127.0.0.1", f"--num-cpus={cpus}",
                              "--disable-usage-stats", *args], env=env, cwd=tmp,
                             stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
                             start_new_session=True)
@@ -428,6 +390,66 @@ def test_smoke_sweep_on_a_ray_cluster(short_tmp):
     ran_on = {r.data.tags["attnbench.ray_node_id"] for r in runs}
     assert ran_on == ids  # one CPU per node: the two trials ran on the two nodes
     assert all(r.data.tags["attnbench.ray_gcs"].endswith(f":{port}") for r in runs)
+
+
+def mlflow_server(store: Path, tmp: Path) -> tuple[subprocess.Popen, str]:
+    """`mlflow server` over HTTP on 127.0.0.1 (the recipe's shared store), once it answers."""
+    port = free_port()
+    server = subprocess.Popen(
+        [Path(sys.executable).parent / "mlflow", "server", "--backend-store-uri",
+         f"sqlite:///{store}", "--host", "127.0.0.1", "--port", str(port), "--workers", "1"],
+        cwd=tmp, env=cli_env(tmp), stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+        start_new_session=True)
+    url = f"http://127.0.0.1:{port}"
+    for _ in range(120):
+        try:
+            urllib.request.urlopen(url + "/health", timeout=2)
+            break
+        except OSError:
+            time.sleep(0.5)
+    return server, url
+
+
+@slow
+def test_gpu_cluster_recipe_packs_trials_on_shared_gpus_tracked_over_http(short_tmp):
+    """docs/tracking.md's GPU-cluster recipe, on this machine: a `ray start` head whose 2 GPUs
+    are Ray's logical ones (no CUDA here), a shared `mlflow server` over HTTP on 127.0.0.1, the
+    precision pinned for the driver and the workers (train.amp=false), and half a GPU per trial:
+    8 trials run at most 4 at a time, each seeing only the GPU Ray gave it, its run saying
+    which."""
+    port = free_port()
+    address = f"127.0.0.1:{port}"
+    head = start_node(["--head", f"--port={port}", f"--temp-dir={short_tmp}", "--num-gpus=2",
+                       "--include-dashboard=false"], short_tmp, cpus=8)
+    server, url = mlflow_server(short_tmp / "shared.db", short_tmp)
+    try:
+        for _ in range(60):
+            if cluster_nodes(address, short_tmp):
+                break
+            time.sleep(1)
+        grid = write_grid(short_tmp, "packed", seeds=[0, 1, 2, 3],
+                          resources={"cpu": 1, "gpu": 0.5})
+        done = subprocess.run([sys.executable, "-m", "bench.run", str(grid), "--address",
+                               address, "--tracking-uri", url, "--set", "train.amp=false",
+                               "--results-dir", short_tmp / "results", "--no-report"],
+                              cwd=ROOT, env={**cli_env(short_tmp), "RAY_AUTH_MODE": "disabled"},
+                              capture_output=True, text=True, timeout=600)
+        assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
+        c = MlflowClient(url)
+        exp = c.get_experiment_by_name("packed").experiment_id
+        runs = c.search_runs([exp], "tags.`attnbench.role` = 'trial'")
+    finally:
+        os.killpg(server.pid, signal.SIGTERM)
+        server.wait(timeout=30)
+        stop_node(head)
+    assert len(runs) == 8 and all(r.info.status == "FINISHED" for r in runs)
+    for r in runs:
+        gpus = r.data.tags[names.RAY_GPUS]
+        assert gpus in ("0", "1") and r.data.tags[names.VISIBLE] == gpus
+        assert r.data.params["train.amp"] == "false" and r.data.params["precision"] == "fp32"
+    events = sorted([(r.info.start_time, 1) for r in runs] + [(r.info.end_time, -1) for r in runs])
+    at_once = max(np.cumsum([d for _, d in events]))  # runs open at once (an end sorts first)
+    assert 2 <= at_once <= 4, at_once
 
 
 # --- concurrent logging into one sqlite store ------------------------------------------------

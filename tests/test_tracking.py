@@ -174,7 +174,7 @@ def test_flops_counting_failure_keeps_the_trained_result(tmp_path, monkeypatch, 
     def reject(model):
         raise RuntimeError("fvcore skipped matmul-like ops ['aten::new_op']")
 
-    monkeypatch.setattr("bench.training.loop.counted_flops", reject)
+    monkeypatch.setattr("bench.training.summary.counted_flops", reject)
     cfg = resolve({"model": {"d_model": 16, "n_layers": 1, "n_heads": 2, "d_ff": 32, "span": 16},
                    "data": {"n_chars": 20_000},
                    "train": {"block": 16, "batch_size": 2, "steps": 2, "eval_every": 2,

@@ -6,13 +6,15 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+import torch
 from pydantic import ValidationError
 
 import variants
 from bench import data
+from bench.commands.train import main
 from bench.config import parse_sets, resolve
 from bench.record import Evaluation, RunResult
-from bench.train import main, train
+from bench.training.loop import train
 
 SHARED = Path(__file__).resolve().parents[2] / "shared" / "data"
 needs_shared = pytest.mark.skipif(not (SHARED / "enwik8.head").exists(),
@@ -207,7 +209,7 @@ def test_the_floors_reach_is_the_models(variant):
     """The reach a run's floors are taken at (the span limit's: L (S - 1)) is the model's own,
     its layers' cache sizes summed, before a learned span trims them."""
     from bench.model import create_model
-    from bench.training.loop import limit_reach
+    from bench.training.summary import limit_reach
 
     m = resolve({"model": {"variant": variant, "n_layers": 3, "span": 32, "d_model": 32,
                            "d_ff": 64}}).model
@@ -243,3 +245,35 @@ def test_one_group_steps_as_a_group_per_tensor(optimizer):
     assert not torch.equal(models[0].emb.weight, create_model(cfg.model, 40, 0).emb.weight)
     by_tensor = make_optimizer(models[0], small_cfg("train.clip_mode=param").train)
     assert len(by_tensor.param_groups) == len(list(models[0].parameters()))
+
+
+def test_graph_capture_on_a_cpu_says_why_and_runs_the_eager_step(tmp_path, capsys):
+    """train.compile=graphs needs CUDA: on a CPU it says so and trains eagerly, the same run
+    to the last digit; a learned span that trims changes shapes, so capture is refused."""
+    cfg = small_cfg("model.variant=talking-heads", "train.device=cpu")
+    eager = train(cfg, tmp_path / "eager", progress=False)
+    captured = train(cfg.model_copy(update={"train": cfg.train.model_copy(
+        update={"compile": "graphs"})}), tmp_path / "graphs", progress=False)
+    assert "CUDA graphs need a CUDA device, not cpu; running eagerly" in capsys.readouterr().err
+    assert captured.dev_bpc == eager.dev_bpc
+    assert [h["train_bpc"] for h in captured.history] == [h["train_bpc"] for h in eager.history]
+    with pytest.raises(ValueError, match="trim the window as they learn"):
+        small_cfg("model.variant=adaptive", "train.compile=graphs")
+    assert small_cfg("model.variant=adaptive", "model.attn.trim=false",
+                     "train.compile=graphs").train.compile == "graphs"
+
+
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs CUDA")
+@pytest.mark.parametrize("variant", ["fixed", "talking-heads"])
+def test_a_captured_step_gives_the_eager_steps_losses(tmp_path, variant):
+    """On CUDA, the step captured as CUDA graphs trains the same model as the eager step: every
+    evaluation's training bpc within 2% and the final dev bpc within 0.01 bpc (the compiled
+    kernels round differently, so not to the last digit)."""
+    cfg = small_cfg(f"model.variant={variant}", "train.device=cuda", "train.amp=false",
+                    "model.dropout=0", "train.steps=60", "train.eval_every=20")
+    eager = train(cfg, tmp_path / "eager", progress=False)
+    captured = train(cfg.model_copy(update={"train": cfg.train.model_copy(
+        update={"compile": "graphs"})}), tmp_path / "graphs", progress=False)
+    for e, c in zip(eager.history, captured.history, strict=True):
+        assert c["train_bpc"] == pytest.approx(e["train_bpc"], rel=0.02)
+    assert abs(captured.dev_bpc - eager.dev_bpc) < 0.01

@@ -4,7 +4,8 @@ e.g. build("adaptive", ..., mixing="both") is adaptive span with talking heads.
 "Dynamic" names two things: a span computed from each position's input (`dynamic-span`) and
 talking heads whose mixing projections are (`talking-heads-dynamic`, mixing
 `dynamic-projections`). `dynamic`, the dynamic span's first name, stays as its alias: the same
-model (the committed sweeps ran under it, so their grids and trial hashes keep it)."""
+model, which a config records under its registered name (`bench.config` resolves the alias, and
+runs recorded under the old name are read back under the new one)."""
 
 from .registry import alias, register
 

@@ -32,6 +32,17 @@ def alias(earlier: str, name: str) -> None:
     _ALIASES[earlier] = name
 
 
+def canonical(name: str) -> str:
+    """The registered name `name` stands for (itself, or what its alias names); unknown names
+    as given, for `check_name` to refuse."""
+    return _ALIASES.get(name, name)
+
+
+def aliases(name: str) -> list[str]:
+    """The earlier names of registered variant `name`."""
+    return [a for a, n in _ALIASES.items() if n == name]
+
+
 def names() -> list[str]:
     """Registered variant names, sorted (aliases left out)."""
     return sorted(_PRESETS)

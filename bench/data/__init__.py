@@ -2,8 +2,9 @@
 
 A corpus is built by name (`build(name, **options)`, options typed by its builder's signature)
 and describes itself: its splits, identity, floors and probes where it knows them (`Corpus`).
-Built in: enwik8, text8, file (`text.py`) and the generated corpus (`synthetic.py`); a plugin
-adds one with `register`. This room imports numpy and torch, nothing else of bench.
+Built in: enwik8, text8, file (`text.py`) and the generated corpus (`synthetic.py`) with its
+probes (`probes/`, one a module); a plugin adds one with `register`. Imports: numpy and torch,
+nothing else of bench (the table in pyproject.toml).
 """
 
 from . import synthetic as _synthetic  # noqa: F401  (registers synthetic)

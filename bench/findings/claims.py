@@ -34,6 +34,7 @@ import numpy as np
 import pandas as pd
 from pydantic import Field, TypeAdapter, ValidationError, field_validator, model_validator
 
+import variants
 from bench.config import Strict
 from bench.tracking.names import FINAL_RENAMED, FINAL_SAME
 
@@ -108,6 +109,14 @@ class Claim(Strict):
                              "per-seed values at a few seeds; use sign (the median, exact, for "
                              "every claim, counts included) or sign-flip (the mean, exact, for a "
                              "difference or slope against margin 0)")
+        return v
+
+    @field_validator("rows", "baseline")
+    @classmethod
+    def _canonical(cls, v: dict[str, Any] | None) -> dict[str, Any] | None:
+        """A variant named by an alias is named as registered (the runs record that name)."""
+        if v and isinstance(v.get("model.variant"), str):
+            return {**v, "model.variant": variants.canonical(v["model.variant"])}
         return v
 
     @field_validator("at_each", mode="before")

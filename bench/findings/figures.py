@@ -112,7 +112,7 @@ def _char(c: str) -> str:
 def fig_dynamic_span(sweep: Sweep, fig: Figure) -> bool:
     """Adaptive-span Figure 5: the dynamic span z_t + R (mean over layers and heads) along a
     text."""
-    run = _pick(sweep.runs, sweep.runs["span_policy"] == "dynamic")
+    run = _pick(sweep.runs, sweep.runs["span_policy"] == "dynamic-span")
     trace = (result := run_result(run)) and result.dynamic_trace
     if not trace:
         return False

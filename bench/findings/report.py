@@ -19,7 +19,7 @@ from bench.tracking.names import SEEDS
 
 from . import claims, stats, verdicts
 from .figures import run_result, write_figures
-from .runs import Sweep, load_sweep, machine_line, missing_lines
+from .runs import Sweep, load_sweep, machine_line, missing_lines, registered_names
 from .spec import GridSpec
 from .tables import DATA_COLUMNS, data_line, write_tables
 
@@ -93,8 +93,9 @@ def per_seed(sweep: Sweep, runs: pd.DataFrame) -> pd.DataFrame:
 
 
 def read_per_seed(path: Path) -> pd.DataFrame:
-    """runs.csv back as evaluate() reads runs (head spans as lists)."""
-    df = pd.read_csv(path)
+    """runs.csv back as evaluate() reads runs (head spans as lists; variants and policies under
+    their registered names)."""
+    df = registered_names(pd.read_csv(path))
     if "head_spans" in df:
         df["head_spans"] = df["head_spans"].map(lambda v: json.loads(v) if isinstance(v, str)
                                                 else v)

@@ -9,9 +9,11 @@ import numpy as np
 import pandas as pd
 from mlflow import MlflowClient
 
+import variants
 from bench.provenance import short_commit
 from bench.tracking.names import FAILURE, GRID_KEYS, SEEDS, STOPPED
 from bench.tracking.reader import SweepRuns
+from variants.attention import canonical_policy
 
 from .numbers import num
 from .spec import GridSpec
@@ -134,10 +136,22 @@ def order(df: pd.DataFrame, keys: list[str], spec: GridSpec) -> pd.DataFrame:
                           if s.name in spec.grid else s)
 
 
+def registered_names(df: pd.DataFrame) -> pd.DataFrame:
+    """Runs as read back, with every variant and policy under its registered name: a run logged
+    under an earlier name (an alias, before aliases resolved) is read as the same model."""
+    df = df.copy()
+    for col, to in (("model.variant", variants.canonical),
+                    ("layer.span_policy", lambda v: canonical_policy("span_policy", v)),
+                    ("layer.mixing", lambda v: canonical_policy("mixing", v))):
+        if col in df:
+            df[col] = df[col].map(lambda v, to=to: to(v) if isinstance(v, str) else v)
+    return df
+
+
 def load_sweep(found: SweepRuns, spec: GridSpec) -> Sweep:
     """The report's view of a sweep's runs: finished ones (with final metrics) and the rest, a
     trial rerun by a later sweep counted once (its newest finished run, else its newest)."""
-    df = found.runs
+    df = registered_names(found.runs)
     keys = grid_keys(df, spec)
     df = order(_derive(df, keys), keys, spec).reset_index(drop=True)
     final = df.get("final_dev_bpc", pd.Series(np.nan, df.index))

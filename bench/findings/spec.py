@@ -15,7 +15,7 @@ from pydantic import (
     field_validator,
 )
 
-from bench.config import ConfigError, Strict, format_error, read_yaml
+from bench.config import ConfigError, Strict, canonical_axes, format_error, read_yaml
 
 from .claims import Claim
 from .layouts import FIGURES, LAYOUTS
@@ -91,6 +91,11 @@ class GridSpec(BaseModel):
     seeds: Seeds = [0]
     design_seeds: list[int] | None = None  # the seeds the claims were designed from
     report: ReportSpec = Field(default_factory=ReportSpec)
+
+    @field_validator("grid")
+    @classmethod
+    def _named(cls, grid: dict[str, list[Any]]) -> dict[str, list[Any]]:
+        return canonical_axes(grid)
 
     @property
     def looks(self) -> Looks | None:

@@ -105,7 +105,7 @@ class Bench:
     """One model at one setting, with a full cache, stepping on random bytes."""
 
     def __init__(self, case: Case, cfg: Config, dev: torch.device, compile_: bool,
-                 amp: bool = False) -> None:
+                 amp: bool = False, graphs: bool = False) -> None:
         self.case, self.dev, self.t, self.amp = case, dev, cfg.train, amp
         self.model = create_model(cfg.model, 256).to(dev)
         self.opt = make_optimizer(self.model, cfg.train)
@@ -115,11 +115,13 @@ class Bench:
         for _ in range(-(-case.span // M) + 1):  # fill every layer's cache
             _, self.cache = self.model(self.x, self.cache)
         self.set_span()
-        self.compiled = self.compile() if compile_ else None
+        self.compiled = self.compile(True) if compile_ else None
+        self.captured = self.compile("graphs") if graphs else None
 
-    def compile(self):
-        """The trainer's torch.compile'd model, warmed up; None where it fell back to eager."""
-        fn = maybe_compile(self.model, True, self.x)
+    def compile(self, mode: bool | str):
+        """The trainer's torch.compile'd model (or its step captured as CUDA graphs), warmed
+        up; None where it fell back to eager."""
+        fn = maybe_compile(self.model, mode, self.x)
         if fn is self.model:
             return None
         self.train_step(fn)
@@ -171,12 +173,13 @@ def cases(spans: list[int], heads: list[int], variants: list[str], frac: float |
     return list(dict.fromkeys(out))
 
 
-def run(configs: dict[Case, Config], repeats: int, compile_: bool, amp: bool = False
-        ) -> pd.DataFrame:
+def run(configs: dict[Case, Config], repeats: int, compile_: bool, amp: bool = False,
+        graphs: bool = False) -> pd.DataFrame:
     """Time every case (in fp32, and in bf16 autocast too where `amp` and the device has bf16),
     interleaved; one row per case and precision with its ratios against `fixed` in the same
-    precision, and amp_x, the bf16 speed-up over fp32. MFU is against the matmul peak of the
-    row's precision, measured in this process."""
+    precision, and amp_x, the bf16 speed-up over fp32; compile_x and graphs_x: the step
+    torch.compile'd, and captured as CUDA graphs, over the eager step. MFU is against the
+    matmul peak of the row's precision, measured in this process."""
     cfg = next(iter(configs.values()))
     dev = pick_device(cfg.train.device)
     modes = [False, True] if amp and not bf16_fallback(dev, amp) else [False]
@@ -185,19 +188,22 @@ def run(configs: dict[Case, Config], repeats: int, compile_: bool, amp: bool = F
     # TransformerLM.forward: without room for each, later cases would silently run eagerly.
     dynamo = torch._dynamo.config
     dynamo.recompile_limit = max(dynamo.recompile_limit, 4 * len(configs))
-    benches = [Bench(c, conf, dev, compile_, m) for c, conf in configs.items() for m in modes]
-    times = {i: ([], [], []) for i in range(len(benches))}
+    benches = [Bench(c, conf, dev, compile_, m, graphs) for c, conf in configs.items()
+               for m in modes]
+    times = {i: ([], [], [], []) for i in range(len(benches))}
     for _ in range(repeats + 1):  # the first round warms up
         for i, b in enumerate(benches):
             times[i][0].append(b.train_step())
             times[i][1].append(b.infer_step())
-            if b.compiled is not None:
-                times[i][2].append(b.train_step(b.compiled))
+            for k, fn in ((2, b.compiled), (3, b.captured)):
+                if fn is not None:
+                    times[i][k].append(b.train_step(fn))
     tokens = cfg.train.batch_size * cfg.train.block
     rows = []
     for i, b in enumerate(benches):
         train_s, infer_s = (statistics.median(t[1:]) for t in times[i][:2])
-        compiled_s = statistics.median(times[i][2][1:]) if b.compiled is not None else None
+        compiled_s, captured_s = (statistics.median(times[i][k][1:]) if fn is not None else None
+                                  for k, fn in ((2, b.compiled), (3, b.captured)))
         flops = analytic_flops(b.model, "max")
         rows.append({"variant": b.case.label, "precision": precision.name(b.amp),
                      "S": b.case.span, "heads": b.case.n_heads,
@@ -207,7 +213,8 @@ def run(configs: dict[Case, Config], repeats: int, compile_: bool, amp: bool = F
                      "act_mem_mb": saved_bytes(b.model, b.x, b.cache, b.amp) / 2**20,
                      "flops_per_tok": flops,
                      "mfu": mfu(b.model, tokens, train_s, peaks[b.amp]),
-                     **({"compile_x": train_s / compiled_s} if compiled_s else {})})
+                     **({"compile_x": train_s / compiled_s} if compiled_s else {}),
+                     **({"graphs_x": train_s / captured_s} if captured_s else {})})
     df = pd.DataFrame(rows)
     cols = ["train_tok_s", "infer_tok_s", "act_mem_mb", "flops_per_tok"]
     base = df[df.variant == "fixed"][["S", "heads", "precision", *cols]]

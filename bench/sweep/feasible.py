@@ -1,11 +1,14 @@
-"""What a grid's claims can say about its trials, checked before anything runs: a claim naming
-a probe metric its corpus does not score, none of whose tests the data could decide (the setup
+"""What a grid can do where it will run, checked before Ray or MLflow start: a claim naming a
+probe metric its corpus does not score, none of whose tests the data could decide (the setup
 fixes the outcome: `bench.findings.bounds`), or with a look that can neither reject nor stop for
-futility (its exact test's smallest p above its level) is refused, naming the claim."""
+futility (its exact test's smallest p above its level) is refused, naming the claim; GPUs the
+grid asks for and the machine or cluster lacks, naming resources.gpu."""
 
+import os
 from typing import Any
 
 import pandas as pd
+import torch
 
 import variants
 from bench.config import ConfigError
@@ -14,6 +17,7 @@ from bench.findings.bounds import Spans, decided
 from bench.findings.claims import EXACT, PROBE_METRIC, Claim, cells
 from bench.findings.spec import Looks, Seeds, seed_list
 
+from .grid import Grid
 from .trials import Trial
 
 
@@ -84,3 +88,30 @@ def check_looks(table: pd.DataFrame) -> None:
         raise ConfigError(f"claims.{r['index']} ({r['claim']}): look {r['look']} has {r['n']} "
                           f"seeds, whose smallest attainable p {r['smallest p']:.3g} exceeds "
                           f"its level {r['level']:.3g}; {why}")
+
+
+def check_gpus(grid: Grid, address: str | None) -> None:
+    """ConfigError where the grid asks for GPUs (resources.gpu > 0) that are not there: on this
+    machine (no --address, no $RAY_ADDRESS) torch must see a CUDA device; on a cluster, Ray must
+    list a GPU (asked of it by connecting, which starts nothing)."""
+    gpu = grid.resources.gpu
+    if not gpu:
+        return
+    address = address or os.environ.get("RAY_ADDRESS")
+    if address is None:
+        if not torch.cuda.is_available():
+            raise ConfigError(f"resources.gpu={gpu:g}: this machine has no CUDA device and no "
+                              "--address names a Ray cluster with GPUs; set resources.gpu to "
+                              "null (a GPU per trial where there are GPUs) or 0")
+        return
+    import ray
+
+    ray.init(address=address, logging_config=ray.LoggingConfig(log_level="WARNING"))
+    try:
+        have = ray.cluster_resources().get("GPU", 0)
+    finally:
+        ray.shutdown()
+    if have < gpu:
+        raise ConfigError(f"resources.gpu={gpu:g}: the Ray cluster at {address} has {have:g} "
+                          "GPUs; set resources.gpu to null (a GPU per trial where there are "
+                          "GPUs) or 0, or start its nodes with --num-gpus")

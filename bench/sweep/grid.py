@@ -14,7 +14,15 @@ from pydantic import (
     model_validator,
 )
 
-from bench.config import PRESETS, Config, ConfigError, Strict, format_error, read_yaml
+from bench.config import (
+    PRESETS,
+    Config,
+    ConfigError,
+    Strict,
+    canonical_axes,
+    format_error,
+    read_yaml,
+)
 from bench.findings.claims import Claim
 from bench.findings.claims import check as check_claims
 from bench.findings.spec import ReportSpec, Seeds
@@ -59,8 +67,20 @@ class Base(Strict):
 
 
 class Resources(Strict):
+    """What one trial holds on the cluster: CPUs (its torch threads: the whole part, at least
+    1) and GPUs, a share of one (0.125: eight trials packed on a GPU, each seeing only its own)
+    or whole ones; None: one GPU per trial where the cluster has GPUs, else none."""
+
     cpu: float = Field(1, gt=0)
-    gpu: float | None = Field(None, ge=0)  # None: one GPU per trial when the cluster has GPUs
+    gpu: float | None = Field(None, ge=0)
+
+    @field_validator("gpu")
+    @classmethod
+    def _share_or_whole(cls, v: float | None) -> float | None:
+        if v is not None and v > 1 and not float(v).is_integer():
+            raise ValueError(f"{v} GPUs: a share of one GPU (0 < gpu <= 1) packs trials on a "
+                             "GPU; more than one GPU per trial is a whole number")
+        return v
 
 
 class Scheduler(Strict):
@@ -107,7 +127,7 @@ class Grid(Strict):
             check_key(key)
             if not values:
                 raise ValueError(f"{key}: empty list of values")
-        return grid
+        return canonical_axes(grid)
 
     @field_validator("seeds")
     @classmethod
@@ -115,6 +135,11 @@ class Grid(Strict):
         if isinstance(v, list) and (not v or len(set(v)) < len(v)):
             raise ValueError("give at least one seed, each once (or {looks: [3, 6, 10]})")
         return v
+
+    @field_validator("exclude")
+    @classmethod
+    def _named(cls, rules: list[dict[str, Any]]) -> list[dict[str, Any]]:
+        return [canonical_axes(rule) for rule in rules]
 
     @model_validator(mode="after")
     def _rules(self) -> "Grid":

@@ -2,10 +2,10 @@
 machine or a cluster), each logged to MLflow as a child of the sweep's run; then the summary
 and the report.
 
-A trial lives in results/<grid>/trials/<hash>/ (the hash of its resolved config, seed included,
-with the corpus's identity for its location), the only checkpoint store, so a rerun skips
-finished trials and resumes unfinished ones from their checkpoints; finished trials from other
-code are reported, marked stale, and rerun with --rerun-stale.
+A trial lives in <results-dir>/<grid>/trials/<hash>/ (the hash of its resolved config, seed
+included, with the corpus's identity for its location), the only checkpoint store, so a rerun
+skips finished trials and resumes unfinished ones from their checkpoints; finished trials from
+other code are reported, marked stale, and rerun with --rerun-stale.
 """
 
 import argparse
@@ -36,7 +36,8 @@ from .trials import Trial
 def trainable(config: dict) -> None:
     """One trial in a Ray worker: train, log to MLflow. The trial folder is the only checkpoint
     store: train() resumes from its checkpoint.pt after a crash, so nothing is handed to Ray's
-    checkpointing (which would copy the weights into results/<grid>/ray/ at every evaluation)."""
+    checkpointing (which would copy the weights into <results-dir>/<grid>/ray/ at every
+    evaluation)."""
     import ray
     from ray import tune
 
@@ -48,6 +49,8 @@ def trainable(config: dict) -> None:
     ctx = ray.get_runtime_context()
     run = writer.TrialRun.open(where["uri"], where["experiment"], where["parent"], spec, {
         names.RAY_NODE: ctx.get_node_id(), names.RAY_GCS: ctx.gcs_address,
+        names.RAY_GPUS: ",".join(map(str, ray.get_gpu_ids())),
+        names.VISIBLE: os.environ.get("CUDA_VISIBLE_DEVICES", ""),
         names.TRIAL_DIR: str(out), names.PLUGINS: ",".join(spec["plugins"]),
         **writer.source_tags(where["source"], "unknown")})
 
@@ -130,7 +133,7 @@ def make_callback(client: Any, where: dict, total: int, ended: set[str]) -> Any:
 
 def run_tune(grid: Grid, todo: list[Trial], root: Path, where: dict, callback: Any,
              sweep_name: str) -> None:
-    """Run the pending trials as one Tune experiment under results/<grid>/ray/."""
+    """Run the pending trials as one Tune experiment under <results-dir>/<grid>/ray/."""
     import ray
     from ray import tune
     from ray.tune.schedulers import ASHAScheduler
@@ -169,7 +172,7 @@ def run_tune(grid: Grid, todo: list[Trial], root: Path, where: dict, callback: A
 def summary(client: Any, exp: str, trials: list[Trial], now: dict[str, str]) -> pd.DataFrame:
     """Latest run of each trial: status, final bpc, params, FLOPs, speed, failure reason, and
     the code of a result from other code than `now` (provenance.identity())."""
-    runs = reader.trial_runs(client, exp)
+    runs = reader.trial_runs(client, exp, renamed(trials))
     rows = []
     for t in trials:
         run = runs.get(t.hash, [None])[0]
@@ -197,6 +200,11 @@ def render_report(uri: str, grid: str, out_dir: Path, parent: str) -> None:
     except Exception as err:  # noqa: BLE001  (a report bug must not lose a finished sweep)
         print(f"warning: the report failed ({type(err).__name__}: {err}); the runs are intact",
               file=sys.stderr)
+
+
+def renamed(trials: list[Trial]) -> dict[str, str]:
+    """Each trial's earlier hashes (`Trial.earlier`) -> its hash now."""
+    return {old: t.hash for t in trials for old in t.earlier}
 
 
 def stale_results(trials: list[Trial], runs: dict[str, list], now: dict[str, str]
@@ -306,7 +314,7 @@ def run_look(grid: Grid, trials: list[Trial], covered: list[Trial], args: argpar
     look with work; its trial list then covers every look so far); returns (parent,
     interrupted)."""
     uri, client, exp, now, root = where_
-    runs = reader.trial_runs(client, exp)
+    runs = reader.trial_runs(client, exp, renamed(trials))
     stale = stale_results(trials, runs, now)
     say_stale(stale, now, args.rerun_stale)
     fresh = {t.hash for t in trials if args.force or (args.rerun_stale and t.hash in stale)}

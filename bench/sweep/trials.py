@@ -1,6 +1,7 @@
 """What a grid expands to: the command line's overrides applied (a new grid, the file's own left
-as read), then the trials (cross product minus `exclude`, times seeds), each with its validated
-config and its identity (the config, what its corpus is, the precision it runs in).
+as read), then the trials (cross product minus `exclude`, times seeds), each built whole by
+`resolve_trials`: its validated config and its identity (the config, what its corpus is, the
+precision it runs in), its vocabulary and the probes its corpus scores.
 
 Nothing here starts Ray or MLflow: the runner runs what this module resolves.
 """
@@ -13,11 +14,13 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+import variants
 from bench import data, provenance
 from bench.config import (
     PRESETS,
     Config,
     ConfigError,
+    canonical_axes,
     drop_untaken,
     merge,
     resolve,
@@ -47,15 +50,21 @@ class Overrides:
     seed_start: int | None = None
 
 
-@dataclass
+@dataclass(frozen=True)
 class Trial:
+    """One trial, finished: its grid values, validated config, identity (`trial_hash`), the
+    precision train.amp resolves to here, its corpus's vocabulary size, the grid options its
+    variant does not take, and the probes its corpus scores apart (None: a dry run that built
+    no corpus)."""
+
     values: dict[str, Any]  # this trial's value of each grid key
     cfg: Config
-    hash: str  # set from the corpus and the precision (`check_data`)
-    precision: str = ""  # what train.amp resolves to where it runs (`check_data`)
-    vocab: int = 0
-    ignored: list[str] = field(default_factory=list)  # grid options its variant does not take
-    probes: list[str] | None = None  # what its corpus scores apart (None: not built, a dry run)
+    hash: str
+    precision: str
+    vocab: int
+    ignored: tuple[str, ...] = ()
+    probes: tuple[str, ...] | None = None
+    earlier: tuple[str, ...] = ()  # its hash under each alias of its variant, as logged before
 
     @property
     def seed(self) -> int:
@@ -63,10 +72,13 @@ class Trial:
 
     @property
     def name(self) -> str:
-        """<variant>-<varied values>-s<seed>, e.g. talking-heads-n_heads=8-s0."""
-        varied = [f"{k.rsplit('.', 1)[-1]}={v}" for k, v in self.values.items()
-                  if k != "model.variant"]
-        return "-".join([self.cfg.model.variant, *varied, f"s{self.seed}"])
+        return trial_name(self.values, self.cfg)
+
+
+def trial_name(values: dict[str, Any], cfg: Config) -> str:
+    """<variant>-<varied values>-s<seed>, e.g. talking-heads-n_heads=8-s0."""
+    varied = [f"{k.rsplit('.', 1)[-1]}={v}" for k, v in values.items() if k != "model.variant"]
+    return "-".join([cfg.model.variant, *varied, f"s{cfg.train.seed}"])
 
 
 def _sha256_json(tree: dict) -> str:
@@ -79,7 +91,8 @@ def config_hash(cfg: Config) -> str:
     return _sha256_json(cfg.model_dump(mode="json"))
 
 
-def trial_hash(cfg: Config, identity: dict | None, precision_name: str) -> str:
+def trial_hash(cfg: Config, identity: dict | None, precision_name: str,
+               variant: str | None = None) -> str:
     """A trial's identity: the config's hash with its data section replaced by what the data is
     (`Corpus.identity()`: name, sha256, split sizes), so the same trial has the same identity in
     every checkout and on every machine, and other bytes under the same path do not; and the
@@ -87,8 +100,11 @@ def trial_hash(cfg: Config, identity: dict | None, precision_name: str) -> str:
     so a rerun elsewhere never reuses or averages with runs of the other precision. The worker
     refuses a trial whose precision it would resolve otherwise (`train(precision=...)`), so the
     identity is always what ran. None (a dry run that downloads nothing) hashes the data
-    section as written."""
+    section as written. `variant`: the hash the trial had when its variant was logged under
+    that name (an alias, before aliases resolved to the registered name)."""
     tree = cfg.model_dump(mode="json")
+    if variant is not None:
+        tree["model"]["variant"] = variant
     if identity is not None:
         tree["data"] = identity
     return _sha256_json({**tree, "precision": precision_name})
@@ -155,7 +171,7 @@ def apply(grid: Grid, o: Overrides) -> Grid:
     axes = {}
     for key, values in grid.grid.items():  # a --set on a grid key pins that axis to one value
         found, value = _lookup(sets, key)
-        axes[key] = [value] if found else values
+        axes[key] = canonical_axes({key: [value]})[key] if found else values
     return grid.model_copy(update={
         "base": grid.base.model_copy(update={"preset": preset, **merge(base, sets)}),
         "grid": axes, "seeds": _seeds(grid, o)})
@@ -188,54 +204,58 @@ def trial_config(values: dict[str, Any], seed: int, base: dict, preset: str | No
     return cfg, ignored
 
 
-def expand(grid: Grid) -> list[Trial]:
-    """Resolve and validate every trial (raises ConfigError naming the trial and the key). An
-    option the grid sets for several variants is dropped, and recorded as ignored, for the
-    trials whose variant does not take it; one that no trial's variant takes is refused."""
+def expand(grid: Grid) -> list[tuple[dict[str, Any], Config, list[str]]]:
+    """Every distinct trial's (grid values, validated config, options dropped as ignored); raises
+    ConfigError naming the trial and the key. An option the grid sets for several variants is
+    dropped, and recorded as ignored, for the trials whose variant does not take it; one that no
+    trial's variant takes is refused."""
     base, preset = {k: getattr(grid.base, k) for k in SECTIONS}, grid.base.preset
     combos = [values for combo in itertools.product(*grid.grid.values())
               if not excluded(values := dict(zip(grid.grid, combo, strict=True)), grid.exclude)]
     if not combos:
         raise ConfigError("exclude: every trial of the grid is excluded")
     refused = set.intersection(*(set(untaken(trial_tree(v, 0, base), preset)) for v in combos))
-    trials: dict[str, Trial] = {}
+    found: dict[str, tuple] = {}
     for values in combos:
         for seed in seed_list(grid.seeds):
             cfg, ignored = trial_config(values, seed, base, preset, refused)
-            trials.setdefault(config_hash(cfg), Trial(values, cfg, "", ignored=ignored))
-    return list(trials.values())
+            found.setdefault(config_hash(cfg), (values, cfg, ignored))
+    return list(found.values())
 
 
 def resolve_trials(grid: Grid, o: Overrides, dry_run: bool) -> tuple[Grid, list[Trial]]:
-    """The grid under the overrides and its trials, each validated and identified by its corpus
-    and precision (a dry run downloads nothing)."""
+    """The grid under the overrides and its trials, each built whole: validated, its corpus
+    built once per distinct data section (so a bad data option is a user error here, and a
+    download happens once), identified by that corpus and its precision. A dry run downloads
+    nothing: a corpus not yet downloaded is planned with 256 symbols and identified by its
+    options."""
     grid = apply(grid, o)
-    trials = expand(grid)
-    check_data(trials, dry_run)
+    seen: dict[str, tuple] = {}  # data options -> (vocabulary, identity, probes)
+    trials = []
+    for values, cfg, ignored in expand(grid):
+        d, tr = cfg.data, cfg.train
+        key = json.dumps([d.model_dump(mode="json"), tr.block, tr.batch_size], sort_keys=True)
+        if key not in seen:
+            seen[key] = _corpus(cfg, dry_run, trial_name(values, cfg))
+        vocab, identity, probes = seen[key]
+        precision_name = resolved_precision(cfg)
+        earlier = tuple(trial_hash(cfg, identity, precision_name, alias)
+                        for alias in variants.aliases(cfg.model.variant))
+        trials.append(Trial(values, cfg, trial_hash(cfg, identity, precision_name),
+                            precision_name, vocab, tuple(ignored), probes, earlier))
     return grid, trials
 
 
-def check_data(trials: list[Trial], dry_run: bool) -> None:
-    """Build each distinct corpus once (so a bad data option is a user error here, and a
-    download happens once), recording the vocabulary size and the probes it scores, and setting
-    each trial's precision and identity. A dry run downloads nothing: a corpus not yet
-    downloaded is planned with 256 symbols and identified by its options."""
-    seen: dict[str, tuple] = {}  # data options -> (vocabulary, identity, probes)
-    for t in trials:
-        d, tr = t.cfg.data, t.cfg.train
-        key = json.dumps([d.model_dump(mode="json"), tr.block, tr.batch_size], sort_keys=True)
-        if key not in seen:
-            cfg = t.cfg
-            if dry_run and "download" in data.options(d.name):
-                cfg = cfg.model_copy(update={"data": d.model_copy(update={"download": False})})
-            try:
-                corpus = load_corpus(cfg)
-                seen[key] = (corpus.vocab_size, corpus.identity(), list(corpus.target_floors()))
-            except (data.DataError, TypeError) as err:
-                if not (dry_run and cfg is not t.cfg and "no cached copy" in str(err)):
-                    raise ConfigError(f"trial {t.name}: data: {err}") from None
-                print(f"note: {d.name} is not downloaded yet; the plan assumes 256 symbols")
-                seen[key] = (256, None, None)
-        t.vocab, identity, t.probes = seen[key]
-        t.precision = resolved_precision(t.cfg)
-        t.hash = trial_hash(t.cfg, identity, t.precision)
+def _corpus(cfg: Config, dry_run: bool, name: str) -> tuple[int, dict | None, tuple | None]:
+    """(vocabulary size, identity, probes) of a trial's corpus; ConfigError naming the trial."""
+    d = cfg.data
+    if dry_run and "download" in data.options(d.name):
+        cfg = cfg.model_copy(update={"data": d.model_copy(update={"download": False})})
+    try:
+        corpus = load_corpus(cfg)
+        return corpus.vocab_size, corpus.identity(), tuple(corpus.target_floors())
+    except (data.DataError, TypeError) as err:
+        if not (dry_run and cfg.data is not d and "no cached copy" in str(err)):
+            raise ConfigError(f"trial {name}: data: {err}") from None
+        print(f"note: {d.name} is not downloaded yet; the plan assumes 256 symbols")
+        return 256, None, None

@@ -28,6 +28,9 @@ PLUGINS = "attnbench.plugins"
 SWEEP_PROCESS = "attnbench.process"  # a sweep run's driver: "<host>:<pid>" (is it still alive?)
 LOST = "attnbench.lost"  # why a sweep run left RUNNING was ended (its driver is gone)
 RAY_NODE, RAY_GCS, TRIAL_DIR = "attnbench.ray_node_id", "attnbench.ray_gcs", "attnbench.trial_dir"
+# the GPUs Ray gave a trial (ids on its node; a shared one where resources.gpu < 1) and what
+# CUDA_VISIBLE_DEVICES showed the trial's process: the only devices it could use
+RAY_GPUS, VISIBLE = "attnbench.ray_gpu_ids", "attnbench.cuda_visible_devices"
 FLOPS_ERROR = "attnbench.flops_error"  # why counting FLOPs failed (the results are kept)
 CLAIM = "attnbench.claim."  # + claim id: the verdict, on the sweep's run
 PARENT = "mlflow.parentRunId"

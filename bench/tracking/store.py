@@ -9,12 +9,12 @@ from pathlib import Path
 
 from mlflow import MlflowClient
 
-from bench.provenance import RESULTS
+from bench.provenance import LOCAL
 
 from .names import EXPERIMENT_KIND, TRAINING, default_uri
 
 
-def tracking_uri(explicit: str | None, results_dir: Path = RESULTS) -> str:
+def tracking_uri(explicit: str | None, results_dir: Path = LOCAL) -> str:
     """--tracking-uri, else $MLFLOW_TRACKING_URI, else an sqlite file in the results folder
     (the commands' one rule for where the store is)."""
     return explicit or os.environ.get("MLFLOW_TRACKING_URI") or default_uri(results_dir)

@@ -71,18 +71,44 @@ def train_step(model: TransformerLM, step_fn: Callable, opt: torch.optim.Optimiz
     return loss, lr, cache
 
 
-def maybe_compile(model: TransformerLM, enabled: bool, x: torch.Tensor) -> Callable:
-    """torch.compile'd model, tried on one forward and backward of x (compilation is lazy, so
-    that is where an unsupported backend fails); the eager model, with the reason, otherwise."""
-    if not enabled:
+def maybe_compile(model: TransformerLM, mode: bool | str, x: torch.Tensor) -> Callable:
+    """torch.compile'd model (`mode` True), tried on one forward and backward of x (compilation
+    is lazy, so that is where an unsupported backend fails); the eager model (`mode` False, or
+    with the reason where compiling fails).
+
+    "graphs": the forward and backward captured as CUDA graphs (torch.compile's
+    "reduce-overhead" mode, static shapes), replayed at every step, so a small model's step is
+    not bound by kernel launches. Each step marks a new iteration and copies out the cache it
+    hands to the next (a replay overwrites its outputs); a stream's first block, which has no
+    cache, is captured once more. CUDA only: elsewhere it runs eagerly and says why."""
+    if not mode:
         return model
-    try:
-        fn = torch.compile(model, dynamic=True)
-        logits, _ = fn(x)
-        logits.float().mean().backward()
-        model.zero_grad(set_to_none=True)
-        return fn
-    except Exception as err:  # noqa: BLE001  (any backend failure falls back to eager)
-        print(f"torch.compile unavailable ({type(err).__name__}: {str(err).splitlines()[0]}); "
+    graphs = mode == "graphs"
+    if graphs and x.device.type != "cuda":
+        print(f"train.compile=graphs: CUDA graphs need a CUDA device, not {x.device.type}; "
               "running eagerly", file=sys.stderr)
         return model
+    try:
+        fn = torch.compile(model, mode="reduce-overhead", dynamic=False) if graphs else \
+            torch.compile(model, dynamic=True)
+        step = _replayed(fn) if graphs else fn
+        logits, _ = step(x, None)
+        logits.float().mean().backward()
+        model.zero_grad(set_to_none=True)
+        return step
+    except Exception as err:  # noqa: BLE001  (any backend failure falls back to eager)
+        what = "CUDA graph capture" if graphs else "torch.compile"
+        print(f"{what} unavailable ({type(err).__name__}: {str(err).splitlines()[0]}); "
+              "running eagerly", file=sys.stderr)
+        return model
+
+
+def _replayed(fn: Callable) -> Callable:
+    """A captured model's step: a new iteration for CUDA graph trees, and the cache copied out
+    of the graph's output buffers, which the next replay overwrites."""
+    def step(x: torch.Tensor, cache: list | None) -> tuple[torch.Tensor, list]:
+        torch.compiler.cudagraph_mark_step_begin()
+        logits, new_cache = fn(x, cache)
+        return logits, [c.clone() for c in new_cache]
+
+    return step

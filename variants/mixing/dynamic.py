@@ -43,7 +43,7 @@ class DynamicTalkingHeads(TalkingHeads):
 
     @property
     def name(self) -> str:
-        return "dynamic"
+        return "dynamic-projections"
 
     @classmethod
     def free_heads(cls, fixed: dict[str, Any]) -> set[str]:

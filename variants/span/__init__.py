@@ -1,12 +1,12 @@
-"""Span policies: fixed, adaptive, dynamic-span (alias: dynamic)."""
+"""Span policies: fixed, adaptive, dynamic-span (its first name, `dynamic`, an alias)."""
 
 from .adaptive import AdaptiveSpan
 from .base import LearnedSpan, SpanPolicy
 from .dynamic import DynamicSpan
 from .fixed import FixedSpan
 
-# name -> class; `dynamic`, its first name (and what its layer reports), is kept as an alias
-POLICIES = {**{cls.name: cls for cls in (FixedSpan, AdaptiveSpan, DynamicSpan)},
-            "dynamic-span": DynamicSpan}
+POLICIES = {cls.name: cls for cls in (FixedSpan, AdaptiveSpan, DynamicSpan)}  # name -> class
+ALIASES = {"dynamic": "dynamic-span"}  # an earlier name -> the name it stands for
 
-__all__ = ["POLICIES", "AdaptiveSpan", "DynamicSpan", "FixedSpan", "LearnedSpan", "SpanPolicy"]
+__all__ = ["ALIASES", "POLICIES", "AdaptiveSpan", "DynamicSpan", "FixedSpan", "LearnedSpan",
+           "SpanPolicy"]

@@ -17,7 +17,7 @@ class DynamicSpan(LearnedSpan):
     read per forward through `trace()` (the trainer's evaluation), never from a later forward.
     """
 
-    name = "dynamic"
+    name = "dynamic-span"
 
     def __init__(self, d_model: int, n_heads: int, span: int, *, gate_bias: float = -4.0,
                  **options) -> None:

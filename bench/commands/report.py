@@ -1,0 +1,61 @@
+"""Paper-style tables, figures and findings of a sweep, read back from MLflow (the findings
+room, `bench.findings`).
+
+python -m bench.report ablations/span_limit.yaml          # or an experiment (grid) name
+python -m bench.report span_limit --tracking-uri sqlite:///runs/mlflow.db --out DIR
+python -m bench.report ablations/heads_grid.yaml --runs results/heads_grid/runs.csv
+
+The report covers the trials of one sweep, as the runner recorded them on the sweep's run: the
+experiment's newest sweep, or `--sweep RUN_ID`. A grid file given as the target supplies the
+claims, table and figures (else the grid file logged with the sweep).
+"""
+
+import argparse
+import sys
+from pathlib import Path
+
+from bench import plugins
+from bench.cli import VERDICTS
+from bench.config import ConfigError
+from bench.findings.report import ReportError, refind, render_sweep
+from bench.findings.spec import GridSpec
+from bench.provenance import LOCAL
+from bench.tracking.reader import StoreError
+from bench.tracking.store import tracking_uri
+
+
+def main(argv: list[str] | None = None) -> int:
+    p = argparse.ArgumentParser(prog="python -m bench.report", description=__doc__.split("\n")[0],
+                                epilog=VERDICTS)
+    p.add_argument("target", help="grid YAML (its name) or an MLflow experiment name")
+    p.add_argument("--tracking-uri", help="MLflow tracking URI (default: $MLFLOW_TRACKING_URI, "
+                   "else sqlite:///runs/mlflow.db)")
+    p.add_argument("--sweep", metavar="RUN_ID", help="the sweep's MLflow run (default: the "
+                   "experiment's newest sweep)")
+    p.add_argument("--out", type=Path, help="output folder (default runs/<grid>/; with "
+                   "--runs, the runs.csv's folder)")
+    p.add_argument("--runs", type=Path, metavar="RUNS_CSV", help="recompute only the findings "
+                   "of the grid file's claims from a runs.csv (a committed result's per-seed "
+                   "values), no MLflow store")
+    args = p.parse_args(argv)
+    try:
+        grid_file = Path(args.target) if args.target.endswith((".yaml", ".yml")) else None
+        if grid_file is not None and not grid_file.is_file():
+            raise ConfigError(f"grid file {grid_file} not found")
+        if args.runs is not None:
+            if grid_file is None or not args.runs.is_file():
+                raise ConfigError(f"--runs {args.runs}: needs a grid file as the target and an "
+                                  "existing runs.csv")
+            paths = refind(args.runs, grid_file, args.out or args.runs.parent)
+            print("wrote", *map(str, paths), sep="\n  ")
+            return 0
+        plugins.load(plugins.from_grid(grid_file))
+        name = (GridSpec.read(grid_file).name or grid_file.stem) if grid_file else args.target
+        paths = render_sweep(tracking_uri(args.tracking_uri), name, args.out or LOCAL / name,
+                             args.sweep, grid_file)
+    except (ConfigError, ReportError, StoreError) as err:
+        print(f"bench.report: {err}", file=sys.stderr)
+        return getattr(err, "code", 2)
+    print("wrote", *map(str, paths), sep="\n  ")
+    return 0
+

@@ -1,0 +1,75 @@
+"""Ablation sweeps: a YAML grid of configs, trained in parallel by Ray Tune, tracked in MLflow
+(the sweep room, `bench.sweep`).
+
+python -m bench.run ablations/heads_grid.yaml [--set train.steps=500] [--preset small]
+    [--data enwik8] [--seeds 0,1,2 | --seed-start 20] [--dry-run] [--address HOST:PORT]
+    [--force]
+
+Every trial config is resolved and validated before Ray or MLflow start; a user error exits 2.
+"""
+
+import argparse
+import shlex
+import sys
+from pathlib import Path
+
+from bench import plugins
+from bench.cli import VERDICTS, add_trial_args
+from bench.config import ConfigError, parse_sets
+from bench.findings.spec import seed_list
+from bench.provenance import LOCAL
+from bench.sweep import feasible
+from bench.sweep.grid import load_grid
+from bench.sweep.plan import print_plan
+from bench.sweep.runner import looks_of, reads, sweep
+from bench.sweep.trials import Overrides, resolve_trials
+
+
+def main(argv: list[str] | None = None) -> int:
+    p = argparse.ArgumentParser(prog="python -m bench.run", description=__doc__.split("\n")[0],
+                                epilog=VERDICTS)
+    p.add_argument("grid", type=Path, help="grid file, e.g. ablations/heads_grid.yaml")
+    add_trial_args(p)
+    p.add_argument("--dry-run", action="store_true",
+                   help="print the trials and the estimated cost, then exit")
+    p.add_argument("--address", help="an existing Ray cluster (default: $RAY_ADDRESS, else local)")
+    p.add_argument("--tracking-uri", help="MLflow tracking URI (default: $MLFLOW_TRACKING_URI, "
+                   "else sqlite:///<results-dir>/mlflow.db)")
+    p.add_argument("--results-dir", type=Path, default=LOCAL,
+                   help="where <grid>/ and the default MLflow db go (default runs/, which git "
+                   "ignores; the committed results are written with --results-dir results)")
+    p.add_argument("--force", action="store_true", help="rerun finished trials too, from scratch")
+    p.add_argument("--rerun-stale", action="store_true",
+                   help="rerun, from scratch, finished trials whose result comes from other "
+                   "training code (another code_version; default: reuse them, marked stale)")
+    p.add_argument("--no-report", action="store_true", help="skip bench.report at the end")
+    args = p.parse_args(argv)
+    try:
+        grid = load_grid(args.grid)  # its plugins, and $ATTNBENCH_PLUGINS, imported first
+        grid = grid.model_copy(update={"plugins": plugins.load(grid.plugins)})
+        overrides = Overrides(parse_sets(args.sets), args.preset, args.data, args.seeds,
+                              args.seed_start)
+        grid, trials = resolve_trials(grid, overrides, args.dry_run)
+        feasible.check(grid.claims, grid.grid, trials)
+        levels = feasible.by_look(grid.claims, grid.grid, grid.seeds)
+        feasible.check_looks(levels)
+        feasible.check_gpus(grid, args.address)
+    except ConfigError as err:
+        print(f"error: {err}", file=sys.stderr)
+        return 2
+    if args.dry_run:
+        looks = looks_of(grid)
+        first = [t for t in trials if t.seed in looks[0]]
+        print_plan(first, grid.claims, levels, grid.design_seeds, seed_list(grid.seeds))
+        if len(looks) > 1:
+            later = [t for t in trials if t.seed not in looks[0]
+                     and reads(grid.claims, grid.grid, t.values)]
+            print(f"\nseeds.looks {grid.seeds.looks}: look 1 runs the {len(first)} trials above "
+                  f"(seeds {looks[0][0]}-{looks[0][-1]}); later looks add seeds up to "
+                  f"{looks[-1][-1]} only to the settings an undecided claim reads: at most "
+                  f"{len(later)} more trials")
+        return 0
+    command = shlex.join(["python", "-m", "bench.run", *(sys.argv[1:] if argv is None
+                                                          else map(str, argv))])
+    return sweep(grid, trials, args, command)
+

@@ -54,6 +54,11 @@ BAD = {
     "more than one GPU, not whole": ({"resources": {"gpu": 1.5}}, [], "a share of one GPU"),
     "an alias beside its name": ({"grid": {"model.variant": ["dynamic", "dynamic-span"]}}, [],
                                  "'dynamic' and 'dynamic-span' name one variant"),
+    "a span no training stream holds": ({}, ["--set", "model.span=14000"],
+                                        "model.span=14000: the synthetic train split's 4 streams"),
+    "a prefix too short for its splits": (
+        {"base": {"preset": "tiny", "data": {"name": "file", "path": str(SMOKE)}}}, [],
+        "train split has"),
     **({} if torch.cuda.is_available() else {
         "GPUs on a machine without": ({"resources": {"gpu": 0.25}}, [],
                                       "resources.gpu=0.25: this machine has no CUDA device")}),

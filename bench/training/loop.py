@@ -64,8 +64,8 @@ class LoopState:
 
 def load_corpus(cfg: Config) -> data.Corpus:
     """The config's corpus (`bench.data.build`), checked against the model and the training
-    sizes: a DataError when a probe's episodes outgrow the span or a split cannot fill the
-    blocks."""
+    sizes: a DataError when a probe's episodes outgrow the span, a split cannot fill the blocks,
+    or the span is longer than a training stream can hold."""
     d, t = cfg.data, cfg.train
     corpus = data.build(d.name, **d.options)
     need = t.batch_size * (t.block + 1)
@@ -73,6 +73,13 @@ def load_corpus(cfg: Config) -> data.Corpus:
         raise data.DataError(f"train.block={t.block} x train.batch_size={t.batch_size} needs "
                              f"{need} training tokens; the {d.name} train split has "
                              f"{len(corpus.train)}")
+    row = len(corpus.train) // t.batch_size  # each stream's characters (`train_batches`)
+    if cfg.model.span > row - t.block - 1:
+        raise data.DataError(f"model.span={cfg.model.span}: the {d.name} train split's "
+                             f"{t.batch_size} streams hold {row} characters each, so no "
+                             f"block of {t.block} sees {cfg.model.span} back (at most "
+                             f"{row - t.block - 1}); a longer corpus, a smaller "
+                             "train.batch_size or a shorter span")
     for key, need in corpus.needs_span().items():
         if cfg.model.span < need:
             raise data.DataError(f"{key}: an episode needs model.span >= {need} (one head's "

@@ -23,8 +23,8 @@ Both have smallest attainable p 2^-n (`floor`). Each test reports the interval t
 (a one-sided bound at its level, the 1 - 2 level interval of an equivalence), the p of the
 opposite direction, and what an inconclusive test could see: for the mean, statsmodels' t power
 (the sign-flip test's large-sample power), at an upper confidence bound of the seeds' std where
-asked; for the median, the binomial power of the count. p-values of a family are Holm-corrected,
-which scipy does not provide (its `false_discovery_control` controls the false discovery rate).
+asked; for the median, the binomial power of the count. p-values of a family are Holm-corrected
+(statsmodels).
 """
 
 import warnings
@@ -34,6 +34,7 @@ from typing import Literal
 import numpy as np
 import pandas as pd
 from scipy.stats import binom, chi2, permutation_test, quantile_test, ttest_1samp
+from statsmodels.stats.multitest import multipletests
 from statsmodels.stats.power import TTestPower
 
 ALPHA = 0.05  # family-wise error rate of a table's or a grid's tests
@@ -250,17 +251,13 @@ def min_seeds(alpha: float) -> int:
 
 
 def holm(p: np.ndarray | pd.Series | list[float]) -> np.ndarray:
-    """Holm-adjusted p-values (family-wise error control); NaN entries are not tests and stay
-    NaN. adjusted p_(i) = max over j <= i of min(1, (m - j + 1) p_(j)), p sorted ascending."""
+    """Holm-adjusted p-values (family-wise error control, statsmodels' `multipletests`); NaN
+    entries are not tests and stay NaN."""
     p = np.asarray(p, dtype=float)
     out = np.full_like(p, np.nan)
     ok = ~np.isnan(p)
-    m = int(ok.sum())
-    order = np.argsort(p[ok], kind="stable")
-    stepped = np.minimum(1.0, np.maximum.accumulate(p[ok][order] * (m - np.arange(m))))
-    adjusted = np.empty(m)
-    adjusted[order] = stepped
-    out[ok] = adjusted
+    if ok.any():
+        out[ok] = multipletests(p[ok], alpha=ALPHA, method="holm")[1]
     return out
 
 

@@ -9,6 +9,7 @@ import pandas as pd
 import pytest
 from scipy.stats import binom, nct, permutation_test, quantile_test, ttest_rel
 from scipy.stats import t as student_t
+from statsmodels.stats.multitest import multipletests
 
 from bench.findings import stats
 
@@ -97,6 +98,13 @@ def test_holm_by_hand():
     assert np.allclose(stats.holm(p), [0.03, 0.06, np.nan, 0.06, 0.02], equal_nan=True)
     assert stats.holm([0.5, 0.9]).tolist() == [1.0, 1.0]
     assert stats.holm([]).size == 0
+
+
+def test_holm_is_statsmodels_holm():
+    rng = np.random.default_rng(0)
+    for m in range(1, 9):
+        p = rng.uniform(0, 0.1, m)
+        assert np.array_equal(stats.holm(p), multipletests(p, method="holm")[1])
 
 
 def power(effect: float, sd: float, n: int, alpha: float) -> float:

@@ -258,12 +258,9 @@ def holm(p: np.ndarray | pd.Series | list[float]) -> np.ndarray:
     p = np.asarray(p, dtype=float)
     out = np.full_like(p, np.nan)
     ok = ~np.isnan(p)
-    m = int(ok.sum())
-    order = np.argsort(p[ok], kind="stable")
-    stepped = np.minimum(1.0, np.maximum.accumulate(p[ok][order] * (m - np.arange(m))))
-    adjusted = np.empty(m)
-    adjusted[order] = stepped
-    out[ok] = adjusted
+    order = np.flatnonzero(ok)[np.argsort(p[ok], kind="stable")]  # the tests, p ascending
+    m = order.size
+    out[order] = np.minimum(1.0, np.maximum.accumulate(p[order] * (m - np.arange(m))))
     return out
 
 

@@ -203,10 +203,19 @@ class Config(Strict):
 
     @model_validator(mode="after")
     def _static_shapes(self) -> "Config":
-        """A captured step replays fixed shapes: a learned span that trims its window changes
-        them as it learns, so graph capture is refused there (with the way out)."""
-        m = self.model
-        if self.train.compile == "graphs":
+        """A captured step (training.graphs) replays fixed shapes and reads nothing on the host:
+        a learned span that trims its window changes the shapes as it learns, and Adagrad's step
+        and per-tensor clipping read values on the host, so capture is refused there (with the
+        way out)."""
+        m, t = self.model, self.train
+        host_step = t.optimizer != "adamw" or (t.clip > 0 and t.clip_mode == "param")
+        if t.compile == "graphs" and host_step:
+            raise ValueError("train.compile=graphs captures the whole step, optimiser included, "
+                             "which needs train.optimizer=adamw (a capturable step) and "
+                             "train.clip_mode=global or train.clip=0 (per-tensor clipping reads "
+                             f"each norm on the host); got train.optimizer={t.optimizer}, "
+                             f"train.clip_mode={t.clip_mode}, train.clip={t.clip}")
+        if t.compile == "graphs":
             layer = variants.build(m.variant, d_model=m.d_model, n_heads=m.n_heads, span=m.span,
                                    **m.attn).describe()
             if layer["learned_spans"] and layer["options"].get("trim", False):

@@ -2,20 +2,24 @@
 # The GPU checks (issue "Grids on a GPU as their users run them"), one run of at most 8 minutes on
 # one CUDA GPU, from the repository root:
 #     bash ci/gpu_check.sh OUT_DIR            (default: $OUT, else results/speed/gpu)
-# 1. the CUDA tests (CUDA = CPU layers, the training loop on CUDA, a captured step's losses);
-# 2. bench.speed at the main job's sizes and at the small preset (batch 64), fp32 and bf16, eager
-#    and with the step captured as CUDA graphs (train.compile=graphs);
-# 3. trials packed on one GPU: the main job's 6 settings and 2 more seeds (one look's worth), one
-#    alone then 8 concurrent bench.train processes, eager and captured: tokens/s each, and the
-#    aggregate (every trial's tokens over the wall time).
-# Each writes under OUT_DIR: machine.txt, cuda_tests.txt, speed_mainjob.md, speed_small.md,
-# packing.md. Where the one-run commands' packages (pydantic, fvcore, ...) are missing, as on
-# this project's GPU machines, put them in .whl/ first (bash ci/gpu_wheels.sh, where pip reaches
-# PyPI): they are installed into /tmp/site here.
+# 1. the CUDA tests (CUDA = CPU layers; the captured step replays the eager step; a captured
+#    run's losses against the eager run's);
+# 2. a main-job trial (bench.train, the main job's settings, 1000 steps) alone, eager and with its
+#    step captured as one CUDA graph (train.compile=graphs): tokens/s;
+# 3. bench.speed at the main job's sizes, fp32 and bf16, eager and captured;
+# 4. eight main-job trials at once on the GPU (the 6 settings and 2 more seeds), eager and
+#    captured, then the same under NVIDIA's MPS where the machine has it: each trial's tokens/s,
+#    their sum, and every token over the wall time (startup and evaluation included);
+# 5. bench.speed at the small preset, batch 64, fp32 against bf16 (S 512, then 1024).
+# Each writes under OUT_DIR: machine.txt, cuda_tests.txt, trials.md, speed_mainjob.md,
+# speed_small.md, log.txt (what failed, with its last lines). Where the one-run commands'
+# packages (pydantic, fvcore, ...) are missing, as on this project's GPU machines, put them in
+# .whl/ first (bash ci/gpu_wheels.sh, where pip reaches PyPI): they are installed into /tmp/site.
 set -uo pipefail
 cd "$(dirname "$0")/.."
 OUT=${1:-${OUT:-results/speed/gpu}}
 PY=${PYTHON:-python3}
+STEPS=${STEPS:-1000}
 mkdir -p "$OUT"
 export PYTHONUNBUFFERED=1
 if [ -d .whl ]; then
@@ -24,61 +28,92 @@ if [ -d .whl ]; then
 fi
 { nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv
   "$PY" -c "import torch; print('torch', torch.__version__, 'CUDA', torch.version.cuda)"
-  git log -1 --format='commit %h %s' 2>/dev/null; } > "$OUT/machine.txt" 2>&1
+  nproc; git log -1 --format='commit %h %s' 2>/dev/null; } > "$OUT/machine.txt" 2>&1
+log() { echo "== $1 (exit $2)" >> "$OUT/log.txt"; tail -n 15 "$3" >> "$OUT/log.txt"; }
 
-# 1. CUDA tests (about a minute)
-timeout 180 "$PY" -m pytest -q -p no:cacheprovider tests/test_variants.py -k cuda \
-    tests/test_train.py > "$OUT/cuda_tests.txt" 2>&1
+# 1. the CUDA tests
+timeout 200 "$PY" -m pytest -o addopts="" -q -rs -p no:cacheprovider -p no:warnings \
+    tests/test_variants.py tests/test_train.py -k "cuda or captured" > "$OUT/cuda_tests.txt" 2>&1
 
-# the main job's model and training (its grid's base), as --set options
-sets() {  # $1: the sections to take
-    "$PY" - "$1" <<'PY'
-import sys, yaml
+# the main job's settings (ablations/heads_grid.yaml's base, but its lengths) as --set options
+mapfile -t MAINJOB < <("$PY" - <<'PY'
+import yaml
 base = yaml.safe_load(open("ablations/heads_grid.yaml"))["base"]
-skip = ("steps", "eval_every", "checkpoint_every", "eval_tokens")
-out = [f"{s}.{k}={yaml.safe_dump(v, default_flow_style=True).strip()}"
-       for s in sys.argv[1].split(",") for k, v in base[s].items() if k not in skip]
-print(" ".join(f"--set {o}" for o in out).replace("\n", ""))
+skip = {"train.steps", "train.eval_every", "train.checkpoint_every", "train.eval_tokens"}
+def flat(d, pre):
+    for k, v in d.items():
+        yield from flat(v, f"{pre}{k}.") if isinstance(v, dict) else [(f"{pre}{k}", v)]
+for key, v in (kv for s in ("model", "data", "train") for kv in flat(base[s], s + ".")):
+    if key not in skip:
+        print("--set")
+        print(f"{key}={v}")
 PY
-}
-MODEL=$(sets model,train)
-DATA=$(sets data)
+)
 
-# 2. speed at the main job's sizes (h = 2, 4, 8), then at the small preset, batch 64
-timeout 150 "$PY" -m bench.speed --preset tiny $MODEL --spans 32 --heads 2,4,8 \
-    --variants talking-heads --amp --graphs --repeats 5 > "$OUT/speed_mainjob.md" 2>&1
-timeout 150 "$PY" -m bench.speed --preset small --set train.batch_size=64 --spans 1024 \
-    --heads 8 --variants talking-heads --amp --graphs --repeats 3 > "$OUT/speed_small.md" 2>&1
-
-# 3. packing: the main job's trials at 600 steps, 1 alone then 8 at once, eager and captured
-TRIALS="fixed:2 fixed:4 fixed:8 talking-heads:2 talking-heads:4 talking-heads:8 fixed:8
-        talking-heads:8"
-pack() {  # $1: label, $2: trials at once, $3: train.compile
-    local dir=/tmp/pack/$1 n=0 start
+# 2 and 4. main-job trials: $2 at once, train.compile=$3
+TRIALS=(fixed:2 fixed:4 fixed:8 talking-heads:2 talking-heads:4 talking-heads:8 fixed:8
+        talking-heads:8)
+trials() {  # $1: label, $2: trials at once, $3: train.compile
+    local dir=/tmp/trials/$1 start end n
     rm -rf "$dir" && mkdir -p "$dir" && start=$(date +%s.%N)
-    for t in $TRIALS; do
-        [ "$n" -ge "$2" ] && break
-        timeout 150 "$PY" -m bench.train --no-progress --variant "${t%%:*}" \
-            --set "model.n_heads=${t##*:}" $MODEL $DATA --set train.steps=600 \
-            --set train.eval_every=600 --set train.compile="$3" --set train.seed=$n \
-            --out "$dir/$n" > "$dir/$n.log" 2>&1 &
-        n=$((n + 1))
+    for ((n = 0; n < $2; n++)); do
+        local t=${TRIALS[$n]}
+        timeout 170 "$PY" -m bench.train --no-progress --preset tiny --variant "${t%%:*}" \
+            --set "model.n_heads=${t##*:}" "${MAINJOB[@]}" --set train.steps="$STEPS" \
+            --set train.eval_every="$STEPS" --set train.eval_tokens=4000 \
+            --set train.compile="$3" --set train.seed=$n --out "$dir/$n" > "$dir/$n.log" 2>&1 &
     done
     wait
-    "$PY" - "$1" "$dir" "$start" "$(date +%s.%N)" <<'PY' >> "$OUT/packing.md"
+    end=$(date +%s.%N)
+    for ((n = 0; n < $2; n++)); do
+        [ -f "$dir/$n/result.json" ] || log "$1 trial $n" failed "$dir/$n.log"
+    done
+    "$PY" - "$1" "$dir" "$start" "$end" <<'PY' >> "$OUT/trials.md"
 import json, sys
 from pathlib import Path
 label, d, start, end = sys.argv[1], Path(sys.argv[2]), float(sys.argv[3]), float(sys.argv[4])
 done = [json.loads(p.read_text()) for p in sorted(d.glob("*/result.json"))]
-tokens = sum(r["tokens"] for r in done)
-each = ", ".join(f"{r['tokens_per_s']:,.0f}" for r in done)
-print(f"| {label} | {len(done)} | {end - start:.1f} | {tokens / (end - start):,.0f} | {each} |")
+precision = json.loads((d / "0" / "config.json").read_text())["precision"] if done else "-"
+each = [r["tokens_per_s"] for r in done]
+wall = sum(r["tokens"] for r in done) / (end - start)
+print(f"| {label} | {len(done)} | {precision} | {end - start:.1f} "
+      f"| {sum(each):,.0f} | {wall:,.0f} | {', '.join(f'{e:,.0f}' for e in each)} |")
 PY
 }
-{ echo "| run | trials finished | wall s | aggregate tokens/s | each trial's tokens/s (steps) |"
-  echo "| --- | --- | --- | --- | --- |"; } > "$OUT/packing.md"
-pack eager-1 1 false
-pack eager-8 8 false
-pack graphs-1 1 graphs
-pack graphs-8 8 graphs
-tail -n 8 "$OUT"/*.md "$OUT/cuda_tests.txt"
+{ echo "$STEPS steps of the main job's trials (bench.train), each trial's tokens/s over its"
+  echo "training steps; 'sum' adds them (the trials overlap), 'wall' is every token over the"
+  echo "wall time of the whole batch, startup, capture and evaluation included."
+  echo
+  echo "| run | trials | precision | wall s | sum tokens/s | wall tokens/s | each trial |"
+  echo "| --- | --- | --- | --- | --- | --- | --- |"; } > "$OUT/trials.md"
+trials eager-1 1 false
+trials graphs-1 1 graphs
+
+# 3. bench.speed at the main job's sizes
+timeout 150 "$PY" -m bench.speed --preset tiny "${MAINJOB[@]}" --spans 32 --heads 4 \
+    --variants talking-heads --amp --graphs --repeats 10 > "$OUT/speed_mainjob.md" 2>&1 ||
+    log speed_mainjob $? "$OUT/speed_mainjob.md"
+
+trials eager-8 8 false
+trials graphs-8 8 graphs
+
+# 5. the small preset at batch 64: fp32 against bf16
+for S in 512 1024; do
+    timeout 120 "$PY" -m bench.speed --preset small --set train.batch_size=64 --spans $S \
+        --heads 8 --variants fixed --amp --repeats 3 >> "$OUT/speed_small.md" 2>&1 ||
+        log "speed_small S=$S" $? "$OUT/speed_small.md"
+done
+
+# 4 under MPS, where the machine has it
+if command -v nvidia-cuda-mps-control > /dev/null; then
+    export CUDA_MPS_PIPE_DIRECTORY=/tmp/mps CUDA_MPS_LOG_DIRECTORY=/tmp/mps-log
+    mkdir -p /tmp/mps /tmp/mps-log
+    if nvidia-cuda-mps-control -d; then
+        trials eager-8-mps 8 false
+        trials graphs-8-mps 8 graphs
+        echo quit | nvidia-cuda-mps-control
+    fi
+else
+    echo "(no nvidia-cuda-mps-control on this machine: MPS not measured)" >> "$OUT/trials.md"
+fi
+tail -n 12 "$OUT/trials.md" "$OUT/cuda_tests.txt"

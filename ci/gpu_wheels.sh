@@ -10,7 +10,6 @@ pins() { for name in "$@"; do grep -iE "^$name==" constraints.txt; done; }
 python3 -m pip download -q --no-deps --only-binary=:all: --python-version 3.12 \
     --implementation cp --platform manylinux_2_28_x86_64 --platform manylinux_2_17_x86_64 \
     --platform manylinux2014_x86_64 -d .whl \
-    $(pins pydantic pydantic_core annotated-types typing-inspection iopath yacs termcolor \
-      platformdirs)
-python3 -m pip download -q --no-deps --no-binary=:all: -d .whl $(pins fvcore)  # an sdist only
+    $(pins pydantic pydantic_core annotated-types typing-inspection yacs termcolor platformdirs)
+python3 -m pip download -q --no-deps --no-binary=:all: -d .whl $(pins fvcore iopath)  # sdists only
 ls .whl

@@ -106,6 +106,8 @@ def test_amp_side_by_side(native, capsys, monkeypatch):
     (["--variants", "talking-heds"], "unknown name 'talking-heds'"),
     (["--variants", "adaptive:mixng=both"], "model.attn.mixng='both': unknown option"),
     (["--set", "model.nheads=3"], "model.nheads"),
+    (["--graphs"], "captures the whole step, optimiser included, which needs "
+                   "train.optimizer=adamw"),  # the tiny preset's Adagrad
 ])
 def test_bad_config_exits_2_before_timing(argv, message, capsys, monkeypatch):
     monkeypatch.setattr(speed, "run", lambda *a: pytest.fail("timed before validating"))
@@ -125,6 +127,24 @@ def test_bad_arguments_exit_2(argv, message, capsys):
     with pytest.raises(SystemExit) as exc:
         speed_cli.main(argv)
     assert exc.value.code == 2 and message in capsys.readouterr().err
+
+
+def test_graphs_name_the_cases_not_captured_and_say_why_off_cuda(capsys, monkeypatch):
+    """--graphs times the captured step of every case whose config allows it: a learned span
+    that trims is named on stderr with the reason; off CUDA the run says it times eager only."""
+    seen, run = {}, speed_cli.run
+    monkeypatch.setattr(speed_cli, "run", lambda *a: seen.update(a[-1]) or run(*a))
+    sets = ["model.d_model=32", "model.n_layers=2", "model.d_ff=64", "train.batch_size=2",
+            "train.block=32", "train.device=cpu", "train.optimizer=adamw",
+            "train.clip_mode=global"]
+    argv = [a for s in sets for a in ("--set", s)]
+    assert speed_cli.main([*argv, "--spans", "64", "--heads", "2", "--variants", "fixed",
+                           "--repeats", "1", "--graphs"]) == 0
+    err = capsys.readouterr().err
+    assert "--graphs: adaptive@6 is timed eagerly only" in err and "trim the window" in err
+    assert "CUDA graphs need a CUDA device, not cpu; timing eager only" in err
+    assert [c.label for c in seen] == ["fixed"]
+    assert all(c.train.compile == "graphs" for c in seen.values())
 
 
 def test_compile_falls_back_with_the_reason(capsys, monkeypatch):

@@ -13,7 +13,7 @@ import torch
 
 from bench import plugins
 from bench.cli import add_preset, add_set, fraction, int_list
-from bench.config import ConfigError, parse_sets
+from bench.config import ConfigError, merge, parse_sets
 from bench.measure.speed import cases, log_mlflow, run
 from bench.training.memory import keep_heap
 
@@ -57,11 +57,12 @@ def main(argv: list[str] | None = None) -> int:
         tree = parse_sets(args.sets)
         configs = {c: c.config(tree, args.preset) for c in
                    cases(args.spans, args.heads, args.variants.split(","), args.span_frac, keys)}
+        graphs = captured(configs, tree, args.preset) if args.graphs else {}
     except ConfigError as err:
         print(f"error: {err}", file=sys.stderr)
         return 2
     keep_heap()
-    df = run(configs, args.repeats, args.compile, args.amp, args.graphs)
+    df = run(configs, args.repeats, args.compile, args.amp, graphs)
     cfg = next(iter(configs.values()))
     if args.mlflow:
         log_mlflow(df, vars(args))
@@ -76,4 +77,20 @@ def main(argv: list[str] | None = None) -> int:
               f"{cfg.train.batch_size}, D {cfg.model.d_model}, {cfg.model.n_layers} layers")
         print(df.to_markdown(index=False, floatfmt=".3g"))
     return 0
+
+
+def captured(configs: dict, tree: dict, preset: str | None) -> dict:
+    """The cases whose step can be captured (their configs with train.compile=graphs); the
+    others are named on stderr with the reason. ConfigError where none can."""
+    out, refused = {}, {}
+    for case in configs:
+        try:
+            out[case] = case.config(merge(tree, {"train": {"compile": "graphs"}}), preset)
+        except ConfigError as err:
+            refused[case.label] = err
+    if not out:
+        raise ConfigError(f"--graphs: {next(iter(refused.values()))}")
+    for label, err in refused.items():
+        print(f"--graphs: {label} is timed eagerly only: {err}", file=sys.stderr)
+    return out
 

@@ -2,6 +2,7 @@
 each also as a ratio against `fixed` at the same span limit, measured side by side in one run;
 with amp, every case in fp32 and in bf16 autocast, interleaved (column amp_x)."""
 
+import copy
 import statistics
 import sys
 import time
@@ -17,6 +18,7 @@ from bench.model import TransformerLM, create_model
 from bench.model.cost import analytic_flops, executed_flops, set_spans
 from bench.provenance import device as pick_device
 from bench.training import precision
+from bench.training.graphs import WARMUP, make_step
 from bench.training.step import make_optimizer, maybe_compile, train_step
 from variants import build as build_layer
 
@@ -105,7 +107,7 @@ class Bench:
     """One model at one setting, with a full cache, stepping on random bytes."""
 
     def __init__(self, case: Case, cfg: Config, dev: torch.device, compile_: bool,
-                 amp: bool = False, graphs: bool = False) -> None:
+                 amp: bool = False, graphs: Config | None = None) -> None:
         self.case, self.dev, self.t, self.amp = case, dev, cfg.train, amp
         self.model = create_model(cfg.model, 256).to(dev)
         self.opt = make_optimizer(self.model, cfg.train)
@@ -115,17 +117,36 @@ class Bench:
         for _ in range(-(-case.span // M) + 1):  # fill every layer's cache
             _, self.cache = self.model(self.x, self.cache)
         self.set_span()
-        self.compiled = self.compile(True) if compile_ else None
-        self.captured = self.compile("graphs") if graphs else None
+        self.compiled = self.compile() if compile_ else None
+        self.captured = self.capture(graphs) if graphs and dev.type == "cuda" else None
 
-    def compile(self, mode: bool | str):
-        """The trainer's torch.compile'd model (or its step captured as CUDA graphs), warmed
-        up; None where it fell back to eager."""
-        fn = maybe_compile(self.model, mode, self.x)
+    def compile(self):
+        """The trainer's torch.compile'd model, warmed up; None where it fell back to eager."""
+        fn = maybe_compile(self.model, True, self.x)
         if fn is self.model:
             return None
         self.train_step(fn)
         return fn
+
+    def capture(self, cfg: Config):
+        """The trainer's whole step captured as one CUDA graph (`training.graphs`, cfg: this
+        case with train.compile=graphs), on a copy of the model with its own capturable
+        optimiser and cache, warmed up, captured and replayed once."""
+        model = copy.deepcopy(self.model)
+        step = make_step(model, model, make_optimizer(model, cfg.train), cfg.train, self.amp,
+                         self.dev)
+        self.graph_cache = [c.clone() for c in self.cache]
+        for _ in range(WARMUP + 2):
+            _, _, self.graph_cache = step(self.x, self.x, self.graph_cache, self.t.warmup)
+        return step
+
+    def captured_step(self) -> float:
+        """Seconds of one replay of the captured step."""
+        sync(self.dev)
+        tic = time.perf_counter()
+        _, _, self.graph_cache = self.captured(self.x, self.x, self.graph_cache, self.t.warmup)
+        sync(self.dev)
+        return time.perf_counter() - tic
 
     def set_span(self) -> None:
         """z + R = the case's learned span: spans as if learned, no training needed."""
@@ -174,30 +195,35 @@ def cases(spans: list[int], heads: list[int], variants: list[str], frac: float |
 
 
 def run(configs: dict[Case, Config], repeats: int, compile_: bool, amp: bool = False,
-        graphs: bool = False) -> pd.DataFrame:
+        graphs: dict[Case, Config] | None = None) -> pd.DataFrame:
     """Time every case (in fp32, and in bf16 autocast too where `amp` and the device has bf16),
     interleaved; one row per case and precision with its ratios against `fixed` in the same
     precision, and amp_x, the bf16 speed-up over fp32; compile_x and graphs_x: the step
-    torch.compile'd, and captured as CUDA graphs, over the eager step. MFU is against the
-    matmul peak of the row's precision, measured in this process."""
+    torch.compile'd, and captured whole as a CUDA graph (the cases in `graphs`, with their
+    train.compile=graphs configs; CUDA only), over the eager step. MFU is against the matmul
+    peak of the row's precision, measured in this process."""
     cfg = next(iter(configs.values()))
     dev = pick_device(cfg.train.device)
     modes = [False, True] if amp and not bf16_fallback(dev, amp) else [False]
+    if graphs and dev.type != "cuda":
+        print(f"--graphs: CUDA graphs need a CUDA device, not {dev.type}; timing eager only",
+              file=sys.stderr, flush=True)
     peaks = {m: matmul_peak(dev, torch.bfloat16 if m else torch.float32) for m in modes}
     # torch.compile's recompile limit counts per code object, and every case's model shares
     # TransformerLM.forward: without room for each, later cases would silently run eagerly.
     dynamo = torch._dynamo.config
     dynamo.recompile_limit = max(dynamo.recompile_limit, 4 * len(configs))
-    benches = [Bench(c, conf, dev, compile_, m, graphs) for c, conf in configs.items()
-               for m in modes]
+    benches = [Bench(c, conf, dev, compile_, m, (graphs or {}).get(c))
+               for c, conf in configs.items() for m in modes]
     times = {i: ([], [], [], []) for i in range(len(benches))}
     for _ in range(repeats + 1):  # the first round warms up
         for i, b in enumerate(benches):
             times[i][0].append(b.train_step())
             times[i][1].append(b.infer_step())
-            for k, fn in ((2, b.compiled), (3, b.captured)):
-                if fn is not None:
-                    times[i][k].append(b.train_step(fn))
+            if b.compiled is not None:
+                times[i][2].append(b.train_step(b.compiled))
+            if b.captured is not None:
+                times[i][3].append(b.captured_step())
     tokens = cfg.train.batch_size * cfg.train.block
     rows = []
     for i, b in enumerate(benches):

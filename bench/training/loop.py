@@ -21,8 +21,9 @@ from bench.record import Evaluation, RunResult
 from . import precision
 from .checkpoint import load_checkpoint, rng_state, save_atomic, set_rng_state
 from .evaluate import LN2, evaluate
+from .graphs import make_step
 from .memory import keep_heap, peak_memory_mb, start_run
-from .step import make_optimizer, maybe_compile, train_step
+from .step import make_optimizer, maybe_compile
 from .summary import final_record
 
 Report = Callable[[Evaluation, Path | None], None]
@@ -112,11 +113,12 @@ def train(cfg: Config, out_dir: Path, *, report: Report | None = None, progress:
     _describe(cfg, out_dir, corpus, amp, device)
     torch.manual_seed(t.seed)  # dropout; the weights are drawn per (seed, name, shape)
     model = create_model(cfg.model, corpus.vocab_size, t.seed).to(device)
-    step_fn = maybe_compile(model, t.compile, torch.zeros(t.batch_size, t.block, dtype=torch.long,
-                                                       device=device))
+    step_fn = maybe_compile(model, t.compile is True, torch.zeros(
+        t.batch_size, t.block, dtype=torch.long, device=device))
     opt = make_optimizer(model, t)
     ckpt = out_dir / "checkpoint.pt"
     state, cache = _restore(ckpt, model, opt, device) if resume else (LoopState(), None)
+    step = make_step(model, step_fn, opt, t, amp, device)  # captured after the restore
     batches = data.train_batches(corpus.train, t.batch_size, t.block, start=state.pos,
                                  device=device)
     bar = tqdm(total=t.steps, initial=state.step, disable=not progress, dynamic_ncols=True,
@@ -127,7 +129,7 @@ def train(cfg: Config, out_dir: Path, *, report: Report | None = None, progress:
         pos, x, y = next(batches)
         if pos == 0:
             cache = None  # start of the streams: no preceding text
-        loss, lr, cache = train_step(model, step_fn, opt, t, x, y, cache, state.step, amp)
+        loss, lr, cache = step(x, y, cache, state.step)
         state.advance(loss.item(), pos + t.block, x.numel(), time.perf_counter() - tic)
         bar.update(1)
         bar.set_postfix(bpc=f"{state.losses[-1] / LN2:.3f}", tok_s=f"{state.tokens_per_s:,.0f}")

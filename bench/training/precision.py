@@ -50,11 +50,13 @@ def resolve(amp: Amp, device: torch.device, say: bool = False) -> bool:
     return why is None
 
 
-def autocast(device: torch.device, enabled: bool) -> contextlib.AbstractContextManager:
-    """bf16 autocast on `device` when enabled, else a no-op context."""
+def autocast(device: torch.device, enabled: bool, cache: bool = True
+             ) -> contextlib.AbstractContextManager:
+    """bf16 autocast on `device` when enabled, else a no-op context. `cache=False` while a CUDA
+    graph is captured (autocast's cast cache must not outlive the capture)."""
     if not enabled:
         return contextlib.nullcontext()
-    return torch.autocast(device.type, dtype=torch.bfloat16)
+    return torch.autocast(device.type, dtype=torch.bfloat16, cache_enabled=cache)
 
 
 def name(enabled: bool) -> str:

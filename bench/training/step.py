@@ -1,6 +1,6 @@
 """One training step as the paper takes it: loss plus the span penalty, per-tensor clipping of
 the step, Adagrad (or AdamW) with linear warm-up, the span clamp; and torch.compile of a model
-with a fallback to eager. `bench.measure` times exactly this step."""
+with a fallback to eager. `bench.measure` times exactly this step (`graphs` replays it)."""
 
 import sys
 from collections.abc import Callable
@@ -22,35 +22,52 @@ def clips_per_tensor(t: TrainConfig) -> bool:
 def make_optimizer(model: torch.nn.Module, t: TrainConfig) -> torch.optim.Optimizer:
     """Adagrad or AdamW. Where each tensor's step is clipped on its own, one param group per
     tensor; otherwise one group, stepped as one `foreach` pass: per tensor the same arithmetic,
-    bit for bit, in half the time of a group each (docs/speed.md)."""
+    bit for bit, in half the time of a group each (docs/speed.md). For a step captured as a CUDA
+    graph (train.compile=graphs on CUDA), AdamW is `capturable` with its lr a device tensor."""
     params = list(model.parameters())
     per_tensor = clips_per_tensor(t)
     groups = [{"params": [p]} for p in params] if per_tensor else [{"params": params}]
     foreach = None if per_tensor else True  # None: torch's default, one tensor at a time on CPU
     if t.optimizer == "adagrad":
         return torch.optim.Adagrad(groups, lr=t.lr, weight_decay=t.weight_decay, foreach=foreach)
+    if t.compile == "graphs" and params[0].is_cuda:
+        return torch.optim.AdamW(groups, lr=torch.tensor(t.lr, device=params[0].device),
+                                 weight_decay=t.weight_decay, foreach=True, capturable=True)
     return torch.optim.AdamW(groups, lr=t.lr, weight_decay=t.weight_decay, foreach=foreach)
 
 
-def set_lr(opt: torch.optim.Optimizer, t: TrainConfig, step: int) -> float:
-    """Linear warm-up from 0 to lr, then clipping; returns the un-clipped learning rate.
+def warmup_lr(t: TrainConfig, step: int) -> float:
+    """Linear warm-up from 0 to lr over train.warmup steps."""
+    return t.lr * min(1.0, (step + 1) / max(1, t.warmup))
+
+
+def clip_(opt: torch.optim.Optimizer, t: TrainConfig) -> list[float]:
+    """Clip the step (after backward); returns each param group's lr scale.
 
     clip_mode "param" is the paper's per-module clipping as the adaptive-span reference implements
     it: a tensor whose gradient norm exceeds `clip` has its step scaled by clip / norm (for
-    Adagrad this is not gradient clipping, whose scale the accumulator would undo).
-    "global" clips the gradient's total norm with torch's clip_grad_norm_.
-    """
-    lr = t.lr * min(1.0, (step + 1) / max(1, t.warmup))
+    Adagrad this is not gradient clipping, whose scale the accumulator would undo), so the
+    scales are read on the host. "global" clips the gradient's total norm with torch's
+    clip_grad_norm_ on the device (a CUDA graph can hold it)."""
     params = [p for g in opt.param_groups for p in g["params"]]
-    scale = [1.0] * len(opt.param_groups)
     if clips_per_tensor(t):  # a group per tensor (make_optimizer)
         norms = torch.stack([torch.linalg.vector_norm(p.grad) if p.grad is not None else
                              torch.zeros((), device=p.device) for p in params]).tolist()
-        scale = [min(1.0, t.clip / (n + 1e-10)) for n in norms]
-    elif t.clip > 0:
+        return [min(1.0, t.clip / (n + 1e-10)) for n in norms]
+    if t.clip > 0:
         torch.nn.utils.clip_grad_norm_(params, t.clip)
-    for g, s in zip(opt.param_groups, scale, strict=True):
-        g["lr"] = lr * s
+    return [1.0] * len(opt.param_groups)
+
+
+def set_lr(opt: torch.optim.Optimizer, t: TrainConfig, step: int) -> float:
+    """Clip the step and set each group's learning rate (warm-up times its clip scale); returns
+    the un-clipped learning rate."""
+    lr = warmup_lr(t, step)
+    for g, s in zip(opt.param_groups, clip_(opt, t), strict=True):
+        if torch.is_tensor(g["lr"]):  # a capturable optimiser's (make_optimizer)
+            g["lr"].fill_(lr * s)
+        else:
+            g["lr"] = lr * s
     return lr
 
 
@@ -71,44 +88,19 @@ def train_step(model: TransformerLM, step_fn: Callable, opt: torch.optim.Optimiz
     return loss, lr, cache
 
 
-def maybe_compile(model: TransformerLM, mode: bool | str, x: torch.Tensor) -> Callable:
+def maybe_compile(model: TransformerLM, mode: bool, x: torch.Tensor) -> Callable:
     """torch.compile'd model (`mode` True), tried on one forward and backward of x (compilation
     is lazy, so that is where an unsupported backend fails); the eager model (`mode` False, or
-    with the reason where compiling fails).
-
-    "graphs": the forward and backward captured as CUDA graphs (torch.compile's
-    "reduce-overhead" mode, static shapes), replayed at every step, so a small model's step is
-    not bound by kernel launches. Each step marks a new iteration and copies out the cache it
-    hands to the next (a replay overwrites its outputs); a stream's first block, which has no
-    cache, is captured once more. CUDA only: elsewhere it runs eagerly and says why."""
+    with the reason where compiling fails)."""
     if not mode:
         return model
-    graphs = mode == "graphs"
-    if graphs and x.device.type != "cuda":
-        print(f"train.compile=graphs: CUDA graphs need a CUDA device, not {x.device.type}; "
-              "running eagerly", file=sys.stderr)
-        return model
     try:
-        fn = torch.compile(model, mode="reduce-overhead", dynamic=False) if graphs else \
-            torch.compile(model, dynamic=True)
-        step = _replayed(fn) if graphs else fn
-        logits, _ = step(x, None)
+        fn = torch.compile(model, dynamic=True)
+        logits, _ = fn(x, None)
         logits.float().mean().backward()
         model.zero_grad(set_to_none=True)
-        return step
+        return fn
     except Exception as err:  # noqa: BLE001  (any backend failure falls back to eager)
-        what = "CUDA graph capture" if graphs else "torch.compile"
-        print(f"{what} unavailable ({type(err).__name__}: {str(err).splitlines()[0]}); "
+        print(f"torch.compile unavailable ({type(err).__name__}: {str(err).splitlines()[0]}); "
               "running eagerly", file=sys.stderr)
         return model
-
-
-def _replayed(fn: Callable) -> Callable:
-    """A captured model's step: a new iteration for CUDA graph trees, and the cache copied out
-    of the graph's output buffers, which the next replay overwrites."""
-    def step(x: torch.Tensor, cache: list | None) -> tuple[torch.Tensor, list]:
-        torch.compiler.cudagraph_mark_step_begin()
-        logits, new_cache = fn(x, cache)
-        return logits, [c.clone() for c in new_cache]
-
-    return step

@@ -20,6 +20,7 @@ cd "$(dirname "$0")/.."
 OUT=${1:-${OUT:-results/speed/gpu}}
 PY=${PYTHON:-python3}
 STEPS=${STEPS:-1000}
+TRIAL_S=120  # each trial process at most
 mkdir -p "$OUT"
 export PYTHONUNBUFFERED=1
 if [ -d .whl ]; then
@@ -32,7 +33,7 @@ fi
 log() { echo "== $1 (exit $2)" >> "$OUT/log.txt"; tail -n 15 "$3" >> "$OUT/log.txt"; }
 
 # 1. the CUDA tests
-timeout 200 "$PY" -m pytest -o addopts="" -q -rs -p no:cacheprovider -p no:warnings \
+timeout 150 "$PY" -m pytest -o addopts="" -q -rs -p no:cacheprovider -p no:warnings \
     tests/test_variants.py tests/test_train.py -k "cuda or captured" > "$OUT/cuda_tests.txt" 2>&1
 
 # the main job's settings (ablations/heads_grid.yaml's base, but its lengths) as --set options
@@ -58,7 +59,7 @@ trials() {  # $1: label, $2: trials at once, $3: train.compile
     rm -rf "$dir" && mkdir -p "$dir" && start=$(date +%s.%N)
     for ((n = 0; n < $2; n++)); do
         local t=${TRIALS[$n]}
-        timeout 170 "$PY" -m bench.train --no-progress --preset tiny --variant "${t%%:*}" \
+        timeout "$TRIAL_S" "$PY" -m bench.train --no-progress --preset tiny --variant "${t%%:*}" \
             --set "model.n_heads=${t##*:}" "${MAINJOB[@]}" --set train.steps="$STEPS" \
             --set train.eval_every="$STEPS" --set train.eval_tokens=4000 \
             --set train.compile="$3" --set train.seed=$n --out "$dir/$n" > "$dir/$n.log" 2>&1 &
@@ -109,6 +110,7 @@ if command -v nvidia-cuda-mps-control > /dev/null; then
     export CUDA_MPS_PIPE_DIRECTORY=/tmp/mps CUDA_MPS_LOG_DIRECTORY=/tmp/mps-log
     mkdir -p /tmp/mps /tmp/mps-log
     if nvidia-cuda-mps-control -d; then
+        TRIAL_S=90
         trials eager-8-mps 8 false
         trials graphs-8-mps 8 graphs
         echo quit | nvidia-cuda-mps-control

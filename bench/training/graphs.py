@@ -57,7 +57,8 @@ class CapturedStep:
     """One training step replayed from a CUDA graph once the cache's shape is steady.
 
     x, y: (B, M) token ids; cache: per layer (B, C_l, D) or None. Returns the step's loss (a
-    device scalar, read before the next step), the warm-up learning rate, and the new cache
+    device scalar, not read: the trainer reads a span of steps' losses at once), the warm-up
+    learning rate, and the new cache
     (the graph's own buffers: hand them back unchanged, or any other cache, which is copied in).
     """
 
@@ -123,4 +124,4 @@ class CapturedStep:
         for g in self.opt.param_groups:
             g["lr"].fill_(lr)
         self.graph.replay()
-        return self.loss, lr, self.cache
+        return self.loss.clone(), lr, self.cache  # the next replay overwrites self.loss

@@ -48,15 +48,20 @@ class LoopState:
     losses: list[float] = field(default_factory=list)
     history: list[Evaluation] = field(default_factory=list)
 
-    def advance(self, loss: float, pos: int, tokens: int, seconds: float) -> None:
-        """Count one step of `loss` that read up to `pos`; Diverged when the loss is not finite."""
-        if not math.isfinite(loss):
-            raise Diverged(f"training loss is {loss} at step {self.step + 1}")
-        self.train_time += seconds
+    def advance(self, pos: int, tokens: int) -> None:
+        """Count one step that read up to `pos`."""
         self.step += 1
         self.pos = pos
         self.tokens += tokens
-        self.losses.append(loss)
+
+    def record(self, losses: list[float], seconds: float) -> None:
+        """The losses of the steps since the last record, which took `seconds`; Diverged at the
+        first loss that is not finite."""
+        for i, loss in enumerate(losses):
+            if not math.isfinite(loss):
+                raise Diverged(f"training loss is {loss} at step {self.step - len(losses) + i + 1}")
+        self.train_time += seconds
+        self.losses.extend(losses)
 
     @property
     def tokens_per_s(self) -> float:
@@ -124,16 +129,21 @@ def train(cfg: Config, out_dir: Path, *, report: Report | None = None, progress:
     bar = tqdm(total=t.steps, initial=state.step, disable=not progress, dynamic_ncols=True,
                desc=cfg.model.variant)
     stopped_early = False
+    pending, tic = [], time.perf_counter()  # losses are read (a wait for a GPU) at each record
     while state.step < t.steps and not stopped_early:
-        tic = time.perf_counter()
         pos, x, y = next(batches)
         if pos == 0:
             cache = None  # start of the streams: no preceding text
         loss, lr, cache = step(x, y, cache, state.step)
-        state.advance(loss.item(), pos + t.block, x.numel(), time.perf_counter() - tic)
+        pending.append(loss.detach())
+        state.advance(pos + t.block, x.numel())
         bar.update(1)
+        evaluates = state.step % t.eval_every == 0 or state.step == t.steps
+        if not (evaluates or state.step % t.checkpoint_every == 0):
+            continue
+        state.record(torch.stack(pending).tolist(), time.perf_counter() - tic)
         bar.set_postfix(bpc=f"{state.losses[-1] / LN2:.3f}", tok_s=f"{state.tokens_per_s:,.0f}")
-        if state.step % t.eval_every == 0 or state.step == t.steps:
+        if evaluates:
             metrics, stopped_early = _evaluate(model, cfg, corpus, state, lr, amp, device,
                                                out_dir)
             if progress:
@@ -141,8 +151,9 @@ def train(cfg: Config, out_dir: Path, *, report: Report | None = None, progress:
             path = _checkpoint(ckpt, model, opt, state, cache, device)
             if report:
                 report(metrics, path)
-        elif state.step % t.checkpoint_every == 0:
+        else:
             _checkpoint(ckpt, model, opt, state, cache, device)
+        pending, tic = [], time.perf_counter()
     bar.close()
     result = final_record(cfg, model, corpus, out_dir / "best.pt", state.history, state.step,
                           state.tokens, state.tokens_per_s, stopped_early, amp, device)

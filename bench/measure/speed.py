@@ -3,6 +3,7 @@ each also as a ratio against `fixed` at the same span limit, measured side by si
 with amp, every case in fp32 and in bf16 autocast, interleaved (column amp_x)."""
 
 import copy
+import math
 import statistics
 import sys
 import time
@@ -165,6 +166,20 @@ class Bench:
         self.set_span()
         return seconds
 
+    def activation_mb(self) -> float:
+        """`saved_bytes` of this case in MiB; NaN, said on stderr, where that forward does not
+        fit beside the other cases' state (a GPU at the small preset's sizes)."""
+        self.model.zero_grad(set_to_none=True)
+        try:
+            return saved_bytes(self.model, self.x, self.cache, self.amp) / 2**20
+        except torch.OutOfMemoryError:
+            print(f"{self.case.label}: activation memory not measured (out of memory)",
+                  file=sys.stderr, flush=True)
+            return math.nan
+        finally:
+            if self.dev.type == "cuda":
+                torch.cuda.empty_cache()
+
     @torch.no_grad()
     def infer_step(self) -> float:
         sync(self.dev)
@@ -236,7 +251,7 @@ def run(configs: dict[Case, Config], repeats: int, compile_: bool, amp: bool = F
                      "window": max(bl.attn.window for bl in b.model.blocks),
                      "train_ms": 1e3 * train_s, "train_tok_s": tokens / train_s,
                      "infer_tok_s": tokens / infer_s,
-                     "act_mem_mb": saved_bytes(b.model, b.x, b.cache, b.amp) / 2**20,
+                     "act_mem_mb": b.activation_mb(),
                      "flops_per_tok": flops,
                      "mfu": mfu(b.model, tokens, train_s, peaks[b.amp]),
                      **({"compile_x": train_s / compiled_s} if compiled_s else {}),

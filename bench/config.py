@@ -174,6 +174,8 @@ class TrainConfig(Strict):
     optimizer: Literal["adagrad", "adamw"] = "adagrad"
     lr: float = Field(0.07, gt=0)
     warmup: int = Field(100, ge=0)
+    # after warm-up: constant, or a half cosine from lr down to 0 at the last step
+    schedule: Literal["constant", "cosine"] = "constant"
     weight_decay: float = Field(0.0, ge=0)
     clip: float = Field(0.03, ge=0)
     clip_mode: Literal["param", "global"] = "param"

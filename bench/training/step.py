@@ -2,6 +2,7 @@
 the step, Adagrad (or AdamW) with linear warm-up, the span clamp; and torch.compile of a model
 with a fallback to eager. `bench.measure` times exactly this step (`graphs` replays it)."""
 
+import math
 import sys
 from collections.abc import Callable
 
@@ -37,8 +38,13 @@ def make_optimizer(model: torch.nn.Module, t: TrainConfig) -> torch.optim.Optimi
 
 
 def warmup_lr(t: TrainConfig, step: int) -> float:
-    """Linear warm-up from 0 to lr over train.warmup steps."""
-    return t.lr * min(1.0, (step + 1) / max(1, t.warmup))
+    """Linear warm-up from 0 to lr over train.warmup steps; then lr (schedule "constant"), or
+    (schedule "cosine") lr * (1 + cos(pi * f)) / 2, f the fraction of the steps after warm-up
+    taken: lr at the end of warm-up, 0 after the last step."""
+    lr = t.lr * min(1.0, (step + 1) / max(1, t.warmup))
+    if t.schedule == "cosine" and step >= t.warmup:
+        lr *= (1 + math.cos(math.pi * (step - t.warmup) / max(1, t.steps - t.warmup))) / 2
+    return lr
 
 
 def clip_(opt: torch.optim.Optimizer, t: TrainConfig) -> list[float]:

@@ -250,17 +250,18 @@ def test_one_group_steps_as_a_group_per_tensor(optimizer):
 def test_the_learning_rate_warms_up_then_holds_or_follows_a_half_cosine():
     """train.schedule: linear warm-up to lr, then constant, or a half cosine from lr at the end
     of warm-up to 0 after the last step (halfway at the middle of the rest)."""
-    from bench.training.step import warmup_lr
+    from bench.training.step import scheduled_lr
 
     for schedule in ("constant", "cosine"):
         t = small_cfg(f"train.schedule={schedule}", "train.steps=104", "train.warmup=4").train
-        assert [warmup_lr(t, s) for s in range(4)] == pytest.approx([t.lr * k / 4 for k in
-                                                                     range(1, 5)])
-        assert warmup_lr(t, 4) == pytest.approx(t.lr)
-    assert warmup_lr(t, 54) == pytest.approx(t.lr / 2) and warmup_lr(t, 104) == pytest.approx(0)
-    assert all(warmup_lr(t, s + 1) < warmup_lr(t, s) for s in range(4, 104))
+        warm = [scheduled_lr(t, s) for s in range(4)]
+        assert warm == pytest.approx([t.lr * k / 4 for k in range(1, 5)])
+        assert scheduled_lr(t, 4) == pytest.approx(t.lr)
+    assert scheduled_lr(t, 54) == pytest.approx(t.lr / 2)
+    assert scheduled_lr(t, 104) == pytest.approx(0)
+    assert all(scheduled_lr(t, s + 1) < scheduled_lr(t, s) for s in range(4, 104))
     constant = small_cfg("train.steps=104", "train.warmup=4").train
-    assert constant.schedule == "constant" and warmup_lr(constant, 103) == constant.lr
+    assert constant.schedule == "constant" and scheduled_lr(constant, 103) == constant.lr
     with pytest.raises(ValueError, match="schedule"):
         small_cfg("train.schedule=linear")
 

@@ -11,7 +11,7 @@ the same step:
   cache has another shape (a stream's first blocks, while the cache fills) run eagerly; a
   learned span that trims its window is refused by the config (`Config._static_shapes`).
 - an optimiser whose step reads nothing on the host: AdamW with `capturable=True` and its
-  learning rate a device tensor, filled before each replay (the warm-up schedule); the global
+  learning rate a device tensor, filled before each replay (train.schedule); the global
   clip's norm stays on the device. Adagrad's step and per-tensor clipping read values on the
   host, so the config refuses them (`Config._static_shapes`).
 - warm-up before capture: the first steps at the steady shape run eagerly on a side stream
@@ -30,7 +30,7 @@ from bench.config import TrainConfig
 from bench.model import TransformerLM
 
 from . import precision
-from .step import clip_, train_step, warmup_lr
+from .step import clip_, scheduled_lr, train_step
 
 Step = Callable[[torch.Tensor, torch.Tensor, list | None, int], tuple[torch.Tensor, float, list]]
 WARMUP = 3  # eager steps at the steady shape before capture
@@ -57,10 +57,9 @@ class CapturedStep:
     """One training step replayed from a CUDA graph once the cache's shape is steady.
 
     x, y: (B, M) token ids; cache: per layer (B, C_l, D) or None. Returns the step's loss (a
-    device scalar, not read: the trainer reads a span of steps' losses at once), the warm-up
-    learning rate, and the new cache
-    (the graph's own buffers: hand them back unchanged, or any other cache, which is copied in).
-    """
+    device scalar, not read: the trainer reads a span of steps' losses at once), the scheduled
+    learning rate, and the new cache (the graph's own buffers: hand them back unchanged, or any
+    other cache, which is copied in)."""
 
     def __init__(self, model: TransformerLM, opt: torch.optim.Optimizer, t: TrainConfig,
                  amp: bool) -> None:
@@ -71,7 +70,7 @@ class CapturedStep:
 
     def __call__(self, x: torch.Tensor, y: torch.Tensor, cache: list | None,
                  step: int) -> tuple[torch.Tensor, float, list]:
-        lr = warmup_lr(self.t, step)
+        lr = scheduled_lr(self.t, step)
         shape = None if cache is None else tuple(c.shape for c in cache)
         if self.graph is None and shape is not None and shape == self.shape and \
                 self.warm >= WARMUP:

@@ -37,7 +37,7 @@ def make_optimizer(model: torch.nn.Module, t: TrainConfig) -> torch.optim.Optimi
     return torch.optim.AdamW(groups, lr=t.lr, weight_decay=t.weight_decay, foreach=foreach)
 
 
-def warmup_lr(t: TrainConfig, step: int) -> float:
+def scheduled_lr(t: TrainConfig, step: int) -> float:
     """Linear warm-up from 0 to lr over train.warmup steps; then lr (schedule "constant"), or
     (schedule "cosine") lr * (1 + cos(pi * f)) / 2, f the fraction of the steps after warm-up
     taken: lr at the end of warm-up, 0 after the last step."""
@@ -68,7 +68,7 @@ def clip_(opt: torch.optim.Optimizer, t: TrainConfig) -> list[float]:
 def set_lr(opt: torch.optim.Optimizer, t: TrainConfig, step: int) -> float:
     """Clip the step and set each group's learning rate (warm-up times its clip scale); returns
     the un-clipped learning rate."""
-    lr = warmup_lr(t, step)
+    lr = scheduled_lr(t, step)
     for g, s in zip(opt.param_groups, clip_(opt, t), strict=True):
         if torch.is_tensor(g["lr"]):  # a capturable optimiser's (make_optimizer)
             g["lr"].fill_(lr * s)

@@ -13,7 +13,7 @@ import yaml
 from bench.commands import run
 from bench.config import resolve
 from bench.sweep import grid as grids
-from bench.sweep.trials import Overrides, apply, resolve_trials
+from bench.sweep.trials import Overrides, apply, resolve_trials, trial_hash
 
 ROOT = Path(__file__).resolve().parents[1]
 SMOKE = ROOT / "ablations" / "smoke.yaml"
@@ -139,3 +139,8 @@ def test_a_variant_named_by_its_alias_keeps_its_trials():
     assert not old & {t.hash for t in renamed}
     assert {t.hash for t in trials if t.cfg.model.variant == "adaptive"} == set(
         logged.loc[logged["model.variant"] == "adaptive", "trial"])  # the others keep theirs
+    # train.schedule came after these runs: at its old behaviour it is no part of their hashes
+    # (checked above against the logged ones); set otherwise, it makes other trials
+    cosine = {trial_hash(t.cfg.model_copy(update={"train": t.cfg.train.model_copy(
+        update={"schedule": "cosine"})}), None, "fp32") for t in trials}
+    assert not cosine & {trial_hash(t.cfg, None, "fp32") for t in trials}

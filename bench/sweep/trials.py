@@ -81,14 +81,28 @@ def trial_name(values: dict[str, Any], cfg: Config) -> str:
     return "-".join([cfg.model.variant, *varied, f"s{cfg.train.seed}"])
 
 
+# Options added after trials were recorded, at the value that trains as the code before them
+# did: left out of a config's identity at that value, so every earlier trial keeps its hash.
+ADDED = {("train", "schedule"): "constant"}
+
+
 def _sha256_json(tree: dict) -> str:
     text = json.dumps(tree, sort_keys=True, separators=(",", ":"))
     return hashlib.sha256(text.encode()).hexdigest()
 
 
+def _identity_tree(cfg: Config) -> dict:
+    """The resolved config as JSON, without the `ADDED` options left at their old behaviour."""
+    tree = cfg.model_dump(mode="json")
+    for (section, key), value in ADDED.items():
+        if tree[section][key] == value:
+            del tree[section][key]
+    return tree
+
+
 def config_hash(cfg: Config) -> str:
     """sha256 of the canonical JSON of a resolved config (the seed is train.seed)."""
-    return _sha256_json(cfg.model_dump(mode="json"))
+    return _sha256_json(_identity_tree(cfg))
 
 
 def trial_hash(cfg: Config, identity: dict | None, precision_name: str,
@@ -102,7 +116,7 @@ def trial_hash(cfg: Config, identity: dict | None, precision_name: str,
     identity is always what ran. None (a dry run that downloads nothing) hashes the data
     section as written. `variant`: the hash the trial had when its variant was logged under
     that name (an alias, before aliases resolved to the registered name)."""
-    tree = cfg.model_dump(mode="json")
+    tree = _identity_tree(cfg)
     if variant is not None:
         tree["model"]["variant"] = variant
     if identity is not None:

@@ -1,6 +1,7 @@
 """One training step as the paper takes it: loss plus the span penalty, per-tensor clipping of
-the step, Adagrad (or AdamW) with linear warm-up, the span clamp; and torch.compile of a model
-with a fallback to eager. `bench.measure` times exactly this step (`graphs` replays it)."""
+the step, Adagrad (or AdamW) with linear warm-up (then train.schedule), the span clamp; and
+torch.compile of a model with a fallback to eager. `bench.measure` times exactly this step
+(`graphs` replays it)."""
 
 import math
 import sys
@@ -66,8 +67,8 @@ def clip_(opt: torch.optim.Optimizer, t: TrainConfig) -> list[float]:
 
 
 def set_lr(opt: torch.optim.Optimizer, t: TrainConfig, step: int) -> float:
-    """Clip the step and set each group's learning rate (warm-up times its clip scale); returns
-    the un-clipped learning rate."""
+    """Clip the step and set each group's learning rate (the scheduled lr times its clip scale);
+    returns the un-clipped learning rate."""
     lr = scheduled_lr(t, step)
     for g, s in zip(opt.param_groups, clip_(opt, t), strict=True):
         if torch.is_tensor(g["lr"]):  # a capturable optimiser's (make_optimizer)

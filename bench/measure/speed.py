@@ -256,7 +256,16 @@ def run(configs: dict[Case, Config], repeats: int, compile_: bool, amp: bool = F
                      "mfu": mfu(b.model, tokens, train_s, peaks[b.amp]),
                      **({"compile_x": train_s / compiled_s} if compiled_s else {}),
                      **({"graphs_x": train_s / captured_s} if captured_s else {})})
-    df = pd.DataFrame(rows)
+    df = with_ratios(pd.DataFrame(rows), bf16=len(modes) > 1)
+    df.attrs["matmul_gflops"] = peaks[False] / 1e9
+    df.attrs["bf16_matmul_gflops"] = peaks[True] / 1e9 if True in peaks else None
+    return df
+
+
+def with_ratios(df: pd.DataFrame, bf16: bool) -> pd.DataFrame:
+    """The rows with their ratios against `fixed` at the same S, heads and precision (train_x,
+    infer_x, flops_x, mem_x, train_x/flops_x) and, where `bf16` was timed beside fp32, amp_x:
+    the same case in bf16 over fp32."""
     cols = ["train_tok_s", "infer_tok_s", "act_mem_mb", "flops_per_tok"]
     base = df[df.variant == "fixed"][["S", "heads", "precision", *cols]]
     df = df.merge(base, on=["S", "heads", "precision"], how="left", suffixes=("", "_fixed"))
@@ -266,12 +275,10 @@ def run(configs: dict[Case, Config], repeats: int, compile_: bool, amp: bool = F
     df["mem_x"] = df.act_mem_mb_fixed / df.act_mem_mb
     df["train_x/flops_x"] = df.train_x / df.flops_x
     df = df.drop(columns=[f"{c}_fixed" for c in cols])
-    if len(modes) > 1:  # the same case in bf16 over fp32
+    if bf16:
         fp32 = df[df.precision == "fp32"][["variant", "S", "heads", "train_tok_s"]]
         df = df.merge(fp32, on=["variant", "S", "heads"], how="left", suffixes=("", "_fp32"))
         df["amp_x"] = df.train_tok_s / df.pop("train_tok_s_fp32")
-    df.attrs["matmul_gflops"] = peaks[False] / 1e9
-    df.attrs["bf16_matmul_gflops"] = peaks[True] / 1e9 if True in peaks else None
     return df
 
 

@@ -4,6 +4,7 @@ precision in a trial's identity and record. bf16 is forced on hosts without it (
 but exact in what it computes) so the properties are checked on every CI machine."""
 
 import json
+from pathlib import Path
 
 import pytest
 import torch
@@ -15,6 +16,8 @@ from bench.training.loop import train
 from bench.training.step import make_optimizer, train_step
 from tests.test_train import small_cfg
 from variants.attention import Attention
+
+ROOT = Path(__file__).resolve().parents[1]
 
 
 @pytest.fixture
@@ -97,22 +100,44 @@ def test_auto_resolves_by_the_devices_support(support, monkeypatch, capsys):
     assert capsys.readouterr().err == ""  # auto and false say nothing; true says it per run
 
 
-def test_the_detection_asks_for_the_bf16_instructions_themselves():
+@pytest.mark.parametrize("switch", ["auto", "off"])
+def test_the_detection_asks_for_the_bf16_instructions_themselves(switch, monkeypatch):
     """Native bf16 on a CPU means AVX-512 BF16 or AMX (the instructions, as /proc/cpuinfo lists
-    them), not any AVX-512 core (oneDNN's own bf16 flag), where bf16 would be emulated."""
+    them), not any AVX-512 core (oneDNN's own bf16 flag), where bf16 would be emulated; with
+    ATTNBENCH_CPU_BF16=off this CPU is taken for one without them, whatever it has (so a
+    machine with AVX-512 BF16 runs what an AVX2 machine would). Both cases on any machine."""
     import platform
     from pathlib import Path
 
     cpuinfo = Path("/proc/cpuinfo")
     if platform.system() != "Linux" or not cpuinfo.exists():
         pytest.skip("no /proc/cpuinfo to read the CPU's flags from")
+    monkeypatch.setenv(precision.SWITCH, switch)
     flags = set(next(line for line in cpuinfo.read_text().splitlines()
                      if line.startswith("flags")).split(":", 1)[1].split())
-    native = bool({"avx512_bf16", "amx_bf16"} & flags)
+    native = bool({"avx512_bf16", "amx_bf16"} & flags) and switch == "auto"
     why = precision.bf16_unsupported(torch.device("cpu"))
     assert (why is None) is native, (why, sorted(f for f in flags if "512" in f or "amx" in f))
-    if why is not None:
+    assert precision.resolve("auto", torch.device("cpu")) is native
+    if switch == "off":
+        assert why == "ATTNBENCH_CPU_BF16=off: running as a CPU without native bf16 would"
+    elif why is not None:
         assert "AVX-512 BF16 or AMX" in why and torch.backends.cpu.get_cpu_capability() in why
+
+
+def test_the_switch_refuses_a_value_it_does_not_take(monkeypatch, capsys):
+    """ATTNBENCH_CPU_BF16=maybe: a ConfigError naming the variable and what it takes, and
+    bench.run exits 2 with it before anything runs."""
+    from bench.commands import run
+    from bench.config import ConfigError
+
+    monkeypatch.setenv(precision.SWITCH, "maybe")
+    with pytest.raises(ConfigError, match="ATTNBENCH_CPU_BF16='maybe' is not a value it takes: "
+                                          "expected auto"):
+        precision.resolve("auto", torch.device("cpu"))
+    assert run.main([str(ROOT / "ablations" / "smoke.yaml"), "--dry-run"]) == 2
+    assert "ATTNBENCH_CPU_BF16='maybe'" in capsys.readouterr().err
+    assert precision.resolve(False, torch.device("cpu")) is False  # fp32 asks nothing
 
 
 def test_amp_true_without_bf16_falls_back_to_fp32_and_says_why_each_run(no_bf16, capsys,

@@ -14,6 +14,7 @@ from bench.commands import run
 from bench.config import resolve
 from bench.sweep import grid as grids
 from bench.sweep.trials import Overrides, apply, resolve_trials, trial_hash
+from bench.training import precision
 
 ROOT = Path(__file__).resolve().parents[1]
 SMOKE = ROOT / "ablations" / "smoke.yaml"
@@ -125,14 +126,17 @@ def test_an_option_some_variants_take_is_ignored_by_the_others(tmp_path, capsys)
     assert "model.attn.ramp=8: unknown option of variant 'fixed'" in capsys.readouterr().err
 
 
-def test_a_variant_named_by_its_alias_keeps_its_trials():
+def test_a_variant_named_by_its_alias_keeps_its_trials(monkeypatch):
     """`dynamic`, the dynamic span's first name, resolves to `dynamic-span` when a config is
     validated (one name in records, one identity); runs logged under the alias before are
-    found by the hash they had (`Trial.earlier`), which the runner maps once, when reading."""
+    found by the hash they had (`Trial.earlier`), which the runner maps once, when reading.
+    The trials resolve in the precision the records name (bf16 autocast), on any machine."""
     folder = ROOT / "results" / "design" / "adaptive_vs_dynamic-r32"
+    logged = pd.read_csv(folder / "runs.csv")
+    assert set(logged["precision"]) == {"bf16-autocast"}
+    monkeypatch.setattr(precision, "bf16_unsupported", lambda device: None)
     grid, trials = resolve_trials(grids.load_grid(folder / "grid.yaml"), Overrides(), False)
     assert grid.grid["model.variant"] == ["fixed", "adaptive", "dynamic-span"]
-    logged = pd.read_csv(folder / "runs.csv")
     old = set(logged.loc[logged["model.variant"] == "dynamic", "trial"])
     renamed = [t for t in trials if t.cfg.model.variant == "dynamic-span"]
     assert len(old) == 3 and old == {h for t in renamed for h in t.earlier}

@@ -49,7 +49,7 @@ FINAL_SAME = ("params", "params_non_embedding", "flops_full", "flops_mean", "flo
 FINAL_RENAMED = ("mean_span", "tokens_per_s", "tokens", "peak_rss_mb", "peak_cuda_mb")
 SEEDS = ("seed", "train.seed")  # a run's seed: the param, else the config's
 # what a run's numbers depend on beyond code, config and seed: params of every trial run
-RUN_MACHINE = ("precision", "cpu_capability", "gpu", "cpu")
+RUN_MACHINE = ("precision", "cpu_bf16", "cpu_capability", "gpu", "cpu")
 
 
 def default_uri(results_dir: Path) -> str:

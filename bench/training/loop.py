@@ -176,11 +176,12 @@ def _precision(amp: precision.Amp, device: torch.device, planned: str | None) ->
 
 def _describe(cfg: Config, out_dir: Path, corpus: data.Corpus, amp: bool,
               device: torch.device) -> None:
-    """config.json: the resolved config, seed, dataset, precision and provenance."""
+    """config.json: the resolved config, seed, dataset, precision (and $ATTNBENCH_CPU_BF16, which
+    decides it on a CPU) and provenance."""
     out_dir.mkdir(parents=True, exist_ok=True)
     info = {"config": cfg.model_dump(mode="json"), "seed": cfg.train.seed,
             "dataset": corpus.describe(), "precision": precision.name(amp),
-            **provenance.record(device)}
+            "cpu_bf16": precision.cpu_bf16(), **provenance.record(device)}
     (out_dir / "config.json").write_text(json.dumps(info, indent=2))
 
 

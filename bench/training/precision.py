@@ -7,6 +7,12 @@ native support, runs fp32 and says why, once per run; `false` is fp32. Without n
 products would be emulated (hundreds of times slower than fp32 on an AVX2 CPU), which is never
 worth it. Which precision ran is part of a trial's identity and of its record.
 
+`ATTNBENCH_CPU_BF16=off` makes this process (and the Ray workers it starts, which inherit it)
+treat its CPU as one without native bf16: `auto` resolves to fp32 as on an AVX2 CPU, so a
+machine with AVX-512 BF16 runs what an AVX2 machine would (the suite, a sweep); `auto`, the
+default, asks the CPU. With `ATEN_CPU_CAPABILITY=avx2` beside it, torch also dispatches to the
+AVX2 kernels. A GPU is not affected.
+
 Under autocast the matmuls (projections, q.k, q.p, w.v, feed-forward, output head, head
 mixing) run in bf16; the softmax, LayerNorm, the loss and the span parameters stay fp32 whatever
 a backend's autocast lists: the attention layer upcasts its logits, a dynamic span computes its
@@ -15,12 +21,27 @@ stream, which stays fp32 (an fp32 embedding plus bf16 branches promotes to fp32)
 """
 
 import contextlib
+import os
 import sys
 from typing import Literal
 
 import torch
 
+from bench.config import ConfigError
+
 Amp = bool | Literal["auto"]
+SWITCH = "ATTNBENCH_CPU_BF16"
+CPU_BF16 = {"auto": "ask the CPU whether it multiplies in bf16 natively",
+            "off": "run as a CPU without native bf16 would (train.amp=auto resolves to fp32)"}
+
+
+def cpu_bf16() -> str:
+    """The value of $ATTNBENCH_CPU_BF16 (default auto); ConfigError naming it for any other."""
+    value = os.environ.get(SWITCH, "auto")
+    if value not in CPU_BF16:
+        raise ConfigError(f"{SWITCH}={value!r} is not a value it takes: expected " + "; or ".join(
+            f"{k} ({v})" for k, v in CPU_BF16.items()))
+    return value
 
 
 def bf16_unsupported(device: torch.device) -> str | None:
@@ -31,6 +52,8 @@ def bf16_unsupported(device: torch.device) -> str | None:
         return None if torch.cuda.is_bf16_supported(including_emulation=False) else (
             f"{torch.cuda.get_device_name(device)} has no native bf16")
     if device.type == "cpu":
+        if cpu_bf16() == "off":
+            return f"{SWITCH}=off: running as a CPU without native bf16 would"
         if torch.cpu._is_avx512_bf16_supported() or torch.cpu._is_amx_tile_supported():
             return None
         return ("this CPU has no native bf16 matmul (AVX-512 BF16 or AMX; its kernels are "

@@ -58,7 +58,8 @@ def test_a_claim_at_each_value_is_one_hypothesis_every_part_must_show():
     runs = heads_runs()
     table = verdicts.evaluate([claim(rows=TH, baseline=MH, at_each="model.n_heads",
                                      expect="less", test="sign-flip")], runs)
-    assert list(table.columns[:6]) == ["claim", "about", "effect", "ci_low", "ci_high", "p"]
+    assert list(table.columns[:7]) == ["claim", "about", "null", "effect", "ci_low", "ci_high",
+                                       "p"]
     rows = by_claim(table)
     ps = []
     for h in (2, 4, 8):
@@ -66,7 +67,8 @@ def test_a_claim_at_each_value_is_one_hypothesis_every_part_must_show():
         ref = permutation_test((d,), np.mean, permutation_type="samples",
                                n_resamples=np.inf, alternative="less")
         r = rows[f"c [n_heads={h}]"]
-        assert r["effect"] == pytest.approx(d.mean()) and r["about"] == "mean"
+        assert r["effect"] == pytest.approx(d.mean()) and r["about"] == "an effect"
+        assert r["null"] == "no effect (exchangeable)"
         assert r["p"] == pytest.approx(ref.pvalue) and r["n"] == 6
         assert r["ci_low"] == -np.inf and r["ci_high"] < 0  # the bound matching the test
         ps.append(ref.pvalue)
@@ -74,7 +76,7 @@ def test_a_claim_at_each_value_is_one_hypothesis_every_part_must_show():
     assert rows["c"]["reason"] == "3 of 3 parts shown at the level"
     assert np.isnan(rows["c"]["effect"]) and rows["c"]["p"] == pytest.approx(max(ps))
     assert rows["c"]["look"] == "1 of 1" and rows["c"]["test"] == "sign-flip"
-    assert rows["c"]["p_replicate"] == 1.0  # every resample of the seeds shows every part
+    assert 0 < rows["c"]["p_same"] < 1  # a fresh run: all three parts must show again
 
 
 def test_claims_are_a_fixed_sequence_at_the_full_alpha():
@@ -87,8 +89,9 @@ def test_claims_are_a_fixed_sequence_at_the_full_alpha():
     table = by_claim(verdicts.evaluate([trend, h2, never, trend.model_copy(
         update={"id": "after"})], runs))
     for cid in ("trend", "h2"):
-        assert table[cid]["p"] == pytest.approx(1 / 64) and table[cid]["about"] == "median"
-        assert table[cid]["level"] == 0.05 and table[cid]["verdict"] == "reproduced"
+        assert table[cid]["p"] == pytest.approx(1 / 64) and table[cid]["about"] == "the median"
+        assert table[cid]["rule"] == "6 of 6" and table[cid]["level"] == pytest.approx(1 / 64)
+        assert table[cid]["verdict"] == "reproduced"
     assert table["never"]["verdict"] == "contradicted"
     assert table["after"]["verdict"] == "not tested"
     assert table["after"]["reason"] == "sequence stopped at never"
@@ -122,7 +125,7 @@ def test_trend_is_the_per_seed_slope():
 
 
 def test_contradicted_when_the_data_say_the_opposite_and_inconclusive_when_they_cannot_say():
-    """Shown the other way (Holm across the claim's parts) is `contradicted`, and one such part
+    """Shown the other way (each part at alpha / parts) is `contradicted`, and one such part
     contradicts a claim tested at each value; an interval that admits both is `inconclusive`,
     with what its seeds could detect and the seeds that would detect what they saw."""
     runs = heads_runs()
@@ -132,7 +135,7 @@ def test_contradicted_when_the_data_say_the_opposite_and_inconclusive_when_they_
     assert table["wrong_way"]["verdict"] == "contradicted"
     assert table["wrong_way [n_heads=2]"]["p"] == 1.0
     assert table["wrong_way [n_heads=2]"]["p_opposite"] == pytest.approx(1 / 64)
-    assert table["wrong_way [n_heads=2]"]["p_opposite_adj"] == pytest.approx(3 / 64)  # Holm
+    assert table["wrong_way [n_heads=2]"]["level_opposite"] == pytest.approx(1 / 64)  # a / 3
     too_tight = claim(id="too_tight", type="trend", rows=TH, along="model.n_heads",
                       expect="equivalent", margin=0.001)
     tight = by_claim(verdicts.evaluate([too_tight], runs))["too_tight"]
@@ -175,7 +178,8 @@ def test_inconclusive_with_the_reason():
     assert two["c [n_heads=2]"]["verdict"] == "inconclusive"
     assert "2 paired seeds" in two["c [n_heads=2]"]["reason"]
     three = by_claim(verdicts.evaluate([each], runs[runs["seed"] < 3]))["c [n_heads=2]"]
-    assert "the smallest attainable p is 0.125 > the level 0.05" in three["reason"]
+    assert "with 3 seeds no attainable p of its test is within this look's level" in three[
+        "reason"]
     # a metric the runs lack (head spans of a run without result.json data)
     spread = claim(id="spread", rows=MH, at_each="model.n_heads", metric="head_span_spread",
                    expect="greater", margin=4)
@@ -346,26 +350,44 @@ def test_dry_run_prints_the_plan_the_claims_and_what_each_look_can_decide(tmp_pa
     looks = [line for line in out.splitlines() if line.startswith("| mh_worse ")
              and " of 2 " in line]
     cells = [[c.strip() for c in line.split("|")[2:-1]] for line in looks]
-    assert cells[0] == ["1 of 2", "4", "0.0625", "0.0625", "0.00557", "futility only"]
-    assert cells[1] == ["2 of 2", "8", "0.00391", "0.00391", "0.05", "reject"]
+    assert cells[0] == ["1 of 2", "4", "none", "0", "0", "none", "0", "futility only"]
+    assert cells[1] == ["2 of 2", "8", "7 of 8", "0.0352", "0.0352", "7 of 8", "0.0352",
+                        "reject"]
+    rates = [[c.strip() for c in line.split("|")[2:-1]] for line in out.splitlines()
+             if line.startswith("| mh_worse ") and " of 2 " not in line and "sign" in line]
+    # errors at q = 0.5 exactly 9/256 each way, power 0.50 and 0.81 at q = 0.8, 0.9
+    assert rates == [["sign", "0.0352", "0.0352", "0.503", "0.813", "0.813", "-"]]
     assert "seeds 0-7: exploratory (seeds 0-2 are design data" in out
     assert run.main([str(path), "--dry-run", "--seed-start", "100"]) == 0
     assert "seeds 100-107: confirmatory" in capsys.readouterr().out
 
 
-@pytest.mark.parametrize("seeds, says", [
-    ([0, 1, 2], "look 1 of 1 has 3 seeds, whose smallest attainable p 0.125 exceeds its level "
-                "0.05; this is the last look"),
-    ({"looks": [3, 6], "futility": None}, "look 1 of 2 has 3 seeds, whose smallest attainable p "
-                                          "0.125 exceeds its level 0.00557; futility is null")])
-def test_a_look_that_can_neither_reject_nor_stop_is_refused(seeds, says, tmp_path, capsys):
+@pytest.mark.parametrize("seeds, n", [([0, 1, 2], 3), ({"looks": [2, 4]}, 4)])
+def test_looks_that_can_never_reject_are_refused_naming_the_seeds_that_could(seeds, n,
+                                                                            tmp_path, capsys):
     path = write_grid(tmp_path, "weak", grid=GRID, claims=[GOOD], seeds=seeds)
     assert run.main([str(path), "--dry-run", "--results-dir", str(tmp_path / "r")]) == 2
     err = capsys.readouterr().err
-    assert "claims.0 (th_beats_mh): " + says in err, err
+    assert (f"claims.0 (th_beats_mh): no look can reject: with at most {n} seeds" in err
+            and "the smallest number of seeds that could is 5" in err), err
     exact = {**GOOD, "metric": "params"}  # fixed by the config: p is 0 or 1 at any n
     path = write_grid(tmp_path, "exact", grid=GRID, claims=[exact], seeds=seeds)
     assert run.main([str(path), "--dry-run"]) == 0
+
+
+def test_a_look_that_never_decides_is_said_to_be(tmp_path, capsys):
+    """Looks 3, 6 without futility: 3 seeds can neither reject nor stop, which the dry run
+    says (its `can` and the rates' looks that never decide)."""
+    path = write_grid(tmp_path, "idle", grid=GRID, claims=[GOOD],
+                      seeds={"looks": [3, 6], "futility": None})
+    assert run.main([str(path), "--dry-run", "--results-dir", str(tmp_path / "r")]) == 0
+    out = capsys.readouterr().out
+    look = [line for line in out.splitlines() if line.startswith("| th_beats_mh ")
+            and "1 of 2" in line]
+    assert look and look[0].rstrip(" |").endswith("nothing")
+    rates = [line for line in out.splitlines() if line.startswith("| th_beats_mh ")
+             and "sign" in line]
+    assert rates and rates[0].split("|")[-2].strip() == "1"
 
 
 @pytest.mark.parametrize("bad, says", [
@@ -406,7 +428,7 @@ def test_shipped_paper_grids_declare_claims_their_looks_can_decide(name):
     assert len(grid.claims) >= 2 and grid.design_seeds is not None
     table = feasible.by_look(grid.claims, grid.grid, grid.seeds)
     feasible.check_looks(table)
-    assert table[table["last"]]["can"].eq("reject").all()
+    assert table.groupby("claim").tail(1)["can"].eq("reject").all()
     raw = yaml.safe_load((ROOT / "ablations" / f"{name}.yaml").read_text())
     assert all(c["text"] for c in raw["claims"])
 
@@ -440,7 +462,7 @@ def test_dry_run_refuses_claims_the_setup_decides_or_the_corpus_does_not_score(t
     grid = {"model.variant": ["fixed", "adaptive"]}
     base = {"model": {"span": 256, "attn": {"ramp": 96}}}
     spread = {"id": "spread", "text": "spans differ by 4x", "rows": {"model.variant": "adaptive"},
-              "metric": "head_span_spread", "expect": "greater", "margin": 4}
+              "metric": "head_span_spread", "expect": "greater", "margin": 4, "floor": 0}
     path = write_grid(tmp_path, "bound", grid=grid, base={**yaml.safe_load(
         write_grid(tmp_path, "x").read_text())["base"], **base}, claims=[spread])
     assert run.main([str(path), "--dry-run"]) == 2

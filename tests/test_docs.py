@@ -264,6 +264,6 @@ def test_the_add_a_claim_commands_run_as_written(tmp_path):
             found.append(pd.read_csv(path))
     dry = outs[0]
     assert "th_not_much_worse" in dry and "seeds 100-104: confirmatory" in dry
-    assert re.search(r"\| th_not_much_worse \| 1 of 1 \| +5 \| +0\.0312 ", dry), dry
+    assert re.search(r"\| th_not_much_worse \| 1 of 1 \| +5 \| 5 of 5 +\| +0\.0312 ", dry), dry
     assert found[0].loc[0, "verdict"] == "reproduced" and found[0].loc[0, "seed_range"] == "100-104"
     pd.testing.assert_frame_equal(found[0], found[1])  # recomputed from runs.csv: the same

@@ -446,8 +446,9 @@ def test_findings_from_the_sweeps_grid_file(store, tmp_path):
     paths, printed = render(store, "claimed", tmp_path / "out", sweep=parent)
     assert {"findings.md", "findings.csv", "runs.csv", "grid.yaml"} <= {p.name for p in paths}
     csv = pd.read_csv(tmp_path / "out" / "findings.csv")
-    assert list(csv.columns[:11]) == ["claim", "about", "effect", "ci_low", "ci_high", "p",
-                                      "p_opposite", "p_opposite_adj", "level", "verdict", "look"]
+    assert list(csv.columns[:12]) == ["claim", "about", "null", "effect", "ci_low", "ci_high",
+                                      "p", "level", "rule", "p_opposite", "level_opposite",
+                                      "verdict"]
     verdict = dict(zip(csv["claim"], csv["verdict"], strict=True))
     assert verdict == {"fewer_flops [span=64]": "inconclusive",  # a part, not the claim
                        "fewer_flops [span=128]": "inconclusive", "fewer_flops": "inconclusive",
@@ -455,7 +456,7 @@ def test_findings_from_the_sweeps_grid_file(store, tmp_path):
     assert csv.set_index("claim").loc["same_bpc", "reason"] == "sequence stopped at fewer_flops"
     spec = GridSpec.from_text(CLAIMED, "test")
     again = verdicts.evaluate(spec.claims, report.read_per_seed(tmp_path / "out" / "runs.csv"))
-    cols = ["claim", "effect", "p", "p_opposite_adj", "verdict", "evidence", "p_replicate"]
+    cols = ["claim", "effect", "p", "level_opposite", "verdict", "evidence", "p_same"]
     pd.testing.assert_frame_equal(again[cols].iloc[:3], csv[cols].iloc[:3])  # done trials
     reason = csv.set_index("claim").loc["fewer_flops [span=128]", "reason"]
     assert "seed 2: failed (Diverged: training loss is nan)" in reason
@@ -679,7 +680,8 @@ def test_committed_findings_recompute_from_their_per_seed_values(path):
     again = verdicts.evaluate(spec.claims, report.read_per_seed(path), looks=spec.looks,
                               design=spec.design_seeds)
     committed = pd.read_csv(path.parent / "findings.csv")
-    cols = ["claim", "about", "effect", "p", "p_opposite_adj", "level", "verdict", "look", "n",
-            "seed_range", "evidence", "p_replicate", "unlearned"]
+    cols = ["claim", "about", "null", "effect", "p", "level", "rule", "p_opposite",
+            "level_opposite", "verdict", "look", "n", "seed_range", "evidence", "p_same",
+            "offsets", "unlearned", "fixed_by_floor"]
     pd.testing.assert_frame_equal(again[cols].reset_index(drop=True), committed[cols],
                                   check_dtype=False)

@@ -57,10 +57,13 @@ def main(argv: list[str] | None = None) -> int:
     except ConfigError as err:
         print(f"error: {err}", file=sys.stderr)
         return 2
+    for warning in feasible.implied(grid.claims):
+        print(f"warning: {warning}", file=sys.stderr)
     if args.dry_run:
         looks = looks_of(grid)
         first = [t for t in trials if t.seed in looks[0]]
-        print_plan(first, grid.claims, levels, grid.design_seeds, seed_list(grid.seeds))
+        print_plan(first, grid.claims, levels, grid.design_seeds, seed_list(grid.seeds),
+                   feasible.rates(grid.claims, grid.grid, grid.seeds))
         if len(looks) > 1:
             later = [t for t in trials if t.seed not in looks[0]
                      and reads(grid.claims, grid.grid, t.values)]

@@ -47,8 +47,8 @@ def span_range(metric: str, sp: Spans) -> tuple[float, float] | None:
 def decided(claim: Claim, margin: float, rows: Spans, base: Spans | None) -> str | None:
     """Why the setup decides this test of `claim` (its rows' spans, and its baseline's), or
     None where the data can. Trend claims are left to the data."""
-    if claim.type == "trend" or claim.metric not in SPAN_METRICS:
-        return None
+    if claim.type == "trend" or claim.metric not in SPAN_METRICS or claim.floor == "R":
+        return None  # above R a head's span is its growth z in [0, S - R]: data decide it
     if base is not None:
         if not (rows.capped and base.capped and rows.S == base.S):
             r, b = span_range(claim.metric, rows), span_range(claim.metric, base)

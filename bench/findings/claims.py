@@ -39,7 +39,7 @@ from bench.config import Strict
 from bench.tracking.names import FINAL_RENAMED, FINAL_SAME
 
 from .numbers import num
-from .stats import ABOUT
+from .stats import STATISTIC
 
 MIN_SEEDS = 3  # paired seeds a test needs before its verdict counts
 # the report reads a final_<name> summary back under <name> (FINAL_RENAMED)
@@ -59,12 +59,16 @@ DERIVED = {  # metric: what it is; computed per run by `derive`
     "head_span_spread": "longest head span / median head span, from head_spans",
     "long_head_fraction": "share of heads whose span is at least half the longest head's",
     "layer_span_ratio": "the first layer's mean head span / the last layer's, from head_spans",
+    # with `floor: R`, these three read each head's span above R (z = span - R)
     "covering_head_fraction": "share of heads whose span reaches the farthest planted distance "
                               "(dataset.planted), from head_spans",
 }
 METRICS = (*FINAL, *DERIVED)
 HEAD_SPAN_METRICS = ("max_head_span", "head_span_spread", "long_head_fraction",
                      "layer_span_ratio", "covering_head_fraction")
+# span statistics that say "long" or "short": a claim on one names the floor its spans are
+# measured above (`floor`), since every learned span is at least the ramp R
+SPAN_SHAPE = ("head_span_spread", "long_head_fraction", "layer_span_ratio")
 
 
 class Claim(Strict):
@@ -84,6 +88,9 @@ class Claim(Strict):
     # against; equivalent: +-margin; planted: the corpus's farthest planted distance
     test: Literal["sign", "sign-flip"] = "sign"  # median or mean (bench.findings.stats)
     log_offset: float | None = Field(None, gt=0)  # analyse log(metric + log_offset)
+    # SPAN_SHAPE metrics: each head's span measured above the ramp R (its floor: what the span
+    # learned, z), or from 0 (the raw span, which R can fix by construction)
+    floor: Literal["R", 0] | None = None
 
     @model_validator(mode="wrap")
     @classmethod
@@ -139,6 +146,9 @@ class Claim(Strict):
         if self.test == "sign-flip" and self.baseline is None and self.type == "compare":
             raise ValueError("test sign-flip without a baseline: a value against a margin has no "
                              "symmetric null; use test: sign (the median), or give a baseline")
+        if self.floor is not None and self.metric not in SPAN_SHAPE:
+            raise ValueError(f"floor is for the span statistics {', '.join(SPAN_SHAPE)}, not "
+                             f"{self.metric}")
         if self.baseline is not None and all(self.rows.get(k) == v
                                              for k, v in self.baseline.items()):
             raise ValueError("baseline selects the same rows as `rows`")
@@ -181,6 +191,11 @@ def check(claims: list[Claim], axes: dict[str, list[Any]],
             raise ValueError(f"{where}: unknown metric {c.metric!r}; known: {', '.join(METRICS)}"
                              ", and a probe's test_probe_bpc.<probe>, probe_floor.<probe>, "
                              "test_probe_gap.<probe>")
+        if c.metric in SPAN_SHAPE and c.floor is None:
+            raise ValueError(f"{where}: metric {c.metric} says which heads are long or short, "
+                             "and every learned span is at least the ramp R: declare `floor: R` "
+                             "(each head's span measured above R, what it learned) or `floor: 0` "
+                             "(the raw span, which R can fix by construction)")
         if instead := selected(c.metric):
             raise ValueError(f"{where}: metric {c.metric} is scored on the dev split, which "
                              f"chose each run's checkpoint (its best dev bpc): claim {instead}")
@@ -240,7 +255,7 @@ def selected(metric: str) -> str | None:
 
 def expectation(c: Claim) -> str:
     """What a claim expects, in words: "mean difference < 0", "median slope within ±0.01"."""
-    what = ABOUT[c.test] + " " + ("slope" if c.type == "trend" else
+    what = STATISTIC[c.test] + " " + ("slope" if c.type == "trend" else
                                   "difference" if c.baseline else "value")
     what += f" of log(y + {c.log_offset:g})" if c.log_offset else ""
     margin = c.margin if c.margin == "planted" else f"{c.margin:g}"

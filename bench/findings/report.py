@@ -15,9 +15,9 @@ import pandas as pd
 
 from bench.provenance import identity
 from bench.tracking import reader, writer
-from bench.tracking.names import SEEDS
+from bench.tracking.names import CLAIMS, SEEDS
 
-from . import claims, stats, verdicts
+from . import claims, prereg, stats, verdicts
 from .figures import run_result, write_figures
 from .runs import Sweep, load_sweep, machine_line, missing_lines, registered_names
 from .spec import GridSpec
@@ -36,21 +36,27 @@ class ReportError(RuntimeError):
 FINDINGS_NOTE = (
     "How to read this table (the standard, and every word in it, is defined once in "
     "docs/claims.md): the claims are one pre-registered family, tested in their written order "
-    "(fixed sequence, each at alpha = {alpha}, one-sided); the first claim not reproduced stops "
-    "the sequence. Each test pairs runs by seed; `about` says what the claim is about (the "
-    "median of the per-seed values, the typical seed, by the exact sign test; or their mean by "
-    "the exact sign-flip test, for a difference against 0 only) and `test` the scale "
-    "(log(y + c)). `level`: the claim's share of alpha at its look; `reproduced`: p at most "
-    "the level in every part of the claim; `contradicted`: a part's opposite p, Holm across the "
-    "parts, at most the level; `inconclusive`: neither at the last look, or stopped for "
-    "futility; `not tested`: decided by construction, or after the sequence stopped. On seeds "
-    "the claims were designed from (`evidence` exploratory) the words are `holds "
-    "(exploratory)` and `fails (exploratory)`. `p_rep`: the share of resamples of the seeds "
-    "that the same test decides the same way. `detectable`: for a mean, the smallest effect "
-    "beyond the margin the seeds could detect (80% power), for a median the smallest share of "
-    "seeds satisfying the claim; `seeds`: how many would detect what was seen. `unlearned`: "
-    "in how many seeds each cell answered a probe with more than a tenth of the bits a model "
-    "without recall pays. The per-seed values are in runs.csv beside this file.")
+    "(fixed sequence, each at alpha = {alpha} in each direction); the first claim not "
+    "reproduced stops the sequence. Each test pairs runs by seed; `about` says what a verdict "
+    "is about and `null` what its test rejects: the sign test, about the median of the "
+    "per-seed values (the typical seed); the sign-flip test, about an effect (its null: the "
+    "variant changes nothing, the paired values exchangeable; `effect` is their mean), for a "
+    "difference against 0 only; `test` gives the scale (log(y + c)). `rule` is the exact "
+    "boundary of the claim's look (seeds on the claimed side, or the p its test must reach), "
+    "`level` the p it stands for; `reproduced`: p at most the level in every part; "
+    "`contradicted`: a part's opposite p at most `level_opposite` (alpha over the parts); "
+    "`inconclusive`: neither at the last look, or stopped for futility (neither direction's p "
+    "below the bound); `not tested`: decided by construction, or after the sequence stopped. "
+    "On seeds the claims were designed from, or from a grid file not committed before they "
+    "ran (`evidence` exploratory), the words are `holds (exploratory)` and `fails "
+    "(exploratory)`. `p_same`: the predictive chance that a fresh run of the design ends the "
+    "same way. `offsets`: the log offsets of a fixed ladder at which the verdict stands. "
+    "`detectable`: for a mean, the smallest effect beyond the margin the seeds could detect "
+    "(80% power), for a median the smallest share of seeds satisfying the claim; `seeds`: how "
+    "many would detect what was seen. `unlearned`: in how many seeds each cell answered a probe "
+    "with more than a tenth of the bits a model without recall pays. `fixed`: in how many "
+    "seeds the span's floor R fixed a raw span statistic. The per-seed values are in runs.csv "
+    "beside this file.")
 
 
 def waiting(uri: str, experiment: str, spec: GridSpec, trials: list[str]) -> list[claims.Claim]:
@@ -83,8 +89,10 @@ def per_seed(sweep: Sweep, runs: pd.DataFrame) -> pd.DataFrame:
     (`verdicts.evaluate` over it gives the same table)."""
     metrics = sorted(c for c in runs if c in claims.METRICS or claims.PROBE_METRIC.match(c)
                      or c.startswith(("layer.", "dataset.planted", "dataset.no_recall")))
+    runs = runs.rename(columns={f"tags.{CLAIMS}": "claims_sha"})
     keys = [k for k in [*sweep.spec.grid, *SEEDS, "trial", "precision", "cpu_capability",
-                        *DATA_COLUMNS, "model.span", "floor_bpc", "head_spans"] if k in runs]
+                        *DATA_COLUMNS, "model.span", "floor_bpc", "head_spans", "start_time",
+                        "claims_sha"] if k in runs]
     out = runs[list(dict.fromkeys([*keys, *metrics]))].copy()
     if "head_spans" in out:
         out["head_spans"] = out["head_spans"].map(
@@ -125,39 +133,44 @@ def findings_markdown(table: pd.DataFrame) -> str:
         return table[col].astype(object).where(table[col].notna(), "")
 
     md = pd.DataFrame({
-        "claim": table["claim"], "about": text("about"),
+        "claim": table["claim"], "about": text("about"), "null": text("null"),
         "expected": table["expect"], "metric": table["metric"],
         "effect": table["effect"].map(num),
         "interval": [interval(lo, hi) for lo, hi in
                      zip(table["ci_low"], table["ci_high"], strict=True)],
-        "p": table["p"].map(lambda v: num(v, ".3g")),
-        "p opposite (Holm)": table["p_opposite_adj"].map(lambda v: num(v, ".3g")),
-        "level": table["level"].map(lambda v: num(v, ".3g")), "look": text("look"),
-        "n": table["n"].map(lambda v: num(v, ".0f")),
+        "p": table["p"].map(lambda v: num(v, ".3g")), "rule": text("rule"),
+        "level": table["level"].map(lambda v: num(v, ".3g")),
+        "p opposite": table["p_opposite"].map(lambda v: num(v, ".3g")),
+        "level opposite": table["level_opposite"].map(lambda v: num(v, ".3g")),
+        "look": text("look"), "n": table["n"].map(lambda v: num(v, ".0f")),
         "seeds run": text("seed_range"), "evidence": text("evidence"),
         "test": text("test"), "verdict": table["verdict"],
-        "p_rep": table["p_replicate"].map(lambda v: num(v, ".2f")),
+        "p_same": table["p_same"].map(lambda v: num(v, ".2f")), "offsets": text("offsets"),
         "detectable": table["detectable"].map(num),
         "seeds": table["seeds_needed"].map(lambda v: num(v, ".0f")),
-        "unlearned": text("unlearned"), "reason": text("reason")})
+        "unlearned": text("unlearned"), "fixed": text("fixed_by_floor"),
+        "reason": text("reason")})
+    md = md.loc[:, [c for c in md if c in ("claim", "verdict") or (md[c] != "").any()]]
     md = md.map(lambda v: v.replace("|", "\\|") if isinstance(v, str) else v)  # cell text
     return md.to_markdown(index=False, disable_numparse=True)
 
 
 def write_findings(name: str, spec: GridSpec, runs: pd.DataFrame, missing: pd.DataFrame,
-                   out_dir: Path) -> tuple[list[Path], pd.DataFrame, str]:
+                   out_dir: Path, grid_file: Path | None) -> tuple[list[Path], pd.DataFrame, str]:
     """findings.md and findings.csv (columns verdicts.COLUMNS): the grid's claims' verdicts
     (`verdicts.evaluate`) on `runs` as `claim_runs` gives them (what runs.csv holds: a test
-    recomputes every committed findings.csv from it); returns the paths, the table and the
-    table as Markdown."""
-    table = verdicts.evaluate(spec.claims, runs, missing, spec.looks, spec.design_seeds)
+    recomputes every committed findings.csv from it), with whether `grid_file` pre-registered
+    them (`prereg`); returns the paths, the table and the table as Markdown."""
+    registered = prereg.check(grid_file, spec.claims, runs, spec.design_seeds)
+    table = verdicts.evaluate(spec.claims, runs, missing, spec.looks, spec.design_seeds,
+                              unregistered=registered.late)
     md = findings_markdown(table)
     texts = [f"{i}. `{c.id}`: {c.text}" for i, c in enumerate(spec.claims, 1)]
     paths = [out_dir / "findings.md", out_dir / "findings.csv"]
     paths[0].write_text("\n".join([
-        f"# {name}: findings", "", data_line(runs), "", machine_line(runs), "", md, "",
-        FINDINGS_NOTE.format(alpha=stats.ALPHA), "", "## Claims, in their test order",
-        "", *texts, ""]))
+        f"# {name}: findings", "", data_line(runs), "", machine_line(runs), "",
+        registered.line, "", md, "", FINDINGS_NOTE.format(alpha=stats.ALPHA), "",
+        "## Claims, in their test order", "", *texts, ""]))
     table.to_csv(paths[1], index=False)
     return paths, table, md
 
@@ -168,7 +181,7 @@ def refind(runs_csv: Path, grid_file: Path, out_dir: Path) -> list[Path]:
     spec = GridSpec.read(grid_file)
     out_dir.mkdir(parents=True, exist_ok=True)
     paths, _, md = write_findings(spec.name or grid_file.stem, spec, read_per_seed(runs_csv),
-                                  pd.DataFrame(), out_dir)
+                                  pd.DataFrame(), out_dir, grid_file)
     print(f"findings ({paths[0]}):\n{md}")
     if grid_file.resolve() != (out_dir / "grid.yaml").resolve():
         paths.append(out_dir / "grid.yaml")
@@ -215,7 +228,9 @@ def render_sweep(uri: str, experiment: str, out_dir: Path, sweep: str | None = N
         paths[-1].write_text(grid_file.read_text() if grid_file else found.grid_text)
     verdicts = {}
     if spec.claims:
-        written, table, md = write_findings(data.name, spec, runs, data.missing, out_dir)
+        logged = found.sweep.data.params.get("grid_file") if found.sweep else None
+        written, table, md = write_findings(data.name, spec, runs, data.missing, out_dir,
+                                            grid_file or (Path(logged) if logged else None))
         paths += written
         print(f"\nfindings ({written[0]}):\n{md}")
         verdicts = table.set_index("claim")["verdict"].reindex([c.id for c in spec.claims])

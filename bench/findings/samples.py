@@ -11,8 +11,11 @@ import pandas as pd
 from bench.tracking.names import FAILURE, SEEDS, STOPPED
 
 from .bounds import Spans
-from .claims import HEAD_SPAN_METRICS, Claim
+from .claims import HEAD_SPAN_METRICS, SPAN_SHAPE, Claim
 from .numbers import flag, num
+
+ABOVE_R = ".above_R"  # a span statistic's column measured above the ramp R
+FIXED = "fixed_by_floor."  # per run: the floor R fixed the raw statistic
 
 
 class Unavailable(Exception):
@@ -30,22 +33,71 @@ def derive(runs: pd.DataFrame) -> pd.DataFrame:
     runs["gap_to_floor"] = col("final_test_bpc") - col("floor_bpc")
     runs["span_fraction"] = col("mean_span") / col("model.span")
     if "head_spans" not in runs:
-        return runs.assign(**dict.fromkeys(HEAD_SPAN_METRICS, np.nan))
+        return runs.assign(**dict.fromkeys(HEAD_SPAN_METRICS, np.nan),
+                           **dict.fromkeys([m + ABOVE_R for m in SPAN_SHAPE], np.nan))
     spans = col("head_spans").map(lambda s: np.concatenate([np.ravel(layer) for layer in s])
                                   if isinstance(s, list) and s else None)
     runs["max_head_span"] = spans.map(lambda s: np.nan if s is None else float(s.max()))
-    runs["head_span_spread"] = spans.map(
-        lambda s: np.nan if s is None or np.median(s) <= 0 else float(s.max() / np.median(s)))
-    runs["long_head_fraction"] = spans.map(
-        lambda s: np.nan if s is None else float(np.mean(s >= s.max() / 2)))
-    runs["layer_span_ratio"] = col("head_spans").map(
-        lambda s: float(np.mean(s[0]) / np.mean(s[-1])) if isinstance(s, list) and len(s) > 1
-        and np.mean(s[-1]) > 0 else np.nan)
+    layers = col("head_spans").map(lambda s: [np.ravel(layer) for layer in s]
+                                   if isinstance(s, list) and len(s) > 1 else None)
+    ramp = col("layer.options.ramp").map(lambda v: float(v) if pd.notna(v) else np.nan)
+    for suffix, floor in (("", pd.Series(0.0, runs.index)), (ABOVE_R, ramp)):  # from 0, above R
+        def less(items: pd.Series, f: pd.Series = floor) -> pd.Series:
+            return pd.Series([None if v is None else (v - r if isinstance(v, np.ndarray) else
+                                                      [x - r for x in v])
+                              for v, r in zip(items, f, strict=True)], runs.index, dtype=object)
+
+        z, zl = less(spans), less(layers)  # per head, per layer: the span above the floor
+        runs["head_span_spread" + suffix] = z.map(_spread)
+        runs["long_head_fraction" + suffix] = z.map(_long)
+        runs["layer_span_ratio" + suffix] = zl.map(_layer_ratio)
+    # raw spans: every head is at least R, so with the longest under 2R every head is "long"
+    runs[FIXED + "long_head_fraction"] = [s is not None and bool(s.max() < 2 * r)
+                                          for s, r in zip(spans, ramp, strict=True)]
     far = col("dataset.planted").map(lambda v: max(json.loads(v), default=np.nan)
                                      if isinstance(v, str) else np.nan)
     runs["covering_head_fraction"] = [np.nan if s is None or np.isnan(d) else float(np.mean(
         s >= d)) for s, d in zip(spans, far, strict=True)]
     return runs
+
+
+def _spread(z: np.ndarray | None) -> float:
+    """The longest head's span over the median head's."""
+    ok = z is not None and np.all(np.isfinite(z)) and np.median(z) > 0
+    return float(z.max() / np.median(z)) if ok else np.nan
+
+
+def _long(z: np.ndarray | None) -> float:
+    """The share of heads at least half as long as the longest (NaN: every head at 0)."""
+    ok = z is not None and np.all(np.isfinite(z)) and z.max() > 0
+    return float(np.mean(z >= z.max() / 2)) if ok else np.nan
+
+
+def _layer_ratio(z: list[np.ndarray] | None) -> float:
+    """The first layer's mean head span over the last layer's."""
+    ok = z is not None and np.isfinite(np.mean(z[-1])) and np.mean(z[-1]) > 0
+    return float(np.mean(z[0]) / np.mean(z[-1])) if ok else np.nan
+
+
+def column(claim: Claim) -> str:
+    """The runs' column a claim reads: a span statistic with `floor: R` its value above R."""
+    return claim.metric + (ABOVE_R if claim.floor == "R" else "")
+
+
+def fixed(claim: Claim, runs: pd.DataFrame, cells: list[dict], seeds: list[Any]) -> str:
+    """For a claim on a statistic its floor can fix (the raw long-head share, 1 whenever the
+    longest head is under 2R), in how many of its seeds the floor fixed it; "" otherwise."""
+    flag_col = FIXED + claim.metric
+    if claim.floor == "R" or flag_col not in runs:
+        return ""
+    col = seed_col(runs)
+    out = []
+    for cell in cells:
+        sub = runs[match(runs, cell)]
+        sub = sub[sub[col].isin(seeds)] if col else sub
+        if hit := int(sub[flag_col].astype(bool).sum()):
+            out.append(f"{label(cell)}: {hit}/{len(sub)}")
+    return "; ".join(out)
 
 
 def match(df: pd.DataFrame, cell: dict[str, Any]) -> pd.Series:
@@ -112,7 +164,7 @@ def sample(claim: Claim, runs: pd.DataFrame, missing: pd.DataFrame, pairs: list,
     estimates."""
     def point(rows: dict, base: dict | None) -> pd.Series:
         def at(cell: dict) -> pd.Series:
-            v = values(runs, missing, cell, claim.metric, seeds)
+            v = values(runs, missing, cell, column(claim), seeds)
             return np.log(v + claim.log_offset) if claim.log_offset else v
 
         return at(rows) if base is None else at(rows) - at(base)

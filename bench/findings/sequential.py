@@ -1,69 +1,167 @@
-"""Group-sequential looks: seeds added in stages, each claim tested at every look at a level of
-its own, so that stopping early (or adding seeds only where a claim is undecided) keeps the
-error rate.
+"""Group-sequential looks with exact boundaries, in both directions: seeds are added in stages,
+and at each look a claim can be reproduced, contradicted, stopped for futility or left for the
+next look, with every error rate held at alpha on the test's own discrete null.
 
-At look k of K a claim has seen n_k of its planned n_K seeds, the information fraction
-t_k = n_k / n_K. The Lan-DeMets spending function of O'Brien-Fleming type allows
+At look k of K a claim has seen n_k of its planned n_K seeds (information fraction
+t_k = n_k / n_K). Each direction, the claim (`reproduced`: its p at most the look's level) and
+its opposite (`contradicted`), may have spent by t the error of the Lan-DeMets function of
+O'Brien-Fleming type,
 
-    alpha(t) = 2 (1 - Phi(z_{1 - alpha / 2} / sqrt(t)))          (alpha(1) = alpha)
+    alpha(t) = 2 (1 - Phi(z_{1 - alpha / 2} / sqrt(t)))          (alpha(1) = alpha),
 
-of the one-sided alpha to be spent by t, very little at early looks. Look k tests at the level
-a_k = alpha(t_k) - (what the earlier looks spent): a look whose smallest attainable p exceeds
-its level (an exact test with few seeds) can reject nothing, spends nothing and can only stop
-for futility, so its share passes to the next look. The levels sum to at most alpha, and the
-chance that any look rejects a true null is at most the sum of the chances that each does
-(Bonferroni over the looks): the error rate holds for any test, exact and discrete ones
-included, whatever the dependence between looks, and for a family of tests Holm-corrected at
-a_k within each look. The nominal normal-theory boundaries would give slightly higher levels,
-but their guarantee needs a continuous, normal test statistic, which a sign test on 8 seeds is
-not. Claims form a fixed sequence, each with these levels at whichever look it is reached
-(Glimm, Maurer and Bretz 2010). Futility stopping is non-binding: the levels ignore it, so
-stopping for futility only lowers the error rate. docs/claims.md states the standard.
+very little at early looks. A look's level is the largest p the test can attain at n_k seeds
+that keeps the error spent by look k within alpha(t_k), on the exact discrete null:
+
+- `sign`: the count of seeds on the claimed side is Binomial(n, 1/2) at the null's boundary, and
+  the counts at the looks are one random walk, so the error of a set of boundaries is exact
+  (`_sign`): with looks 4, 6, 8 the rule is "6 of 6, otherwise 7 of 8", error 0.039, where
+  levels set from the continuous spending alone would allow only "6 of 6" (error 0.016).
+- `sign-flip`: p is a multiple of 2^-n; each look's level is the largest multiple within what
+  the earlier looks left, and the error is at most the sum of the levels (a union bound over
+  the looks, which holds for any magnitudes of the per-seed values).
+- a metric fixed by the config (`exact`): p is 0 or 1, and the test cannot err.
+
+A look whose test cannot attain its share spends nothing, and its share passes on. Futility is
+non-binding (the levels ignore it, so a stop only lowers the error): at an interim look a claim
+stops only when neither direction's p is below the bound, so the seeds at hand lean neither way
+and a stop never hides a contrary result. The opposite of a claim with m parts (any part
+contradicted, a union) is tested at alpha / m per part (Bonferroni; an equivalence's two outer
+sides count as two parts). Claims form a fixed sequence (Glimm, Maurer and Bretz 2010).
+docs/claims.md states the standard; `operating` computes a design's exact rates.
 """
 
 from dataclasses import dataclass
 from functools import cache
 
 import numpy as np
-from scipy.stats import norm
+from scipy.stats import binom, norm
 
-from .stats import ALPHA, floor
+from .stats import ALPHA, Test, tail
+
+FINAL = ("reproduced", "contradicted", "futile", "inconclusive")  # how a claim can end
+SLACK = 1e-9  # relative: a p equal to a level in exact arithmetic is at the level in floats
 
 
 def spent(t: float, alpha: float = ALPHA) -> float:
-    """The one-sided alpha the O'Brien-Fleming-type Lan-DeMets function allows by fraction t
-    (all of it at t = 1)."""
+    """The error the O'Brien-Fleming-type Lan-DeMets function allows by fraction t (all of
+    alpha at t = 1)."""
     return alpha if t >= 1 else float(2 * norm.sf(norm.isf(alpha / 2) / np.sqrt(t)))
 
 
 @dataclass(frozen=True)
 class Look:
-    """One look of a claim's design: its seeds n, the smallest p its test can reach there
-    (`floor`), its level, and whether it can reject at all (else: futility only)."""
+    """One look of one direction's boundary: its seeds n, its level (reject when p is at most
+    it; 0: this look cannot reject), the rule in words and the error spent by this look and
+    the ones before it (exact for the sign test, an upper bound for sign-flip)."""
 
     n: int
-    floor: float
     level: float
+    rule: str
+    error: float
 
     @property
     def can_reject(self) -> bool:
-        return self.floor <= self.level
+        return self.level > 0
 
 
-@cache
-def design(looks: tuple[int, ...], exact: bool = False, alpha: float = ALPHA
-           ) -> tuple[Look, ...]:
-    """Each look's level (seeds per look, increasing; `exact`: a metric fixed by the config,
-    whose test reaches p = 0): alpha(t_k) less what the earlier looks that can reject spent."""
+def _sign(looks: tuple[int, ...], alpha: float) -> tuple[Look, ...]:
+    """Count boundaries by walking the exact null: at each look the smallest count whose tail,
+    among the walks no earlier look rejected, fits what alpha(t) leaves."""
     out: list[Look] = []
-    used = 0.0
+    mass, used, before = np.ones(1), 0.0, 0
     for n in looks:
-        look = Look(n, floor(n, exact), spent(n / looks[-1], alpha) - used)
-        used += look.level if look.can_reject else 0.0
-        out.append(look)
+        mass = np.convolve(mass, binom.pmf(np.arange(n - before + 1), n - before, 0.5))
+        before = n
+        tails = np.cumsum(mass[::-1])[::-1]  # P(count >= c and not rejected before), c = 0..n
+        fits = np.flatnonzero(tails <= spent(n / looks[-1], alpha) - used + SLACK * alpha)
+        c = int(fits[0]) if fits.size else n + 1
+        if c <= n:
+            used += float(tails[c])
+            mass[c:] = 0.0
+        level = float(binom.sf(c - 1, n, 0.5)) if c <= n else 0.0
+        out.append(Look(n, level, f"{c} of {n}" if c <= n else "none", used))
     return tuple(out)
 
 
-def levels(looks: tuple[int, ...], exact: bool = False) -> tuple[float, ...]:
-    """The nominal one-sided level of each look (`design`)."""
-    return tuple(look.level for look in design(looks, exact))
+def _flip(looks: tuple[int, ...], alpha: float) -> tuple[Look, ...]:
+    """p <= k / 2^n, with k the most that what alpha(t) leaves allows (a union bound)."""
+    out: list[Look] = []
+    used = 0.0
+    for n in looks:
+        k = int(np.floor((spent(n / looks[-1], alpha) - used) * 2 ** n * (1 + SLACK)))
+        used += k / 2 ** n
+        out.append(Look(n, k / 2 ** n, f"p ≤ {k}/{2 ** n}" if k else "none", used))
+    return tuple(out)
+
+
+def _fixed(looks: tuple[int, ...], alpha: float) -> tuple[Look, ...]:
+    """A value fixed by the config: p is 0 (it satisfies the claim) or 1, at any look."""
+    return tuple(Look(n, spent(n / looks[-1], alpha), "the configured value", 0.0)
+                 for n in looks)
+
+
+@cache
+def design(looks: tuple[int, ...], test: Test = "sign", exact: bool = False,
+           alpha: float = ALPHA) -> tuple[Look, ...]:
+    """Each look's boundary for one direction of a claim (seeds per look, increasing): see the
+    module doc."""
+    return (_fixed if exact else _sign if test == "sign" else _flip)(looks, alpha)
+
+
+def against(looks: tuple[int, ...], test: Test, exact: bool, parts: int) -> tuple[Look, ...]:
+    """The boundaries of a claim's opposite direction, tested in each of `parts` parts at
+    alpha / parts (Bonferroni)."""
+    return design(looks, test, exact, ALPHA / max(parts, 1))
+
+
+def judge(p: np.ndarray, p_opposite: np.ndarray, look: Look, opposite: Look, last: bool,
+          futility: float | None) -> np.ndarray:
+    """A claim's state at one look from its parts' p's (parts, ...), for every case at once:
+    contradicted (a part's opposite p at most its level), reproduced (every part's p at most
+    its level), inconclusive (neither, at the last look), futile (neither direction's p below
+    `futility`, at an interim look) or undecided (the next look decides)."""
+    p, q = np.asarray(p, dtype=float), np.asarray(p_opposite, dtype=float)
+    contradicted = (q <= opposite.level * (1 + SLACK)).any(axis=0)
+    reproduced = (p <= look.level * (1 + SLACK)).all(axis=0)
+    futile = np.zeros(contradicted.shape, bool) if futility is None else (
+        (p.max(axis=0) >= futility) & (q.min(axis=0) >= futility))
+    return np.select([contradicted, reproduced, np.full(contradicted.shape, last), futile],
+                     ["contradicted", "reproduced", "inconclusive", "futile"], "undecided")
+
+
+@dataclass(frozen=True)
+class Operating:
+    """A design's rates at q, the chance that a seed lands on the claimed side: how each claim
+    ends (`FINAL`), and the share of cases decided at each look."""
+
+    ends: dict[str, float]
+    decided: tuple[float, ...]
+
+
+def operating(looks: tuple[int, ...], test: Test, q: float, futility: float | None,
+              parts: int = 1, reps: int = 4000) -> Operating:
+    """The design's rates, parts independent and each at q. Sign test: exact, by walking the
+    counts of every part through `judge` (seeds never tie). Sign-flip: `reps` draws (seeded) of
+    normal per-seed values whose chance of the claimed side is q, through the test and `judge`."""
+    claim, opposite = design(looks, test), against(looks, test, False, parts)
+    ends, at = dict.fromkeys(FINAL, 0.0), []
+    if test == "sign":
+        mass, before = np.ones((1,) * parts), 0
+    else:
+        x = np.random.default_rng(0).normal(norm.ppf(q), 1.0, (parts, reps, looks[-1]))
+        mass = np.full(reps, 1.0 / reps)
+    for k, n in enumerate(looks):
+        if test == "sign":
+            step = binom.pmf(np.arange(n - before + 1), n - before, q)
+            for axis in range(parts):
+                mass = np.apply_along_axis(np.convolve, axis, mass, step)
+            before, hits = n, np.indices(mass.shape)
+            p, p_opp = binom.sf(hits - 1, n, 0.5), binom.sf(n - hits - 1, n, 0.5)
+        else:
+            p, p_opp = (tail(x[..., :n], 0.0, side, test) for side in ("greater", "less"))
+        state = judge(p, p_opp, claim[k], opposite[k], k == len(looks) - 1, futility)
+        at.append(float(mass[state != "undecided"].sum()))
+        for end in FINAL:
+            ends[end] += float(mass[state == end].sum())
+        mass = np.where(state == "undecided", mass, 0.0)
+    return Operating(ends, tuple(at))

@@ -1,8 +1,9 @@
 """What a grid can do where it will run, checked before Ray or MLflow start: a claim naming a
 probe metric its corpus does not score, none of whose tests the data could decide (the setup
-fixes the outcome: `bench.findings.bounds`), or with a look that can neither reject nor stop for
-futility (its exact test's smallest p above its level) is refused, naming the claim; GPUs the
-grid asks for and the machine or cluster lacks, naming resources.gpu."""
+fixes the outcome: `bench.findings.bounds`), or none of whose looks can reject (its exact
+test's rule at the last look is empty) is refused, naming the claim; what each look can decide,
+the design's exact rates and the claims that imply one another are printed; GPUs the grid asks
+for and the machine or cluster lacks, naming resources.gpu."""
 
 import os
 from typing import Any
@@ -16,9 +17,12 @@ from bench.findings import sequential
 from bench.findings.bounds import Spans, decided
 from bench.findings.claims import EXACT, PROBE_METRIC, Claim, cells
 from bench.findings.spec import Looks, Seeds, seed_list
+from bench.findings.stats import ALPHA, min_seeds
 
 from .grid import Grid
 from .trials import Trial
+
+SPAN_AFFINE = ("flops_mean", "mean_span", "span_fraction")  # one quantity at a fixed size
 
 
 def spans(t: Trial) -> Spans:
@@ -57,37 +61,88 @@ def check(claims: list[Claim], axes: dict[str, list[Any]], trials: list[Trial]) 
             raise ConfigError(f"{where}: {why[0]}; no test of the claim is left to the data")
 
 
+def _parts(c: Claim, axes: dict[str, list[Any]]) -> int:
+    """How many tests (parts) a claim has: one per value of its at_each keys."""
+    return len({label for label, *_ in cells(c, axes)})
+
+
 def by_look(claims: list[Claim], axes: dict[str, list[Any]], seeds: Seeds) -> pd.DataFrame:
-    """Per claim and look: its seeds n, the smallest p its test can reach there (and the
-    smallest Holm-adjusted opposite p across its parts), its level, and what the look can do:
+    """Per claim and look: its seeds n, its exact rule each way (the claim's, the contrary's
+    at alpha / parts), their levels, the error spent by then, and what the look can do:
     reject, stop for futility only, or nothing."""
     plan = tuple(seeds.looks) if isinstance(seeds, Looks) else (len(seed_list(seeds)),)
     futility = seeds.futility if isinstance(seeds, Looks) else None
     rows = []
     for i, c in enumerate(claims):
-        parts = len({label for label, *_ in cells(c, axes)})
-        for k, look in enumerate(sequential.design(plan, c.metric in EXACT)):
+        exact, parts = c.metric in EXACT, _parts(c, axes)
+        share = parts * (2 if c.expect == "equivalent" else 1)
+        mine, theirs = (sequential.design(plan, c.test, exact),
+                        sequential.against(plan, c.test, exact, share))
+        for k, (look, opp) in enumerate(zip(mine, theirs, strict=True)):
             last = k == len(plan) - 1
-            can = "reject" if look.can_reject else (
+            can = "reject" if look.can_reject or opp.can_reject else (
                 "futility only" if not last and futility is not None else "nothing")
-            rows.append({"claim": c.id, "index": i, "last": last,
-                         "look": f"{k + 1} of {len(plan)}",
-                         "n": look.n, "smallest p": look.floor,
-                         "smallest opposite p": min(1.0, parts * look.floor),
-                         "level": look.level, "can": can})
+            rows.append({"claim": c.id, "index": i, "look": f"{k + 1} of {len(plan)}",
+                         "n": look.n, "reproduced if": look.rule, "level": look.level,
+                         "error by then": look.error, "contradicted if": opp.rule,
+                         "opposite level": opp.level, "can": can})
     return pd.DataFrame(rows)
 
 
+def rates(claims: list[Claim], axes: dict[str, list[Any]], seeds: Seeds) -> pd.DataFrame:
+    """Per claim: its design's exact rates (`sequential.operating`, parts independent), where q
+    is the chance that a seed lands on the claimed side: the errors at q = 0.5 (reproduced,
+    contradicted), the power at q = 0.8 and 0.9, the power to contradict at q = 0.1 (the
+    opposite effect as large as q = 0.9's), and the looks that can never change a decision."""
+    plan = tuple(seeds.looks) if isinstance(seeds, Looks) else (len(seed_list(seeds)),)
+    futility = seeds.futility if isinstance(seeds, Looks) else None
+    rows = []
+    for c in claims:
+        if c.metric in EXACT:
+            rows.append({"claim": c.id, "rates": "none: a value fixed by the config"})
+            continue
+        at = {q: sequential.operating(plan, c.test, q, futility, _parts(c, axes))
+              for q in (0.5, 0.8, 0.9, 0.1)}
+        idle = [str(k + 1) for k, share in enumerate(at[0.5].decided) if share == 0]
+        rows.append({"claim": c.id, "test": c.test,
+                     "error (reproduced at q 0.5)": at[0.5].ends["reproduced"],
+                     "error (contradicted at q 0.5)": at[0.5].ends["contradicted"],
+                     "power q 0.8": at[0.8].ends["reproduced"],
+                     "power q 0.9": at[0.9].ends["reproduced"],
+                     "contradicts at q 0.1": at[0.1].ends["contradicted"],
+                     "looks that never decide": ", ".join(idle) or "-"})
+    return pd.DataFrame(rows)
+
+
+def implied(claims: list[Claim]) -> list[str]:
+    """Pairs of claims on one quantity of the same rows: #FLOPS = a + b x the mean span exactly
+    at a fixed size (SPEC), and span_fraction = mean_span / S, so a verdict on one is a verdict
+    on the other, counted twice in the sequence."""
+    said = []
+    for i, a in enumerate(claims):
+        for b in claims[i + 1:]:
+            if {a.metric, b.metric} <= set(SPAN_AFFINE) and a.metric != b.metric and (
+                    a.rows == b.rows):
+                said.append(f"claims {a.id} and {b.id} read one quantity of the same rows "
+                            f"({a.metric} and {b.metric}: #FLOPS = a + b x mean span exactly "
+                            "at a fixed size, span_fraction = mean_span / S): one implies the "
+                            "other where both compare with the fixed window S")
+    return said
+
+
 def check_looks(table: pd.DataFrame) -> None:
-    """Raise ConfigError for a claim's look that can do nothing (`by_look`)."""
-    for _, r in table[table.get("can", pd.Series(dtype=str)) == "nothing"].iterrows():
-        why = ("this is the last look, so the claim could never be reproduced: run more seeds "
-               "there (an exact test reaches 2^-n with n seeds)" if r["last"] else
-               "futility is null, so this look can neither reject nor stop: set "
-               "seeds.futility or run more seeds at this look")
-        raise ConfigError(f"claims.{r['index']} ({r['claim']}): look {r['look']} has {r['n']} "
-                          f"seeds, whose smallest attainable p {r['smallest p']:.3g} exceeds "
-                          f"its level {r['level']:.3g}; {why}")
+    """Raise ConfigError for a claim none of whose looks can reject (`by_look`), naming the
+    smallest number of seeds that could."""
+    if table.empty:
+        return
+    for (i, cid), looks in table.groupby(["index", "claim"], sort=False):
+        if (looks["level"] > 0).any():
+            continue
+        n = looks["n"].iloc[-1]
+        raise ConfigError(f"claims.{i} ({cid}): no look can reject: with at most {n} seeds "
+                          f"no p of its exact test is within its level (reproduced if: "
+                          f"{looks['reproduced if'].iloc[-1]}); the smallest number of seeds "
+                          f"that could is {min_seeds(ALPHA)} (2^-n <= {ALPHA:g})")
 
 
 def check_gpus(grid: Grid, address: str | None) -> None:

@@ -49,9 +49,10 @@ def costliest_first(trials: list[Trial]) -> list[Trial]:
 
 def print_plan(trials: list[Trial], tested: list[Claim] | None = None,
                levels: pd.DataFrame | None = None, design: list[int] | None = None,
-               seeds: list[int] | None = None) -> None:
-    """The trial table and cost, then the claims the sweep's report will compute, what each
-    look can decide (`feasible.by_look`), and whether the seeds are confirmatory."""
+               seeds: list[int] | None = None, rates: pd.DataFrame | None = None) -> None:
+    """The trial table and cost, then the claims the sweep's report will compute, each look's
+    exact rules (`feasible.by_look`), the design's exact rates (`feasible.rates`), and whether
+    the seeds are confirmatory."""
     df = plan_table(trials).drop(columns="work")
     if (df["ignored"] == "-").all():
         df = df.drop(columns="ignored")
@@ -63,9 +64,14 @@ def print_plan(trials: list[Trial], tested: list[Claim] | None = None,
         print(f"\n{len(tested)} claims, computed by the report from the finished runs:\n")
         print(describe(tested).to_markdown(index=False))
     if tested and levels is not None:
-        print("\nEach claim's looks: the smallest p its exact test can reach (the smallest "
-              "Holm-adjusted opposite p across its parts), against its level:\n")
-        print(levels.drop(columns=["index", "last"]).to_markdown(index=False, floatfmt=".3g"))
+        print("\nEach claim's looks: its exact rule each way (seeds on the claimed side, or the "
+              "p its test must reach), the level it stands for, and the error spent by then:\n")
+        print(levels.drop(columns=["index"]).to_markdown(index=False, floatfmt=".3g"))
+    if tested and rates is not None:
+        print("\nEach claim's exact rates (q: the chance a seed lands on the claimed side; "
+              "errors at q = 0.5, the null's boundary; parts independent; sign-flip: normal "
+              "per-seed values, 4000 draws):\n")
+        print(rates.to_markdown(index=False, floatfmt=".3g"))
     if tested and seeds:
         evidence, why = evidence_of(seeds, design)
         print(f"\nseeds {seed_range(seeds)}: {evidence}" + (f" ({why})" if why else ""))

@@ -23,6 +23,7 @@ import torch
 from bench import data, plugins, provenance
 from bench.config import Config, ConfigError
 from bench.findings.claims import Claim, cells
+from bench.findings.prereg import claims_sha
 from bench.findings.spec import GridSpec, Looks, seed_list
 from bench.record import Evaluation, RunResult
 from bench.tracking import names, reader, store, writer
@@ -52,6 +53,7 @@ def trainable(config: dict) -> None:
         names.RAY_GPUS: ",".join(map(str, ray.get_gpu_ids())),
         names.VISIBLE: os.environ.get("CUDA_VISIBLE_DEVICES", ""),
         names.TRIAL_DIR: str(out), names.PLUGINS: ",".join(spec["plugins"]),
+        names.CLAIMS: spec["claims_sha"],
         **writer.source_tags(where["source"], "unknown")})
 
     def report(metrics: Evaluation, _: Path | None) -> None:
@@ -76,7 +78,7 @@ def trial_spec(t: Trial, grid: Grid, root: Path) -> dict:
             "cfg": t.cfg.model_dump(mode="json"), "precision": t.precision,
             "out_dir": str(root / "trials" / t.hash),
             "threads": max(1, int(grid.resources.cpu)), "plugins": grid.plugins,
-            "ignored": t.ignored}
+            "ignored": t.ignored, "claims_sha": claims_sha(grid.claims)}
 
 
 def start_ray(address: str | None) -> str:

@@ -19,6 +19,9 @@ from unittest import mock
 import pandas as pd
 import pytest
 
+from bench.findings import prereg
+from bench.findings.spec import GridSpec
+
 ROOT = Path(__file__).resolve().parents[1]
 DOCS = [ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md"))]
 CLIS = ("bench.run", "bench.train", "bench.report", "bench.speed", "bench.anchors",
@@ -267,3 +270,10 @@ def test_the_add_a_claim_commands_run_as_written(tmp_path):
     assert re.search(r"\| th_not_much_worse \| 1 of 1 \| +5 \| 5 of 5 +\| +0\.0312 ", dry), dry
     assert found[0].loc[0, "verdict"] == "reproduced" and found[0].loc[0, "seed_range"] == "100-104"
     pd.testing.assert_frame_equal(found[0], found[1])  # recomputed from runs.csv: the same
+    # every trial recorded when it started and the claims it was run for: the findings check
+    # them against the grid file's git history
+    per_seed = pd.read_csv(tmp_path / "add_a_claim" / "runs.csv")
+    claims = GridSpec.read(ROOT / "examples" / "add_a_claim.yaml").claims
+    assert per_seed["start_time"].notna().all()
+    assert (per_seed["claims_sha"] == prereg.claims_sha(claims)).all()
+    assert "Pre-registration: " in (tmp_path / "add_a_claim" / "findings.md").read_text()

@@ -52,13 +52,14 @@ def _registered(grid_file: Path, sha: str) -> tuple[str, pd.Timestamp, str] | No
     top = _git(folder, "rev-parse", "--show-toplevel")
     if top is None:
         return f"{grid_file} is not in a git checkout"
-    rel = grid_file.resolve().relative_to(Path(top.strip())).as_posix()
-    log = _git(folder, "log", "--reverse", "--format=%H %cI", "--", rel)
+    root = Path(top.strip())
+    rel = grid_file.resolve().relative_to(root).as_posix()
+    log = _git(root, "log", "--reverse", "--format=%H %cI", "--", rel)
     if not log:
         return f"{rel} has no git history here (a shallow clone, or never committed)"
     for line in log.splitlines():
         commit, when = line.split()
-        text = _git(folder, "show", f"{commit}:{rel}")
+        text = _git(root, "show", f"{commit}:{rel}")
         try:
             raw = yaml.safe_load(text or "") or {}
             found = claims_sha(parse(raw.get("claims")))

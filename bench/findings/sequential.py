@@ -139,11 +139,12 @@ class Operating:
 
 
 def operating(looks: tuple[int, ...], test: Test, q: float, futility: float | None,
-              parts: int = 1, reps: int = 4000) -> Operating:
+              parts: int = 1, sides: int = 1, reps: int = 4000) -> Operating:
     """The design's rates, parts independent and each at q. Sign test: exact, by walking the
-    counts of every part through `judge` (seeds never tie). Sign-flip: `reps` draws (seeded) of
-    normal per-seed values whose chance of the claimed side is q, through the test and `judge`."""
-    claim, opposite = design(looks, test), against(looks, test, False, parts)
+    counts of every part through `judge` (seeds never tie; an equivalence, `sides` 2, has every
+    seed off the claimed side on one side of it). Sign-flip: `reps` draws (seeded) of normal
+    per-seed values whose chance of the claimed side is q, through the test and `judge`."""
+    claim, opposite = design(looks, test), against(looks, test, False, parts * sides)
     ends, at = dict.fromkeys(FINAL, 0.0), []
     if test == "sign":
         mass, before = np.ones((1,) * parts), 0

@@ -101,7 +101,8 @@ def rates(claims: list[Claim], axes: dict[str, list[Any]], seeds: Seeds) -> pd.D
         if c.metric in EXACT:
             rows.append({"claim": c.id, "rates": "none: a value fixed by the config"})
             continue
-        at = {q: sequential.operating(plan, c.test, q, futility, _parts(c, axes))
+        sides = 2 if c.expect == "equivalent" else 1
+        at = {q: sequential.operating(plan, c.test, q, futility, _parts(c, axes), sides)
               for q in (0.5, 0.8, 0.9, 0.1)}
         idle = [str(k + 1) for k, share in enumerate(at[0.5].decided) if share == 0]
         rows.append({"claim": c.id, "test": c.test,

@@ -9,6 +9,7 @@ from pathlib import Path
 import pytest
 import torch
 
+from bench.config import ModelConfig
 from bench.model import TransformerLM
 from bench.training import precision
 from bench.training.evaluate import evaluate
@@ -33,11 +34,12 @@ def no_bf16(monkeypatch):
 
 def tiny(variant: str) -> TransformerLM:
     torch.manual_seed(0)
-    return TransformerLM(50, d_model=32, n_layers=2, n_heads=4, d_ff=64, span=32,
-                         variant=variant, attn={"ramp": 8} if variant != "talking-heads" else {})
+    return TransformerLM(ModelConfig(variant=variant, d_model=32, n_layers=2, n_heads=4, d_ff=64,
+                                     span=32, attn={"ramp": 8} if variant != "talking-heads"
+                                     else {}), 50)
 
 
-@pytest.mark.parametrize("variant", ["adaptive", "dynamic", "talking-heads"])
+@pytest.mark.parametrize("variant", ["adaptive", "dynamic-span", "talking-heads"])
 def test_amp_multiplies_in_bf16_and_keeps_softmax_loss_and_spans_fp32(bf16, monkeypatch,
                                                                        variant):
     seen = {}
@@ -60,7 +62,7 @@ def test_amp_multiplies_in_bf16_and_keeps_softmax_loss_and_spans_fp32(bf16, monk
                     "norm": torch.float32}
     assert loss.dtype == torch.float32 and all(c.dtype == torch.float32 for c in cache)
     policy = model.blocks[0].attn.span_policy
-    if variant == "dynamic":
+    if variant == "dynamic-span":
         assert policy.z_t.dtype == torch.float32 and policy.gate.weight.grad is not None
     if variant == "adaptive":
         assert policy.z_prime.grad.dtype == torch.float32 and policy.z_prime.grad.abs().sum() > 0

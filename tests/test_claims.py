@@ -11,7 +11,8 @@ import yaml
 from scipy.stats import permutation_test, quantile_test
 
 from bench.commands import run
-from bench.findings import bounds, claims, verdicts
+from bench.experiment import claims
+from bench.findings import bounds, verdicts
 from bench.findings.samples import derive
 from tests.test_grid import write_grid
 
@@ -420,8 +421,8 @@ def test_design_seeds_must_be_named_with_claims_and_be_seeds(tmp_path, capsys):
 @pytest.mark.parametrize("name", ["heads_grid", "span_limit", "adaptive_vs_dynamic",
                                   "projections"])
 def test_shipped_paper_grids_declare_claims_their_looks_can_decide(name):
+    from bench.experiment.grid import load as load_grid
     from bench.sweep import feasible
-    from bench.sweep.grid import load_grid
     from tests.test_grid import ROOT
 
     grid = load_grid(ROOT / "ablations" / f"{name}.yaml")

@@ -19,8 +19,8 @@ from unittest import mock
 import pandas as pd
 import pytest
 
+from bench.experiment import grid as grids
 from bench.findings import prereg
-from bench.findings.spec import GridSpec
 
 ROOT = Path(__file__).resolve().parents[1]
 DOCS = [ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md"))]
@@ -172,7 +172,7 @@ def test_docs_name_only_what_exists(path):
 def test_the_check_fails_on_what_does_not_exist():
     text = ("ok `bench/run.py`\nsee `bench/claims.py` and [x](missing.md)\n"
             "```bash\npython -m bench.run ablations/smoke.yaml \\\n  --no-such-option\n"
-            "```\n`bench.findings.layouts.NO_SUCH` `--seeds` [y](claims.md#no-anchor)\n")
+            "```\n`bench.experiment.layouts.NO_SUCH` `--seeds` [y](claims.md#no-anchor)\n")
     found = problems(ROOT / "docs" / "_bad_for_test.md", text)
     assert found == [
         "docs/_bad_for_test.md:2: names `bench/claims.py`, which does not exist",
@@ -180,7 +180,7 @@ def test_the_check_fails_on_what_does_not_exist():
         "docs/_bad_for_test.md:4: `python -m bench.run` has no option `--no-such-option`",
         "docs/_bad_for_test.md:7: links to `claims.md#no-anchor`: no heading `#no-anchor` in "
         "claims.md",
-        "docs/_bad_for_test.md:7: names `bench.findings.layouts.NO_SUCH`, which is no module "
+        "docs/_bad_for_test.md:7: names `bench.experiment.layouts.NO_SUCH`, which is no module "
         "or name of it",
     ]
 
@@ -233,7 +233,7 @@ def test_the_mixing_plugin_in_docs_runs():
         assert y.shape == (1, 20, 32) and (x.grad[:, 6:] == 0).all()  # still causal
         assert layer.describe()["mixing"] == "temperature"
     finally:
-        registry._PRESETS.pop("temp-heads", None)
+        registry._VARIANTS.pop("temp-heads", None)
 
 
 def test_a_footnote_is_written_for_the_columns_it_explains():
@@ -273,7 +273,7 @@ def test_the_add_a_claim_commands_run_as_written(tmp_path):
     # every trial recorded when it started and the claims it was run for: the findings check
     # them against the grid file's git history
     per_seed = pd.read_csv(tmp_path / "add_a_claim" / "runs.csv")
-    claims = GridSpec.read(ROOT / "examples" / "add_a_claim.yaml").claims
+    claims = grids.load(ROOT / "examples" / "add_a_claim.yaml").claims
     assert per_seed["start_time"].notna().all()
     assert (per_seed["claims_sha"] == prereg.claims_sha(claims)).all()
     assert "Pre-registration: " in (tmp_path / "add_a_claim" / "findings.md").read_text()

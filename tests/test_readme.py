@@ -32,4 +32,4 @@ def test_add_a_variant_example():
         assert layer.mixing.P_l is not None and layer.mixing.P_w is not None  # talking heads
         assert layer.describe()["span_policy"] == "DecaySpan"  # the layer describes itself
     finally:
-        registry._PRESETS.pop("decay", None)
+        registry._VARIANTS.pop("decay", None)

@@ -24,7 +24,7 @@ import yaml
 from mlflow import MlflowClient
 
 from bench.config import parse_sets
-from bench.sweep.grid import load_grid
+from bench.experiment.grid import load as load_grid
 from bench.sweep.trials import Overrides, resolve_trials
 from bench.tracking import names, reader, store
 from tests.test_grid import write_grid

@@ -30,7 +30,7 @@ def test_fixed_memory_is_linear_in_span():
     assert steps == [steps[0]] * 3
 
 
-@pytest.mark.parametrize("variant", ["adaptive", "dynamic"])
+@pytest.mark.parametrize("variant", ["adaptive", "dynamic-span"])
 def test_trimmed_memory_is_flat_in_span(variant):
     """A learned span of 64 keys costs the same whatever the limit S: the window is trimmed."""
     m = [act_mem(speed.Case(variant, S, 2, learned=48)) for S in (256, 512, 1024)]

@@ -12,7 +12,7 @@ from pydantic import ValidationError
 import variants
 from bench import data
 from bench.commands.train import main
-from bench.config import parse_sets, resolve
+from bench.config import ModelConfig, parse_sets, resolve
 from bench.record import Evaluation, RunResult
 from bench.training.loop import train
 
@@ -132,9 +132,10 @@ def eval_model(variant):
 
     from bench.model import TransformerLM
 
-    attn = {"adaptive": {"ramp": 4.0}, "dynamic": {"ramp": 4.0, "gate_bias": 0.0}}
+    attn = {"adaptive": {"ramp": 4.0}, "dynamic-span": {"ramp": 4.0, "gate_bias": 0.0}}
     torch.manual_seed(0)
-    model = TransformerLM(64, 32, 3, 4, 64, span=32, variant=variant, attn=attn.get(variant, {}))
+    model = TransformerLM(ModelConfig(variant=variant, d_model=32, n_layers=3, n_heads=4,
+                                      d_ff=64, span=32, attn=attn.get(variant, {})), 64)
     if variant == "adaptive":
         for b in model.blocks:
             b.attn.span_policy.z_prime.data.uniform_(0.1, 0.6)
@@ -142,7 +143,7 @@ def eval_model(variant):
     return model
 
 
-@pytest.mark.parametrize("variant", ["fixed", "adaptive", "dynamic", "talking-heads"])
+@pytest.mark.parametrize("variant", ["fixed", "adaptive", "dynamic-span", "talking-heads"])
 def test_eval_bpc_independent_of_batch_size(variant):
     """Each eval stream first reads the model's reach (3 layers x 31 cached states) unscored, so
     every character is scored with the context one stream gives it: batch 1 = batch 8."""
@@ -166,7 +167,7 @@ def test_dynamic_span_statistics_over_the_split():
 
     from bench.training.evaluate import evaluate
 
-    model = eval_model("dynamic").eval()
+    model = eval_model("dynamic-span").eval()
     split = np.random.default_rng(1).integers(0, 64, 801).astype(np.uint8)
     ev = evaluate(model, split, 4, 32, torch.device("cpu"))
     with torch.no_grad():
@@ -204,7 +205,7 @@ def test_overlapping_target_sets_are_each_scored_over_all_their_symbols():
     assert ev.probes["all"] == pytest.approx(ev.bpc, rel=1e-9)
 
 
-@pytest.mark.parametrize("variant", ["fixed", "adaptive", "dynamic", "talking-heads"])
+@pytest.mark.parametrize("variant", ["fixed", "adaptive", "dynamic-span", "talking-heads"])
 def test_the_floors_reach_is_the_models(variant):
     """The reach a run's floors are taken at (the span limit's: L (S - 1)) is the model's own,
     its layers' cache sizes summed, before a learned span trims them."""
@@ -269,7 +270,7 @@ def test_the_learning_rate_warms_up_then_holds_or_follows_a_half_cosine():
 def test_a_non_finite_loss_names_its_step():
     """The trainer reads a span of steps' losses at once (no wait for a GPU at every step); a
     loss that is not finite still stops the run naming the step it came from."""
-    from bench.training.loop import Diverged, LoopState
+    from bench.training.state import Diverged, LoopState
 
     state = LoopState()
     for _ in range(5):

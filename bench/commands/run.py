@@ -14,15 +14,15 @@ import sys
 from pathlib import Path
 
 from bench import plugins
-from bench.cli import VERDICTS, add_trial_args
 from bench.config import ConfigError, parse_sets
-from bench.findings.spec import seed_list
+from bench.experiment import grid as grids
 from bench.provenance import LOCAL
 from bench.sweep import feasible
-from bench.sweep.grid import load_grid
 from bench.sweep.plan import print_plan
-from bench.sweep.runner import looks_of, reads, sweep
+from bench.sweep.runner import SweepOptions, reads, sweep
 from bench.sweep.trials import Overrides, resolve_trials
+
+from .args import VERDICTS, add_trial_args
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -45,7 +45,7 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--no-report", action="store_true", help="skip bench.report at the end")
     args = p.parse_args(argv)
     try:
-        grid = load_grid(args.grid)  # its plugins, and $ATTNBENCH_PLUGINS, imported first
+        grid = grids.load(args.grid)  # its plugins, and $ATTNBENCH_PLUGINS, imported first
         grid = grid.model_copy(update={"plugins": plugins.load(grid.plugins)})
         overrides = Overrides(parse_sets(args.sets), args.preset, args.data, args.seeds,
                               args.seed_start)
@@ -60,10 +60,9 @@ def main(argv: list[str] | None = None) -> int:
     for warning in feasible.implied(grid.claims):
         print(f"warning: {warning}", file=sys.stderr)
     if args.dry_run:
-        looks = looks_of(grid)
+        looks = grid.look_seeds()
         first = [t for t in trials if t.seed in looks[0]]
-        print_plan(first, grid.claims, levels, grid.design_seeds, seed_list(grid.seeds),
-                   feasible.rates(grid.claims, grid.grid, grid.seeds))
+        print_plan(first, grid, levels, feasible.rates(grid.claims, grid.grid, grid.seeds))
         if len(looks) > 1:
             later = [t for t in trials if t.seed not in looks[0]
                      and reads(grid.claims, grid.grid, t.values)]
@@ -74,5 +73,7 @@ def main(argv: list[str] | None = None) -> int:
         return 0
     command = shlex.join(["python", "-m", "bench.run", *(sys.argv[1:] if argv is None
                                                           else map(str, argv))])
-    return sweep(grid, trials, args, command)
+    return sweep(grid, trials, SweepOptions(
+        args.grid, args.results_dir, command, args.tracking_uri, args.address, args.force,
+        args.rerun_stale, not args.no_report))
 

@@ -14,10 +14,11 @@ import sys
 
 import torch
 
-from bench.cli import emit, positive
 from bench.measure.th_layer import THLayerError, import_xformers, measure, show
 from bench.training import precision
 from bench.training.memory import keep_heap
+
+from .args import emit, positive
 
 
 def main(argv: list[str] | None = None) -> int:

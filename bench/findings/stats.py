@@ -51,7 +51,6 @@ Expect = Literal["less", "greater", "equivalent"]
 Test = Literal["sign-flip", "sign"]
 # what each test's verdict is about, and the null it rejects (docs/claims.md, "Statistics")
 ABOUT: dict[str, str] = {"sign-flip": "an effect", "sign": "the median"}
-STATISTIC: dict[str, str] = {"sign-flip": "mean", "sign": "median"}  # the `effect` column
 NULL: dict[str, str] = {"sign-flip": "no effect (exchangeable)",
                         "sign": "median on the margin or beyond"}
 

@@ -31,12 +31,12 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
+from bench.experiment.claims import EXACT, MIN_SEEDS, Claim, cells, expectation, num
+from bench.experiment.grid import Looks
+
 from . import predict, samples, sequential, stats
 from .bounds import SPAN_METRICS, decided
-from .claims import EXACT, MIN_SEEDS, Claim, cells, expectation
-from .numbers import num
 from .samples import Unavailable
-from .spec import Looks
 
 COLUMNS = ["claim", "about", "null", "effect", "ci_low", "ci_high", "p", "level", "rule",
            "p_opposite", "level_opposite", "verdict", "look", "n", "seed_range", "evidence",

@@ -1,6 +1,7 @@
 """What a grid can do where it will run, checked before Ray or MLflow start: a claim naming a
 probe metric its corpus does not score, none of whose tests the data could decide (the setup
-fixes the outcome: `bench.findings.bounds`), or none of whose looks can reject (its exact
+fixes the outcome: `bench.findings.bounds`), on a span statistic without the floor it is
+measured above, or none of whose looks can reject (its exact
 test's rule at the last look is empty) is refused, naming the claim; what each look can decide,
 the design's exact rates and the claims that imply one another are printed; GPUs the grid asks
 for and the machine or cluster lacks, naming resources.gpu."""
@@ -13,13 +14,12 @@ import torch
 
 import variants
 from bench.config import ConfigError
+from bench.experiment.claims import EXACT, PROBE_METRIC, SPAN_SHAPE, Claim, cells
+from bench.experiment.grid import Grid, Looks, Seeds, seed_list
 from bench.findings import sequential
 from bench.findings.bounds import Spans, decided
-from bench.findings.claims import EXACT, PROBE_METRIC, Claim, cells
-from bench.findings.spec import Looks, Seeds, seed_list
 from bench.findings.stats import ALPHA, min_seeds
 
-from .grid import Grid
 from .trials import Trial
 
 SPAN_AFFINE = ("flops_mean", "mean_span", "span_fraction")  # one quantity at a fixed size
@@ -27,10 +27,9 @@ SPAN_AFFINE = ("flops_mean", "mean_span", "span_fraction")  # one quantity at a 
 
 def spans(t: Trial) -> Spans:
     """What fixes a trial's spans: its span limit, its ramp where its spans are learned, its
-    softmax heads (as its layer describes itself)."""
+    softmax heads (`variants.facts`: read from its parts, nothing built)."""
     m = t.cfg.model
-    layer = variants.build(m.variant, d_model=m.d_model, n_heads=m.n_heads, span=m.span,
-                           **m.attn).describe()
+    layer = variants.facts(m.variant, m.d_model, m.n_heads, **m.attn)
     return Spans(m.span, layer["options"]["ramp"] if layer["learned_spans"] else None,
                  layer["h"])
 
@@ -44,6 +43,11 @@ def check(claims: list[Claim], axes: dict[str, list[Any]], trials: list[Trial]) 
     """Raise ConfigError naming the claim (see the module doc)."""
     for i, c in enumerate(claims):
         where = f"claims.{i} ({c.id})"
+        if c.metric in SPAN_SHAPE and c.floor is None:
+            raise ConfigError(f"{where}: metric {c.metric} says which heads are long or short, "
+                              "and every learned span is at least the ramp R: declare `floor: "
+                              "R` (each head's span measured above R, what it learned) or "
+                              "`floor: 0` (the raw span, which R can fix by construction)")
         if (probe := PROBE_METRIC.match(c.metric)) and any(
                 t.probes is not None and probe[3] not in t.probes for t in trials):
             scored = sorted({p for t in trials for p in t.probes or []}) or ["none"]

@@ -360,8 +360,9 @@ def test_design_seeds_make_every_finding_exploratory():
     assert "seeds 6-7 are design data" in table.loc["c", "reason"]
     unnamed = verdicts.evaluate(tested, runs, design=None)
     assert unnamed["verdict"].iloc[0] == "holds (exploratory)"
-    late = verdicts.evaluate(tested, runs, design=[], unregistered="committed after")
-    assert late["verdict"].iloc[0] == "holds (exploratory)"
+    late = verdicts.exploratory(verdicts.evaluate(tested, runs, design=[]), "committed after")
+    assert late["verdict"].tolist()[:2] == ["holds (exploratory)", "fails (exploratory)"]
+    assert (late["evidence"] == "exploratory").all() and "committed after" in late["reason"][0]
     fresh = verdicts.evaluate(tested, runs.assign(seed=runs["seed"] + 100), design=[0, 1])
     assert fresh["verdict"].tolist() == ["reproduced", "contradicted"]
 

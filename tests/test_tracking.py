@@ -260,7 +260,7 @@ def test_a_measurement_is_a_finished_run_with_its_table(tmp_path):
     uri = f"sqlite:///{tmp_path / 'mlflow.db'}"
     table = pd.DataFrame({"variant": ["fixed", "adaptive"], "tokens_per_s": [100.0, 150.0]})
     run_id = writer.log_measurement(uri, "speed", {"repeats": "5"}, {"matmul_gflops": 12.5},
-                                    table, "speed.json", "bench.speed")
+                                    table)
     client = MlflowClient(uri)
     run = client.get_run(run_id)
     assert run.info.status == "FINISHED"

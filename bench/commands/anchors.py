@@ -13,7 +13,7 @@ from pathlib import Path
 
 from bench import data
 from bench.config import ConfigError
-from bench.measure.anchors import DATA, AnchorError, configs, import_file, measure, show
+from bench.measure.anchors import DATA, AnchorError, Timing, configs, import_file, measure, show
 from bench.training.memory import keep_heap
 
 from .args import add_set, emit, positive
@@ -72,6 +72,6 @@ def main(argv: list[str] | None = None) -> int:
         print(f"error: {err}", file=sys.stderr)
         return 2
     keep_heap()
-    out = measure(cfgs, corpus, nanogpt, reference, args.steps, args.rounds, args.amp)
+    out = measure(cfgs, corpus, nanogpt, reference, Timing(args.steps, args.rounds, args.amp))
     return emit(out, args.json, show)
 

@@ -139,8 +139,9 @@ def write_findings(name: str, grid: Grid, runs: pd.DataFrame, missing: pd.DataFr
     recomputes every committed findings.csv from it), with whether `grid_file` pre-registered
     them (`prereg`); returns the paths, the table and the table as Markdown."""
     registered = prereg.check(grid_file, grid.claims, runs, grid.design_seeds)
-    table = verdicts.evaluate(grid.claims, runs, missing, grid.looks, grid.design_seeds,
-                              unregistered=registered.late)
+    table = verdicts.evaluate(grid.claims, runs, missing, grid.looks, grid.design_seeds)
+    if registered.late:
+        table = verdicts.exploratory(table, registered.late)
     md = findings_markdown(table)
     texts = [f"{i}. `{c.id}`: {c.text}" for i, c in enumerate(grid.claims, 1)]
     paths = [out_dir / "findings.md", out_dir / "findings.csv"]

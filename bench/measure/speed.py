@@ -20,7 +20,7 @@ from bench.model.cost import analytic_flops, executed_flops, set_spans
 from bench.provenance import device as pick_device
 from bench.training import precision
 from bench.training.graphs import WARMUP, make_step
-from bench.training.step import make_optimizer, maybe_compile, train_step
+from bench.training.step import Learner, make_optimizer, maybe_compile, train_step
 from variants import build as build_layer
 
 
@@ -134,8 +134,8 @@ class Bench:
         case with train.compile=graphs), on a copy of the model with its own capturable
         optimiser and cache, warmed up, captured and replayed once."""
         model = copy.deepcopy(self.model)
-        step = make_step(model, model, make_optimizer(model, cfg.train), cfg.train, self.amp,
-                         self.dev)
+        step = make_step(Learner(model, model, make_optimizer(model, cfg.train), cfg.train,
+                                 self.amp), self.dev)
         self.graph_cache = [c.clone() for c in self.cache]
         for _ in range(WARMUP + 2):
             _, _, self.graph_cache = step(self.x, self.x, self.graph_cache, self.t.warmup)
@@ -159,8 +159,8 @@ class Bench:
         sync(self.dev)
         tic = time.perf_counter()
         step_fn = self.model if fn is None else fn
-        _, _, self.cache = train_step(self.model, step_fn, self.opt, self.t, self.x, self.x,
-                                      self.cache, self.t.warmup, self.amp)
+        _, _, self.cache = train_step(Learner(self.model, step_fn, self.opt, self.t, self.amp),
+                                      self.x, self.x, self.cache, self.t.warmup)
         sync(self.dev)
         seconds = time.perf_counter() - tic
         self.set_span()
@@ -289,4 +289,4 @@ def log_mlflow(df: pd.DataFrame, args: dict) -> None:
     from bench.tracking.writer import log_measurement
 
     log_measurement(tracking_uri(None), "speed", {k: str(v) for k, v in args.items()},
-                    {"matmul_gflops": df.attrs["matmul_gflops"]}, df, "speed.json", "bench.speed")
+                    {"matmul_gflops": df.attrs["matmul_gflops"]}, df)

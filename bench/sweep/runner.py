@@ -140,8 +140,7 @@ def make_callback(client: Any, where: Where, total: int, ended: set[str]) -> Any
     from ray import tune
 
     def close(trial: Any, status: str, tag: str, reason: str) -> str:
-        return writer.close(client, where.experiment, where.parent,
-                            trial.config["trial"].hash, status, tag, reason)
+        return writer.close(client, where, trial.config["trial"].hash, status, tag, reason)
 
     class CloseRuns(tune.Callback):
         def _end(self, trial: Any, how: str) -> None:
@@ -357,8 +356,7 @@ def run_look(run: Session, trials: list[Trial], covered: list[Trial]) -> bool:
     interrupted = False
     for t in todo:
         if t.hash not in ended:
-            writer.close(run.client, run.exp, run.parent, t.hash, "KILLED", names.FAILURE,
-                         "interrupted")
+            writer.close(run.client, where, t.hash, "KILLED", names.FAILURE, "interrupted")
             interrupted = True
     return interrupted
 

@@ -151,11 +151,12 @@ def log_report(client: MlflowClient, parent: str, paths: list[Path],
 
 
 def log_measurement(uri: str, experiment: str, params: dict[str, str],
-                    metrics: dict[str, float], table: pd.DataFrame, artifact: str,
-                    source: str) -> str:
-    """A measurement (e.g. bench.speed --mlflow) as one finished run of its own experiment:
-    `params`, the git commit and package versions, `metrics`, and `table` as the JSON artifact
-    `artifact` (artifacts beside an sqlite store, as the sweeps keep them); returns its id."""
+                    metrics: dict[str, float], table: pd.DataFrame) -> str:
+    """A measurement (e.g. bench.speed --mlflow) as one finished run of its own experiment,
+    source `bench.<experiment>`: `params`, the git commit and package versions, `metrics`, and
+    `table` as the JSON artifact `<experiment>.json` (artifacts beside an sqlite store, as the
+    sweeps keep them); returns its id."""
+    source, artifact = f"bench.{experiment}", f"{experiment}.json"
     client = open_store(uri)  # a new sqlite store is created and migrated under its lock
     exp = experiment_id(client, experiment, uri)
     commit = provenance.git_commit()
@@ -178,11 +179,11 @@ def sweep_run(client: MlflowClient, exp: str, parent: str, trial_hash: str) -> R
     return found[0] if found else None
 
 
-def close(client: MlflowClient, exp: str, parent: str, trial_hash: str, status: str, tag: str,
+def close(client: MlflowClient, where: Where, trial_hash: str, status: str, tag: str,
           reason: str) -> str:
     """End a trial's run that its worker left RUNNING (crashed, stopped, interrupted) with
     `status` and tag=reason; return how the run ended: its status and failure, if any."""
-    run = sweep_run(client, exp, parent, trial_hash)
+    run = sweep_run(client, where.experiment, where.parent, trial_hash)
     if run is None:
         return "no run"
     if run.info.status == "RUNNING":

@@ -23,7 +23,7 @@ from .evaluate import LN2, evaluate
 from .graphs import make_step
 from .memory import keep_heap, peak_memory_mb, start_run
 from .state import LoopState, Run
-from .step import make_optimizer, maybe_compile
+from .step import Learner, make_optimizer, maybe_compile
 from .summary import final_record
 
 Report = Callable[[Evaluation, Path | None], None]
@@ -49,12 +49,12 @@ def train(cfg: Config, out_dir: Path, *, report: Report | None = None, progress:
     torch.manual_seed(t.seed)  # dropout; the weights are drawn per (seed, name, shape)
     model = create_model(cfg.model, corpus.vocab_size, t.seed).to(device)
     run = Run(cfg, corpus, model, device, amp, out_dir)
-    step_fn = maybe_compile(model, t.compile is True, torch.zeros(
+    forward = maybe_compile(model, t.compile is True, torch.zeros(
         t.batch_size, t.block, dtype=torch.long, device=device))
     opt = make_optimizer(model, t)
     ckpt = out_dir / "checkpoint.pt"
     state, cache = _restore(ckpt, model, opt, device) if resume else (LoopState(), None)
-    step = make_step(model, step_fn, opt, t, amp, device)  # captured after the restore
+    step = make_step(Learner(model, forward, opt, t, amp), device)  # captured after the restore
     batches = data.train_batches(corpus.train, t.batch_size, t.block, start=state.pos,
                                  device=device)
     bar = tqdm(total=t.steps, initial=state.step, disable=not progress, dynamic_ncols=True,
@@ -137,8 +137,8 @@ def _evaluate(run: Run, state: LoopState, lr: float) -> tuple[Evaluation, bool]:
     """Dev bpc on the first eval_tokens: best.pt kept where it improved, the evaluation recorded
     in the state; returns it and whether patience ran out."""
     t = run.cfg.train
-    dev = evaluate(run.model, run.corpus.dev, t.eval_batch_size or t.batch_size, t.block,
-                   run.device, t.eval_tokens, run.amp, run.corpus.targets("dev"))
+    dev = evaluate(run.model, run.corpus.dev, run.reading, t.eval_tokens,
+                   run.corpus.targets("dev"))
     if dev.bpc < state.best_dev:
         state.best_dev, state.bad_evals = dev.bpc, 0
         save_atomic({"model": run.model.state_dict()}, run.out_dir / "best.pt")

@@ -12,6 +12,8 @@ from bench.config import Config
 from bench.model import TransformerLM
 from bench.record import Evaluation
 
+from .evaluate import Reading
+
 
 @dataclass(frozen=True)
 class Run:
@@ -24,6 +26,12 @@ class Run:
     device: torch.device
     amp: bool
     out_dir: Path
+
+    @property
+    def reading(self) -> Reading:
+        """How the run's evaluations read a split."""
+        t = self.cfg.train
+        return Reading(t.eval_batch_size or t.batch_size, t.block, self.device, self.amp)
 
 
 class Diverged(RuntimeError):

@@ -50,12 +50,11 @@ def count_flops(model: TransformerLM) -> dict:
 def final_record(run: Run, state: LoopState, stopped_early: bool) -> RunResult:
     """The run record of the run's model with the weights of its best.pt loaded (in place),
     after the state's steps and tokens."""
-    cfg, model, corpus, device, t = run.cfg, run.model, run.corpus, run.device, run.cfg.train
+    cfg, model, corpus, device = run.cfg, run.model, run.corpus, run.device
     best = torch.load(run.out_dir / "best.pt", map_location=device, weights_only=True)
     model.load_state_dict(best["model"])
-    dev, test = (evaluate(model, corpus.split(split), t.eval_batch_size or t.batch_size,
-                          t.block, device, amp=run.amp, targets=corpus.targets(split))
-                 for split in ("dev", "test"))
+    dev, test = (evaluate(model, corpus.split(split), run.reading,
+                          targets=corpus.targets(split)) for split in ("dev", "test"))
     seen = limit_reach(cfg.model) + 1  # the floor of what this model can see: its reach and itself
     # spans and #FLOPS as measured over the dev split: for a dynamic span, the mean z_t + R and
     # the widest window its forwards computed (for the others, their spans and windows)

@@ -68,16 +68,16 @@ class Session:
     parent: str | None = None
 
 
-def trainable(config: dict) -> None:
-    """One trial in a Ray worker: train, log to MLflow. The trial folder is the only checkpoint
-    store: train() resumes from its checkpoint.pt after a crash, so nothing is handed to Ray's
-    checkpointing (which would copy the weights into <results-dir>/<grid>/ray/ at every
-    evaluation)."""
+def trainable(config: dict, specs: dict[str, TrialSpec], where: Where) -> None:
+    """One trial in a Ray worker (`config["trial"]`, its hash, names its spec in `specs`, which
+    Ray hands over as is: its config would flatten a dataclass): train, log to MLflow. The
+    trial folder is the only checkpoint store: train() resumes from its checkpoint.pt after a
+    crash, so nothing is handed to Ray's checkpointing (which would copy the weights into
+    <results-dir>/<grid>/ray/ at every evaluation)."""
     import ray
     from ray import tune
 
-    spec: TrialSpec = config["trial"]
-    where: Where = config["tracking"]
+    spec = specs[config["trial"]]
     plugins.load(list(spec.plugins), env=False)  # before anything names a variant
     torch.set_num_threads(spec.threads)
     spec.out_dir.mkdir(parents=True, exist_ok=True)
@@ -134,21 +134,22 @@ def stop_ray() -> None:
     ray.shutdown()
 
 
-def make_callback(client: Any, where: Where, total: int, ended: set[str]) -> Any:
+def make_callback(client: Any, where: Where, specs: dict[str, TrialSpec], ended: set[str]
+                  ) -> Any:
     """A Tune callback that prints each trial's end and closes the MLflow run of a trial whose
     worker could not (stopped by the scheduler, crashed past its retries)."""
     from ray import tune
 
     def close(trial: Any, status: str, tag: str, reason: str) -> str:
-        return writer.close(client, where, trial.config["trial"].hash, status, tag, reason)
+        return writer.close(client, where, trial.config["trial"], status, tag, reason)
 
     class CloseRuns(tune.Callback):
         def _end(self, trial: Any, how: str) -> None:
-            ended.add(trial.config["trial"].hash)
+            ended.add(trial.config["trial"])
             last = trial.last_result or {}
             where = f" (step {last['step']}, dev bpc {last['dev_bpc']:.4f})" if "dev_bpc" in last \
                 else ""
-            print(f"[{len(ended)}/{total}] {trial.config['trial'].name}: {how}{where}",
+            print(f"[{len(ended)}/{len(specs)}] {specs[trial.config['trial']].name}: {how}{where}",
                   flush=True)
 
         def on_trial_complete(self, iteration: int, trials: list, trial: Any, **info) -> None:
@@ -162,8 +163,9 @@ def make_callback(client: Any, where: Where, total: int, ended: set[str]) -> Any
     return CloseRuns()
 
 
-def run_tune(run: Session, todo: list[Trial], where: Where, callback: Any) -> None:
-    """Run the pending trials as one Tune experiment under <results-dir>/<grid>/ray/."""
+def run_tune(run: Session, todo: list[Trial], where: Where, ended: set[str]) -> None:
+    """Run the pending trials as one Tune experiment under <results-dir>/<grid>/ray/; `ended`
+    collects the trials whose run the worker or the callback closed."""
     import ray
     from ray import tune
     from ray.tune.schedulers import ASHAScheduler
@@ -183,21 +185,22 @@ def run_tune(run: Session, todo: list[Trial], where: Where, callback: Any) -> No
     # `metric` is checked by the schema; a trial that diverges before its first evaluation
     # ends with a result that has no metric, which must not stop the sweep.
     os.environ["TUNE_DISABLE_STRICT_METRIC_CHECKING"] = "1"
+    specs = {t.hash: trial_spec(t, grid, run.root) for t in todo}
     tuner = tune.Tuner(
-        tune.with_resources(trainable, {"cpu": grid.resources.cpu, "gpu": gpu}),
-        param_space={"tracking": where, "trial": tune.grid_search(
-            [trial_spec(t, grid, run.root) for t in todo])},
+        tune.with_resources(tune.with_parameters(trainable, specs=specs, where=where),
+                            {"cpu": grid.resources.cpu, "gpu": gpu}),
+        param_space={"trial": tune.grid_search(list(specs))},
         # reuse_actors: a worker runs its next trial without a new process and imports (about
         # 5 s a trial on this CPU); train() seeds everything and resets the peak-memory mark
         tune_config=tune.TuneConfig(
             metric=grid.metric, mode=grid.mode, scheduler=scheduler, reuse_actors=True,
-            trial_name_creator=lambda trial: trial.config["trial"].name,
-            trial_dirname_creator=lambda trial: trial.config["trial"].hash[:16]),
+            trial_name_creator=lambda trial: specs[trial.config["trial"]].name,
+            trial_dirname_creator=lambda trial: trial.config["trial"][:16]),
         run_config=tune.RunConfig(
             storage_path=str((run.root / "ray").resolve()),
             name=run.client.get_run(where.parent).info.run_name, verbose=0,
             failure_config=tune.FailureConfig(max_failures=grid.max_failures),
-            callbacks=[callback]))
+            callbacks=[make_callback(run.client, where, specs, ended)]))
     tuner.fit()
 
 
@@ -348,7 +351,7 @@ def run_look(run: Session, trials: list[Trial], covered: list[Trial]) -> bool:
     ended: set[str] = set()  # trials whose run the worker or the callback closed
     try:
         print(start_ray(run.options.address))
-        run_tune(run, todo, where, make_callback(run.client, where, len(todo), ended))
+        run_tune(run, todo, where, ended)
     except KeyboardInterrupt:
         pass
     finally:

@@ -9,6 +9,7 @@ Every trial config is resolved and validated before Ray or MLflow start; a user 
 """
 
 import argparse
+import os
 import shlex
 import sys
 from pathlib import Path
@@ -17,7 +18,7 @@ from bench import plugins
 from bench.config import ConfigError, parse_sets
 from bench.experiment import grid as grids
 from bench.provenance import LOCAL
-from bench.sweep import feasible
+from bench.sweep import feasible, gpus
 from bench.sweep.plan import print_plan
 from bench.sweep.runner import SweepOptions, reads, sweep
 from bench.sweep.trials import Overrides, resolve_trials
@@ -53,12 +54,15 @@ def main(argv: list[str] | None = None) -> int:
         feasible.check(grid.claims, grid.grid, trials)
         levels = feasible.by_look(grid.claims, grid.grid, grid.seeds)
         feasible.check_looks(levels)
-        feasible.check_gpus(grid, args.address)
+        address = args.address or os.environ.get("RAY_ADDRESS")
+        packed = gpus.packing(trials, grid.resources.gpu, None if address else gpus.gpu_mb(),
+                              feasible.check_gpus(grid, address))
     except ConfigError as err:
         print(f"error: {err}", file=sys.stderr)
         return 2
     for warning in feasible.implied(grid.claims):
         print(f"warning: {warning}", file=sys.stderr)
+    print(f"GPUs: {packed.why}")
     if args.dry_run:
         looks = grid.look_seeds()
         first = [t for t in trials if t.seed in looks[0]]
@@ -73,7 +77,9 @@ def main(argv: list[str] | None = None) -> int:
         return 0
     command = shlex.join(["python", "-m", "bench.run", *(sys.argv[1:] if argv is None
                                                           else map(str, argv))])
+    mps = gpus.start_mps(packed.per_gpu) if packed.per_gpu and not address else None
     return sweep(grid, trials, SweepOptions(
-        args.grid, args.results_dir, command, args.tracking_uri, args.address, args.force,
-        args.rerun_stale, not args.no_report))
+        args.grid, args.results_dir, command, tracking_uri=args.tracking_uri,
+        address=args.address, force=args.force, rerun_stale=args.rerun_stale,
+        report=not args.no_report, gpu=packed.share, mps=mps))
 

@@ -12,14 +12,14 @@ from typing import Any
 
 import pandas as pd
 import torch
-import torch.nn.functional as F
 
 from bench.config import Config, merge, parse_sets, resolve
-from bench.model import TransformerLM, create_model
+from bench.model import create_model
 from bench.model.cost import analytic_flops, executed_flops, set_spans
 from bench.provenance import device as pick_device
 from bench.training import precision
 from bench.training.graphs import WARMUP, make_step
+from bench.training.memory import saved_bytes
 from bench.training.step import Learner, make_optimizer, maybe_compile, train_step
 from variants import build as build_layer
 
@@ -81,27 +81,6 @@ def bf16_fallback(dev: torch.device, amp: bool) -> str | None:
     if why:
         print(f"--amp: timing fp32 only, because {why}", file=sys.stderr, flush=True)
     return why
-
-
-def saved_bytes(model: TransformerLM, x: torch.Tensor, cache: list, amp: bool = False) -> int:
-    """Bytes of the distinct storages autograd keeps for backward in one forward, in the
-    precision the step runs in (`amp`: bf16 autocast, as the trainer's step): the activation
-    memory a training step holds at its peak (weights and the cache excluded; under autocast
-    the bf16 copies of the weights it saves are counted)."""
-    storages: dict[int, int] = {}
-    held = {t.untyped_storage().data_ptr() for t in [*model.parameters(), *(cache or [])]}
-
-    def pack(t: torch.Tensor) -> torch.Tensor:
-        s = t.untyped_storage()
-        if s.data_ptr() not in held:
-            storages[s.data_ptr()] = s.nbytes()
-        return t
-
-    with torch.autograd.graph.saved_tensors_hooks(pack, lambda t: t), precision.autocast(
-            x.device, amp):
-        logits, _ = model(x, cache)
-        F.cross_entropy(logits.flatten(0, 1).float(), x.flatten())
-    return sum(storages.values())
 
 
 class Bench:

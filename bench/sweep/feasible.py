@@ -150,28 +150,28 @@ def check_looks(table: pd.DataFrame) -> None:
                           f"that could is {min_seeds(ALPHA)} (2^-n <= {ALPHA:g})")
 
 
-def check_gpus(grid: Grid, address: str | None) -> None:
-    """ConfigError where the grid asks for GPUs (resources.gpu > 0) that are not there: on this
-    machine (no --address, no $RAY_ADDRESS) torch must see a CUDA device; on a cluster, Ray must
-    list a GPU (asked of it by connecting, which starts nothing)."""
+def check_gpus(grid: Grid, address: str | None) -> float:
+    """The GPUs trials can use (a machine's CUDA devices, or a cluster's GPUs, asked of Ray by
+    connecting, which starts nothing); ConfigError where the grid asks for more
+    (resources.gpu) than there are."""
     gpu = grid.resources.gpu
-    if not gpu:
-        return
     address = address or os.environ.get("RAY_ADDRESS")
     if address is None:
-        if not torch.cuda.is_available():
-            raise ConfigError(f"resources.gpu={gpu:g}: this machine has no CUDA device and no "
-                              "--address names a Ray cluster with GPUs; set resources.gpu to "
-                              "null (a GPU per trial where there are GPUs) or 0")
-        return
-    import ray
+        have = float(torch.cuda.device_count())
+        where = "this machine has no CUDA device and no --address names a Ray cluster with GPUs"
+    else:
+        if not gpu and gpu is not None:
+            return 0.0
+        import ray
 
-    ray.init(address=address, logging_config=ray.LoggingConfig(log_level="WARNING"))
-    try:
-        have = ray.cluster_resources().get("GPU", 0)
-    finally:
-        ray.shutdown()
-    if have < gpu:
-        raise ConfigError(f"resources.gpu={gpu:g}: the Ray cluster at {address} has {have:g} "
-                          "GPUs; set resources.gpu to null (a GPU per trial where there are "
-                          "GPUs) or 0, or start its nodes with --num-gpus")
+        ray.init(address=address, logging_config=ray.LoggingConfig(log_level="WARNING"))
+        try:
+            have = float(ray.cluster_resources().get("GPU", 0))
+        finally:
+            ray.shutdown()
+        where = (f"the Ray cluster at {address} has {have:g} GPUs (start its nodes with "
+                 "--num-gpus)")
+    if gpu and have < max(gpu, 1):
+        raise ConfigError(f"resources.gpu={gpu:g}: {where}; set resources.gpu to null (trials "
+                          "packed on the GPUs there are, none without) or 0")
+    return have

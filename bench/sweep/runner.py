@@ -51,6 +51,8 @@ class SweepOptions:
     force: bool = False
     rerun_stale: bool = False
     report: bool = True
+    gpu: float = 0.0  # each trial's share of a GPU (`gpus.packing`; 0: none)
+    mps: str | None = None  # whether NVIDIA's MPS serves the packed trials, in words
 
 
 @dataclass
@@ -166,14 +168,10 @@ def make_callback(client: Any, where: Where, specs: dict[str, TrialSpec], ended:
 def run_tune(run: Session, todo: list[Trial], where: Where, ended: set[str]) -> None:
     """Run the pending trials as one Tune experiment under <results-dir>/<grid>/ray/; `ended`
     collects the trials whose run the worker or the callback closed."""
-    import ray
     from ray import tune
     from ray.tune.schedulers import ASHAScheduler
 
-    grid = run.grid
-    gpu = grid.resources.gpu
-    if gpu is None:
-        gpu = 1 if ray.cluster_resources().get("GPU", 0) > 0 else 0
+    grid, gpu = run.grid, run.options.gpu
     scheduler = None
     if grid.scheduler.type == "asha":
         s = grid.scheduler
@@ -344,6 +342,9 @@ def run_look(run: Session, trials: list[Trial], covered: list[Trial]) -> bool:
         run.parent = writer.start_sweep(run.client, run.exp, run.grid.name,
                                         run.options.grid_file, [t.hash for t in covered],
                                         run.options.command)
+        if run.options.mps:
+            print(run.options.mps)
+            run.client.set_tag(run.parent, names.MPS, run.options.mps)
     where = Where(run.uri, run.exp, run.parent, writer.sweep_source(run.options.grid_file))
     for t in todo:  # unfinished runs of earlier sweeps continue under this one
         if t.hash not in fresh and runs.get(t.hash):

@@ -24,7 +24,7 @@ CONFIGS = {
     "wide": (48, 3, 6, 80, 40, {"ramp": 8.0}, None),
     "trimmed": (32, 2, 4, 64, 300, {}, (37.0, 162.0)),  # windows: adaptive 192, dynamic 128
 }
-COMPOSITIONS = [  # variants.build options beyond the registered presets
+COMPOSITIONS = [  # variants.build options beyond the named variants
     ("talking-heads", dict(h=6, h_v=3, d_k=8, d_v=12)),  # h_k = 4 != h = 6 != h_v = 3
     ("logits-only", dict(h=6, h_v=6, d_v=8)),
     ("weights-only", dict(h_v=2, d_v=24)),

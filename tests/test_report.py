@@ -498,7 +498,8 @@ def test_identity_distance_under_the_mixing_heatmaps(store):
 
 
 def test_policies_come_from_the_runs_layer_description():
-    """A variant the presets do not know (a plugin's) is labelled by what its layer logged."""
+    """A variant not named in variants/named.py (a plugin's) is labelled by what its layer
+    logged."""
     df = pd.DataFrame({"run_id": ["r1"], "model.variant": ["decay"], "layer.span_policy":
                        ["DecaySpan"], "layer.mixing": ["both"], "layer.P_l": ["true"],
                        "layer.P_w": ["true"], "layer.h_k": [4], "layer.h": [6],

@@ -9,13 +9,15 @@ constraints.txt pins (NEEDED and what they need), built for that Python on manyl
 MLflow as `mlflow-skinny` with what opening an sqlite store imports, fvcore and iopath built as
 pure wheels, and Ray slimmed (`slim_ray`: its Java jar, dashboard web build, console scripts,
 examples, RLlib, Serve and LLM go, its native binaries stripped) and so is pyarrow, which Ray
-Tune imports (`slim_arrow`: its headers, tests, Flight and Gandiva go, its libraries stripped).
+Tune imports (`slim_arrow`: its headers, tests, Flight and Gandiva go, its libraries stripped);
+every package loses its tests and the sources of its compiled parts (`slim_sources`).
 The archive also carries `attnbench_bundle.py` and a .pth that imports it: on any other Python it
 stops at start-up with both versions named, before a compiled wheel fails obscurely.
 docs/tracking.md says how to use it on an offline cluster.
 """
 
 import argparse
+import hashlib
 import re
 import shutil
 import subprocess
@@ -37,6 +39,7 @@ NEEDED = ("ray[tune]", "mlflow-skinny", "sqlalchemy", "alembic", "cryptography",
           "tabulate")
 SOURCE_ONLY = ("fvcore", "iopath")  # sdists on PyPI: built here as pure wheels
 PLATFORMS = ("manylinux_2_28_x86_64", "manylinux_2_17_x86_64", "manylinux2014_x86_64")
+SOURCES = ("*.pyx", "*.pxd", "*.pxi", "*.c", "*.cc", "*.cpp", "*.h", "*.hpp")
 RAY_DROP = ("jars", "dashboard/client/build", "rllib", "serve", "llm")
 # pyarrow, which Ray Tune imports (its storage goes through pyarrow.fs): what a sweep never loads
 ARROW_DROP = ("include", "src", "tests", "*flight*", "*gandiva*", "*.pxd", "*.pyx")
@@ -86,6 +89,19 @@ def unpack(wheels: list[Path], python: str, site: Path) -> None:
                     "--only-binary=:all:", *map(str, wheels)], check=True)
 
 
+def slim_sources(site: Path) -> int:
+    """Every package in `site` without its tests and the sources of its compiled parts (SOURCES:
+    Cython, C, headers), which nothing imports; returns the bytes saved."""
+    before = _size(site)
+    for found in [p for p in site.rglob("tests") if p.is_dir() and p.parent != site]:
+        shutil.rmtree(found, ignore_errors=True)
+    for pattern in SOURCES:
+        for found in site.rglob(pattern):
+            if found.is_file():
+                found.unlink()
+    return before - _size(site)
+
+
 def slim_ray(site: Path) -> int:
     """Ray in `site` without what a sweep never loads (RAY_DROP, the console scripts, examples,
     source maps, bytecode caches) and with its native binaries stripped; returns the bytes
@@ -115,11 +131,19 @@ def slim_arrow(site: Path) -> int:
     if shutil.which("strip"):
         for lib in arrow.glob("*.so*"):
             subprocess.run(["strip", "--strip-unneeded", str(lib)], check=True)
+    seen: dict[bytes, Path] = {}  # a wheel holds each soname's copies as files: link them
+    for lib in sorted(arrow.glob("lib*.so*"), key=lambda p: -len(p.name)):
+        digest = hashlib.sha256(lib.read_bytes()).digest()
+        if digest in seen:
+            lib.unlink()
+            lib.symlink_to(seen[digest].name)
+        else:
+            seen[digest] = lib
     return before - _size(site)
 
 
 def _size(path: Path) -> int:
-    return sum(f.stat().st_size for f in path.rglob("*") if f.is_file())
+    return sum(f.stat().st_size for f in path.rglob("*") if f.is_file() and not f.is_symlink())
 
 
 def guard(site: Path, python: str) -> None:
@@ -149,11 +173,11 @@ def main(argv: list[str] | None = None) -> int:
         wheels = download(args.python, Path(tmp) / "wheels")
         site = Path(tmp) / "site"
         unpack(wheels, args.python, site)
-        saved = slim_ray(site) + slim_arrow(site)
+        saved = slim_ray(site) + slim_arrow(site) + slim_sources(site)
         guard(site, args.python)
         out = pack(site, args.out / f"attnbench-py{args.python}.tar.xz")
-        print(f"{len(wheels)} wheels, {_size(site) / 1e6:.0f} MB unpacked (Ray and pyarrow "
-              f"slimmed by {saved / 1e6:.0f} MB); {out}: {out.stat().st_size / 1e6:.1f} MB")
+        print(f"{len(wheels)} wheels, {_size(site) / 1e6:.0f} MB unpacked (slimmed by "
+              f"{saved / 1e6:.0f} MB); {out}: {out.stat().st_size / 1e6:.1f} MB")
     return 0
 
 

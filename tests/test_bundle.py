@@ -1,7 +1,7 @@
-"""The offline bundle's package set (`ci/bundle.py`) on this machine's Python: Ray and pyarrow
-slimmed as the bundle slims them still run a sweep end to end (`bench.run`, report included),
-and the bundle's guard stops a Python it was not built for with both versions named. SLOW: a
-real sweep."""
+"""The offline bundle's package set (`ci/bundle.py`) on this machine's Python: Ray, pyarrow and
+statsmodels slimmed as the bundle slims them still run a sweep end to end (`bench.run`, its
+report included), and the bundle's guard stops a Python it was not built for with both versions
+named. SLOW: a real sweep."""
 
 import os
 import shutil
@@ -13,6 +13,7 @@ from pathlib import Path
 import pyarrow
 import pytest
 import ray
+import statsmodels
 
 from ci import bundle
 
@@ -37,17 +38,20 @@ def short_tmp():
 @pytest.mark.slow
 def test_slimmed_ray_runs_a_sweep_with_its_report(short_tmp):
     tmp_path, site = short_tmp, short_tmp / "site"
-    for module in (ray, pyarrow):
+    for module in (ray, pyarrow, statsmodels):
         shutil.copytree(Path(module.__file__).parent, site / module.__name__,
                         ignore=shutil.ignore_patterns("__pycache__"))
     saved = bundle.slim_ray(site)
     assert saved > 30e6 and not (site / "ray" / "jars").exists()  # the Java jar alone is 33 MB
     assert (site / "ray" / "data").is_dir()  # ray.air imports it
     assert bundle.slim_arrow(site) > 30e6 and not list((site / "pyarrow").glob("*flight*"))
+    assert bundle.slim_sources(site) > 5e6
+    assert not (site / "statsmodels" / "stats" / "tests").exists()
     bundle.guard(site, f"{sys.version_info[0]}.{sys.version_info[1]}")
-    found = python_with(site, "-c", "import pyarrow, ray; print(ray.__file__, pyarrow.__file__)",
-                        tmp=tmp_path)
-    assert found.stdout.split() == [str(site / m / "__init__.py") for m in ("ray", "pyarrow")]
+    found = python_with(site, "-c", "import pyarrow, ray, statsmodels as s; print(ray.__file__, "
+                        "pyarrow.__file__, s.__file__)", tmp=tmp_path)
+    assert found.stdout.split() == [str(site / m / "__init__.py")
+                                    for m in ("ray", "pyarrow", "statsmodels")], found.stderr
     done = python_with(site, "-m", "bench.run", "ablations/smoke.yaml", "--results-dir",
                        str(tmp_path / "results"), tmp=tmp_path)
     assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]

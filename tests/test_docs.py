@@ -12,6 +12,7 @@ import re
 import shlex
 import subprocess
 import sys
+import tempfile
 from functools import cache
 from pathlib import Path
 from unittest import mock
@@ -246,34 +247,43 @@ def test_a_footnote_is_written_for_the_columns_it_explains():
 
 
 @pytest.mark.slow
-def test_the_add_a_claim_commands_run_as_written(tmp_path):
-    """docs/claims.md's worked "Adding a claim": its commands, as written, with the local runs
-    folder pointed at a temporary one ($ATTNBENCH_RUNS): the dry run shows the claim and its
-    look, the sweep decides it, and the report recomputes the same findings from runs.csv."""
+def test_the_add_a_claim_commands_run_as_written_and_leave_a_clone_clean():
+    """docs/claims.md's worked "Adding a claim": its commands, as written, in a fresh clone
+    (runs/ as they write it): the dry run shows the claim and its look, the sweep decides it
+    (and its trials record when they started and the claims they serve, which the findings
+    check against the clone's git history), the report recomputes the same findings from
+    runs.csv, and `git status` shows nothing after them."""
     text = (ROOT / "docs" / "claims.md").read_text()
     block = re.search(r"<!-- commands: add a claim -->\n```bash\n(.*?)```", text, re.S)
     commands = [shlex.split(line) for line in block.group(1).splitlines() if line.strip()]
-    env = {k: v for k, v in os.environ.items() if k not in ("MLFLOW_TRACKING_URI", "RAY_ADDRESS")}
-    env |= {"ATTNBENCH_RUNS": str(tmp_path), "TMPDIR": "/tmp"}
-    outs, found = [], []
-    for argv in commands:
-        argv = [sys.executable if a == "python" else a.replace("runs/", f"{tmp_path}/")
-                for a in argv]
-        done = subprocess.run(argv, cwd=ROOT, env=env, capture_output=True, text=True,
-                              timeout=600)
-        assert done.returncode == 0, done.stdout[-2000:] + done.stderr[-2000:]
-        outs.append(done.stdout)
-        if (path := tmp_path / "add_a_claim" / "findings.csv").exists():
-            found.append(pd.read_csv(path))
+    with tempfile.TemporaryDirectory(prefix="ab", dir="/tmp") as d:  # Ray's socket paths
+        clone = Path(d) / "clone"
+        subprocess.run(["git", "clone", "-q", "--no-hardlinks", str(ROOT), str(clone)],
+                       check=True)
+        env = {k: v for k, v in os.environ.items()
+               if k not in ("MLFLOW_TRACKING_URI", "RAY_ADDRESS", "ATTNBENCH_RUNS")}
+        env |= {"TMPDIR": d, "PYTHONPATH": str(clone)}
+        outs, found, runs = [], [], clone / "runs" / "add_a_claim"
+        for argv in commands:
+            argv = [sys.executable if a == "python" else a for a in argv]
+            done = subprocess.run(argv, cwd=clone, env=env, capture_output=True, text=True,
+                                  timeout=600)
+            assert done.returncode == 0, done.stdout[-2000:] + done.stderr[-2000:]
+            outs.append(done.stdout)
+            if (runs / "findings.csv").exists():
+                found.append(pd.read_csv(runs / "findings.csv"))
+        status = subprocess.run(["git", "status", "--porcelain"], cwd=clone,
+                                capture_output=True, text=True, check=True).stdout
+        assert status == "", status
+        per_seed = pd.read_csv(runs / "runs.csv")
+        registered = (runs / "findings.md").read_text()
     dry = outs[0]
     assert "th_not_much_worse" in dry and "seeds 100-104: confirmatory" in dry
     assert re.search(r"\| th_not_much_worse \| 1 of 1 \| +5 \| 5 of 5 +\| +0\.0312 ", dry), dry
     assert found[0].loc[0, "verdict"] == "reproduced" and found[0].loc[0, "seed_range"] == "100-104"
     pd.testing.assert_frame_equal(found[0], found[1])  # recomputed from runs.csv: the same
-    # every trial recorded when it started and the claims it was run for: the findings check
-    # them against the grid file's git history
-    per_seed = pd.read_csv(tmp_path / "add_a_claim" / "runs.csv")
     claims = grids.load(ROOT / "examples" / "add_a_claim.yaml").claims
     assert per_seed["start_time"].notna().all()
     assert (per_seed["claims_sha"] == prereg.claims_sha(claims)).all()
-    assert "Pre-registration: " in (tmp_path / "add_a_claim" / "findings.md").read_text()
+    assert "Pre-registration: examples/add_a_claim.yaml with these claims" in registered \
+        or "not checked" in registered  # a shallow checkout has no history to read

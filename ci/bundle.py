@@ -35,8 +35,7 @@ IMAGE = {"torch", "numpy", "pandas", "scipy", "seaborn", "matplotlib", "pyyaml",
 # what bench.run imports beyond the image, by distribution (MLflow's client alone, and what
 # opening an sqlite store with it imports)
 NEEDED = ("ray[tune]", "mlflow-skinny", "sqlalchemy", "alembic", "cryptography", "databricks-sdk",
-          "fastapi", "starlette", "fvcore", "iopath", "pydantic", "platformdirs", "statsmodels",
-          "tabulate")
+          "fastapi", "starlette", "fvcore", "iopath", "pydantic", "platformdirs", "tabulate")
 SOURCE_ONLY = ("fvcore", "iopath")  # sdists on PyPI: built here as pure wheels
 PLATFORMS = ("manylinux_2_28_x86_64", "manylinux_2_17_x86_64", "manylinux2014_x86_64")
 SOURCES = ("*.pyx", "*.pxd", "*.pxi", "*.c", "*.cc", "*.cpp", "*.h", "*.hpp")

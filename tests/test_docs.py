@@ -34,7 +34,8 @@ TOPS = ("bench", "variants", "ablations", "results", "examples", "docs", "tests"
 WRITTEN_AT_RUN_TIME = ("runs/", "results/mlflow.db", "results/mlartifacts/", "results/ray/")
 # Options of other programs the docs quote (mlflow ui, ray start, the adaptive-span reference's
 # enwik8 script): not attnbench's to check.
-EXTERNAL_OPTIONS = {"--backend-store-uri", "--host", "--head", "--port", "--adapt-span-cache"}
+EXTERNAL_OPTIONS = {"--backend-store-uri", "--host", "--head", "--port", "--adapt-span-cache",
+                    "--user-site"}
 
 _TOPS = "|".join(re.escape(t) for t in TOPS)
 PATH = re.compile(rf"(?<![\w./$~(-])((?:{_TOPS})/[\w./-]*)")

@@ -52,6 +52,7 @@ def main(argv: list[str] | None = None) -> int:
                               args.seed_start)
         grid, trials = resolve_trials(grid, overrides, args.dry_run)
         feasible.check(grid.claims, grid.grid, trials)
+        feasible.check_restated(grid)
         levels = feasible.by_look(grid.claims, grid.grid, grid.seeds)
         feasible.check_looks(levels)
         address = args.address or os.environ.get("RAY_ADDRESS")

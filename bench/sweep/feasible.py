@@ -7,18 +7,20 @@ the design's exact rates and the claims that imply one another are printed; GPUs
 for and the machine or cluster lacks, naming resources.gpu."""
 
 import os
+from pathlib import Path
 from typing import Any
 
 import pandas as pd
 import torch
 
 import variants
-from bench.config import ConfigError
-from bench.experiment.claims import EXACT, PROBE_METRIC, SPAN_SHAPE, Claim, cells
+from bench.config import ConfigError, read_yaml
+from bench.experiment.claims import EXACT, PROBE_METRIC, SPAN_SHAPE, Claim, cells, parse
 from bench.experiment.grid import Grid, Looks, Seeds, seed_list
 from bench.findings import sequential
 from bench.findings.bounds import Spans, decided
 from bench.findings.stats import ALPHA, min_seeds
+from bench.provenance import RESULTS
 
 from .trials import Trial
 
@@ -120,15 +122,17 @@ def rates(claims: list[Claim], axes: dict[str, list[Any]], seeds: Seeds) -> pd.D
 
 
 def implied(claims: list[Claim]) -> list[str]:
-    """Pairs of claims on one quantity of the same rows: #FLOPS = a + b x the mean span exactly
-    at a fixed size (SPEC), and span_fraction = mean_span / S, so a verdict on one is a verdict
-    on the other, counted twice in the sequence."""
+    """Pairs of claims on one quantity of rows they share (their pinned values agree): #FLOPS =
+    a + b x the mean span exactly at a fixed size (SPEC), and span_fraction = mean_span / S, so
+    where both compare with the fixed window a verdict on one is a verdict on the other,
+    counted twice in the sequence."""
     said = []
     for i, a in enumerate(claims):
         for b in claims[i + 1:]:
-            if {a.metric, b.metric} <= set(SPAN_AFFINE) and a.metric != b.metric and (
-                    a.rows == b.rows):
-                said.append(f"claims {a.id} and {b.id} read one quantity of the same rows "
+            shared = set(a.rows) & set(b.rows)
+            if {a.metric, b.metric} <= set(SPAN_AFFINE) and a.metric != b.metric and all(
+                    a.rows[k] == b.rows[k] for k in shared):
+                said.append(f"claims {a.id} and {b.id} read one quantity of the rows they share "
                             f"({a.metric} and {b.metric}: #FLOPS = a + b x mean span exactly "
                             "at a fixed size, span_fraction = mean_span / S): one implies the "
                             "other where both compare with the fixed window S")
@@ -148,6 +152,27 @@ def check_looks(table: pd.DataFrame) -> None:
                           f"no p of its exact test is within its level (reproduced if: "
                           f"{looks['reproduced if'].iloc[-1]}); the smallest number of seeds "
                           f"that could is {min_seeds(ALPHA)} (2^-n <= {ALPHA:g})")
+
+
+def check_restated(grid: Grid, results: Path = RESULTS) -> None:
+    """ConfigError for a claim that reuses the id of a claim confirmation seeds have run with
+    other wording or test: a committed result of the same grid name (its grid.yaml beside a
+    findings.csv with a confirmatory row) names that id. A restated claim needs a new id;
+    restating after design runs (exploratory findings) is how claims are written."""
+    mine = {c.id: (i, c) for i, c in enumerate(grid.claims)}
+    for path in sorted(results.rglob("grid.yaml")):
+        raw = read_yaml(path, "committed grid file")
+        found = path.with_name("findings.csv")
+        if not isinstance(raw, dict) or raw.get("name") != grid.name or not found.is_file():
+            continue
+        if "confirmatory" not in set(pd.read_csv(found).get("evidence", pd.Series(dtype=str))):
+            continue
+        for old in parse(raw.get("claims")):
+            if old.id in mine and mine[old.id][1] != old:
+                raise ConfigError(f"claims.{mine[old.id][0]} ({old.id}): a claim with this id, "
+                                  f"worded or tested otherwise, has run on confirmation seeds "
+                                  f"({path.parent.relative_to(results.parent)}); a restated "
+                                  "claim needs a new id, in a new grid file")
 
 
 def check_gpus(grid: Grid, address: str | None) -> float:

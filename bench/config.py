@@ -26,9 +26,9 @@ from pydantic import (
 from pydantic_core import PydanticCustomError
 
 import variants
-from variants.attention import canonical_policy
 
 from . import data
+from .data import Corpus
 
 
 class ConfigError(ValueError):
@@ -90,10 +90,8 @@ class ModelConfig(Strict):
     @field_validator("variant")
     @classmethod
     def _registered(cls, v: str) -> str:
-        """The registered name: an alias (a renamed variant's first name) resolves to it, so
-        one model has one name in records and one identity (trial hash)."""
         variants.check_name(v)
-        return variants.canonical(v)
+        return v
 
     @field_validator("attn")
     @classmethod
@@ -103,8 +101,6 @@ class ModelConfig(Strict):
         if "variant" not in info.data:  # the variant itself is invalid: reported on its own
             return attn
         variant = info.data["variant"]
-        attn = {k: canonical_policy(k, v) if k in ("span_policy", "mixing") and isinstance(v, str)
-                else v for k, v in attn.items()}
         return typed_options("model.attn", attn, variant_options(variant, attn),
                              f" of variant {variant!r}")
 
@@ -113,26 +109,6 @@ class ModelConfig(Strict):
         variants.build(self.variant, d_model=self.d_model, n_heads=self.n_heads, span=self.span,
                        dropout=self.dropout, **self.attn)  # one layer: every option's own checks
         return self
-
-
-def canonical_axes(values: dict[str, Any]) -> dict[str, Any]:
-    """Grid values (a key -> a list of values, or one value) with every variant named as
-    registered (an alias resolved); ValueError naming both where two name one variant, which
-    would be one trial listed twice."""
-    names = values.get("model.variant")
-    if names is None:
-        return values
-    if not isinstance(names, list):
-        return {**values, "model.variant": variants.canonical(names)
-                if isinstance(names, str) else names}
-    out: dict[Any, Any] = {}
-    for name in names:
-        key = variants.canonical(name) if isinstance(name, str) else name
-        if key in out:
-            raise ValueError(f"model.variant: {out[key]!r} and {name!r} name one variant "
-                             f"({key}); list it once")
-        out[key] = name
-    return {**values, "model.variant": list(out)}
 
 
 def variant_options(variant: str, attn: dict[str, Any]) -> dict[str, inspect.Parameter]:
@@ -203,6 +179,12 @@ class Config(Strict):
     data: DataConfig = DataConfig()
     train: TrainConfig = TrainConfig()
 
+    def corpus(self) -> Corpus:
+        """This run's corpus, checked against its span and training sizes (`data.fitted`;
+        DataError)."""
+        return data.fitted(self.data.name, self.data.options, span=self.model.span,
+                           block=self.train.block, batch_size=self.train.batch_size)
+
     @model_validator(mode="after")
     def _static_shapes(self) -> "Config":
         """A captured step (training.graphs) replays fixed shapes and reads nothing on the host:
@@ -218,8 +200,7 @@ class Config(Strict):
                              f"each norm on the host); got train.optimizer={t.optimizer}, "
                              f"train.clip_mode={t.clip_mode}, train.clip={t.clip}")
         if t.compile == "graphs":
-            layer = variants.build(m.variant, d_model=m.d_model, n_heads=m.n_heads, span=m.span,
-                                   **m.attn).describe()
+            layer = variants.facts(m.variant, m.d_model, m.n_heads, **m.attn)
             if layer["learned_spans"] and layer["options"].get("trim", False):
                 raise ValueError("train.compile=graphs: the learned spans of variant "
                                  f"{m.variant!r} trim the window as they learn, which changes "

@@ -23,7 +23,7 @@ from bench.training.loop import train
 ROOT = provenance.ROOT
 BASELINES = provenance.RESULTS / "baselines" / "regression.json"
 SHARED = ROOT.parent / "shared" / "data"
-VARIANTS = ("fixed", "adaptive", "dynamic", "talking-heads", "gbma")
+VARIANTS = ("fixed", "adaptive", "dynamic-span", "talking-heads", "gbma")
 MODEL = ["model.d_model=64", "model.n_layers=2", "model.n_heads=4", "model.d_ff=256",
          "model.span=64", "model.attn.ramp=16", "train.block=64", "train.batch_size=8",
          "train.steps=150", "train.eval_every=150", "train.warmup=10", "train.eval_tokens=20000",

@@ -9,11 +9,12 @@ from pathlib import Path
 import pytest
 import torch
 
+from bench.config import ModelConfig
 from bench.model import TransformerLM
 from bench.training import precision
-from bench.training.evaluate import evaluate
+from bench.training.evaluate import Reading, evaluate
 from bench.training.loop import train
-from bench.training.step import make_optimizer, train_step
+from bench.training.step import Learner, make_optimizer, train_step
 from tests.test_train import small_cfg
 from variants.attention import Attention
 
@@ -33,11 +34,12 @@ def no_bf16(monkeypatch):
 
 def tiny(variant: str) -> TransformerLM:
     torch.manual_seed(0)
-    return TransformerLM(50, d_model=32, n_layers=2, n_heads=4, d_ff=64, span=32,
-                         variant=variant, attn={"ramp": 8} if variant != "talking-heads" else {})
+    return TransformerLM(ModelConfig(variant=variant, d_model=32, n_layers=2, n_heads=4, d_ff=64,
+                                     span=32, attn={"ramp": 8} if variant != "talking-heads"
+                                     else {}), 50)
 
 
-@pytest.mark.parametrize("variant", ["adaptive", "dynamic", "talking-heads"])
+@pytest.mark.parametrize("variant", ["adaptive", "dynamic-span", "talking-heads"])
 def test_amp_multiplies_in_bf16_and_keeps_softmax_loss_and_spans_fp32(bf16, monkeypatch,
                                                                        variant):
     seen = {}
@@ -54,13 +56,13 @@ def test_amp_multiplies_in_bf16_and_keeps_softmax_loss_and_spans_fp32(bf16, monk
         module.register_forward_hook(lambda m, i, o, name=name: seen.update({name: o.dtype}))
     cfg = small_cfg("train.amp=true").train
     x = torch.randint(0, 50, (2, 32))
-    loss, _, cache = train_step(model, model, make_optimizer(model, cfg), cfg, x, x, None, 0,
-                                amp=True)
+    loss, _, cache = train_step(Learner(model, model, make_optimizer(model, cfg), cfg, True), x,
+                                x, None, 0)
     assert seen == {"logits": torch.bfloat16, "weights": torch.float32, "ff": torch.bfloat16,
                     "norm": torch.float32}
     assert loss.dtype == torch.float32 and all(c.dtype == torch.float32 for c in cache)
     policy = model.blocks[0].attn.span_policy
-    if variant == "dynamic":
+    if variant == "dynamic-span":
         assert policy.z_t.dtype == torch.float32 and policy.gate.weight.grad is not None
     if variant == "adaptive":
         assert policy.z_prime.grad.dtype == torch.float32 and policy.z_prime.grad.abs().sum() > 0
@@ -71,8 +73,8 @@ def test_amp_bpc_is_close_to_fp32_but_not_the_same(bf16):
     and costs little (well under the 0.02 bpc the issue allows after training)."""
     model = tiny("adaptive")
     split = torch.randint(0, 50, (3000,)).numpy()
-    fp32 = evaluate(model, split, 4, 32, torch.device("cpu")).bpc
-    amp = evaluate(model, split, 4, 32, torch.device("cpu"), amp=True).bpc
+    fp32 = evaluate(model, split, Reading(4, 32, torch.device("cpu"))).bpc
+    amp = evaluate(model, split, Reading(4, 32, torch.device("cpu"), amp=True)).bpc
     assert 0 < abs(amp - fp32) < 0.01
 
 
@@ -84,8 +86,8 @@ def test_a_bf16_step_and_an_fp32_step_from_the_same_weights_give_close_losses(bf
         model = tiny("adaptive")
         cfg = small_cfg("train.amp=false").train
         x = torch.randint(0, 50, (2, 32), generator=torch.Generator().manual_seed(1))
-        loss, _, _ = train_step(model, model, make_optimizer(model, cfg), cfg, x, x, None, 0,
-                                amp=amp)
+        loss, _, _ = train_step(Learner(model, model, make_optimizer(model, cfg), cfg, amp), x,
+                                x, None, 0)
         losses.append(loss.item())
     assert losses[0] != losses[1] and abs(losses[0] - losses[1]) < 0.01 * losses[0]
 

@@ -11,7 +11,8 @@ import yaml
 from scipy.stats import permutation_test, quantile_test
 
 from bench.commands import run
-from bench.findings import bounds, claims, verdicts
+from bench.experiment import claims
+from bench.findings import bounds, verdicts
 from bench.findings.samples import derive
 from tests.test_grid import write_grid
 
@@ -417,11 +418,16 @@ def test_design_seeds_must_be_named_with_claims_and_be_seeds(tmp_path, capsys):
     assert "design_seeds.0" in capsys.readouterr().err
 
 
-@pytest.mark.parametrize("name", ["heads_grid", "span_limit", "adaptive_vs_dynamic",
-                                  "projections"])
-def test_shipped_paper_grids_declare_claims_their_looks_can_decide(name):
+SHIPPED = ["heads_grid", "span_limit", "adaptive_vs_dynamic", "projections", "span_enwik8",
+           "span_enwik8_restated", "span_enwik8_adamw", "span_enwik8_floor"]
+
+
+@pytest.mark.parametrize("name", SHIPPED)
+def test_shipped_grids_designs_hold_alpha_and_can_decide(name):
+    """Every shipped grid with claims: each claim's last look can reject, and its design's
+    exact errors (reproduced and contradicted at the null's boundary) are at most alpha."""
+    from bench.experiment.grid import load as load_grid
     from bench.sweep import feasible
-    from bench.sweep.grid import load_grid
     from tests.test_grid import ROOT
 
     grid = load_grid(ROOT / "ablations" / f"{name}.yaml")
@@ -429,8 +435,32 @@ def test_shipped_paper_grids_declare_claims_their_looks_can_decide(name):
     table = feasible.by_look(grid.claims, grid.grid, grid.seeds)
     feasible.check_looks(table)
     assert table.groupby("claim").tail(1)["can"].eq("reject").all()
+    rates = feasible.rates(grid.claims, grid.grid, grid.seeds).dropna(subset=["test"])
+    errors = rates[["error (reproduced at q 0.5)", "error (contradicted at q 0.5)"]]
+    assert (errors <= 0.05).all().all(), rates
     raw = yaml.safe_load((ROOT / "ablations" / f"{name}.yaml").read_text())
     assert all(c["text"] for c in raw["claims"])
+
+
+def test_claims_that_imply_one_another_are_named(capsys):
+    """span_limit's fewer-FLOPs and mean-span claims read one quantity where they share rows
+    (#FLOPS is affine in the mean span): the dry run says so."""
+    from tests.test_grid import ROOT
+
+    assert run.main([str(ROOT / "ablations" / "span_limit.yaml"), "--dry-run"]) == 0
+    assert ("warning: claims adaptive_fewer_flops and mean_span_well_below_S read one quantity"
+            in capsys.readouterr().err)
+
+
+def test_a_span_statistic_without_its_floor_is_refused(capsys):
+    """The real-text grids before the floor was declared read raw spans: running one now exits
+    2, naming the claim and the floors it may declare."""
+    from tests.test_grid import ROOT
+
+    assert run.main([str(ROOT / "ablations" / "span_enwik8_adamw.yaml"), "--dry-run"]) == 2
+    err = capsys.readouterr().err
+    assert "claims.3 (layer_spans_flat): metric layer_span_ratio says which heads are long" in err
+    assert "`floor: R`" in err and "`floor: 0`" in err
 
 
 def test_pinning_an_axis_keeps_the_claims_valid(tmp_path, capsys):
@@ -479,3 +509,22 @@ def test_dry_run_refuses_claims_the_setup_decides_or_the_corpus_does_not_score(t
         "data": {"n_chars": 60000, "p_copy": 0.0, "recall": {"rate": 0.5}},
         "train": {"block": 32, "batch_size": 4, "steps": 2}}, seeds=[0, 1, 2, 3, 4])
     assert run.main([str(recall), "--dry-run"]) == 0
+
+
+def test_a_restated_claim_reusing_an_id_whose_seeds_ran_is_refused(tmp_path, capsys):
+    """The main job's headline claim with another offset, under its id: its confirmation seeds
+    ran (results/heads_grid/, confirmatory), so the dry run exits 2 asking for a new id; under
+    a new id the same grid is accepted."""
+    from tests.test_grid import ROOT
+
+    raw = yaml.safe_load((ROOT / "ablations" / "heads_grid.yaml").read_text())
+    raw["claims"][0]["log_offset"] = 0.01
+    path = tmp_path / "restated.yaml"
+    path.write_text(yaml.safe_dump(raw))
+    assert run.main([str(path), "--dry-run"]) == 2
+    err = capsys.readouterr().err
+    assert "claims.0 (th_beats_mh_at_8): a claim with this id, worded or tested otherwise, has " \
+        "run on confirmation seeds (results/heads_grid)" in err
+    raw["claims"][0]["id"] = "th_beats_mh_at_8_offset_0.01"
+    path.write_text(yaml.safe_dump(raw))
+    assert run.main([str(path), "--dry-run"]) == 0

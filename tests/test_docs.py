@@ -12,6 +12,7 @@ import re
 import shlex
 import subprocess
 import sys
+import tempfile
 from functools import cache
 from pathlib import Path
 from unittest import mock
@@ -19,13 +20,13 @@ from unittest import mock
 import pandas as pd
 import pytest
 
+from bench.experiment import grid as grids
 from bench.findings import prereg
-from bench.findings.spec import GridSpec
 
 ROOT = Path(__file__).resolve().parents[1]
 DOCS = [ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md"))]
 CLIS = ("bench.run", "bench.train", "bench.report", "bench.speed", "bench.anchors",
-        "bench.th_layer", "bench.flops", "ci.regression")
+        "bench.th_layer", "bench.flops", "bench.retag", "ci.regression", "ci.bundle")
 # The top-level entries a repository path may start with.
 TOPS = ("bench", "variants", "ablations", "results", "examples", "docs", "tests", "ci", ".ci",
         "runs")
@@ -33,7 +34,8 @@ TOPS = ("bench", "variants", "ablations", "results", "examples", "docs", "tests"
 WRITTEN_AT_RUN_TIME = ("runs/", "results/mlflow.db", "results/mlartifacts/", "results/ray/")
 # Options of other programs the docs quote (mlflow ui, ray start, the adaptive-span reference's
 # enwik8 script): not attnbench's to check.
-EXTERNAL_OPTIONS = {"--backend-store-uri", "--host", "--head", "--port", "--adapt-span-cache"}
+EXTERNAL_OPTIONS = {"--backend-store-uri", "--host", "--head", "--port", "--adapt-span-cache",
+                    "--user-site"}
 
 _TOPS = "|".join(re.escape(t) for t in TOPS)
 PATH = re.compile(rf"(?<![\w./$~(-])((?:{_TOPS})/[\w./-]*)")
@@ -172,7 +174,7 @@ def test_docs_name_only_what_exists(path):
 def test_the_check_fails_on_what_does_not_exist():
     text = ("ok `bench/run.py`\nsee `bench/claims.py` and [x](missing.md)\n"
             "```bash\npython -m bench.run ablations/smoke.yaml \\\n  --no-such-option\n"
-            "```\n`bench.findings.layouts.NO_SUCH` `--seeds` [y](claims.md#no-anchor)\n")
+            "```\n`bench.experiment.layouts.NO_SUCH` `--seeds` [y](claims.md#no-anchor)\n")
     found = problems(ROOT / "docs" / "_bad_for_test.md", text)
     assert found == [
         "docs/_bad_for_test.md:2: names `bench/claims.py`, which does not exist",
@@ -180,7 +182,7 @@ def test_the_check_fails_on_what_does_not_exist():
         "docs/_bad_for_test.md:4: `python -m bench.run` has no option `--no-such-option`",
         "docs/_bad_for_test.md:7: links to `claims.md#no-anchor`: no heading `#no-anchor` in "
         "claims.md",
-        "docs/_bad_for_test.md:7: names `bench.findings.layouts.NO_SUCH`, which is no module "
+        "docs/_bad_for_test.md:7: names `bench.experiment.layouts.NO_SUCH`, which is no module "
         "or name of it",
     ]
 
@@ -233,7 +235,7 @@ def test_the_mixing_plugin_in_docs_runs():
         assert y.shape == (1, 20, 32) and (x.grad[:, 6:] == 0).all()  # still causal
         assert layer.describe()["mixing"] == "temperature"
     finally:
-        registry._PRESETS.pop("temp-heads", None)
+        registry._VARIANTS.pop("temp-heads", None)
 
 
 def test_a_footnote_is_written_for_the_columns_it_explains():
@@ -246,34 +248,43 @@ def test_a_footnote_is_written_for_the_columns_it_explains():
 
 
 @pytest.mark.slow
-def test_the_add_a_claim_commands_run_as_written(tmp_path):
-    """docs/claims.md's worked "Adding a claim": its commands, as written, with the local runs
-    folder pointed at a temporary one ($ATTNBENCH_RUNS): the dry run shows the claim and its
-    look, the sweep decides it, and the report recomputes the same findings from runs.csv."""
+def test_the_add_a_claim_commands_run_as_written_and_leave_a_clone_clean():
+    """docs/claims.md's worked "Adding a claim": its commands, as written, in a fresh clone
+    (runs/ as they write it): the dry run shows the claim and its look, the sweep decides it
+    (and its trials record when they started and the claims they serve, which the findings
+    check against the clone's git history), the report recomputes the same findings from
+    runs.csv, and `git status` shows nothing after them."""
     text = (ROOT / "docs" / "claims.md").read_text()
     block = re.search(r"<!-- commands: add a claim -->\n```bash\n(.*?)```", text, re.S)
     commands = [shlex.split(line) for line in block.group(1).splitlines() if line.strip()]
-    env = {k: v for k, v in os.environ.items() if k not in ("MLFLOW_TRACKING_URI", "RAY_ADDRESS")}
-    env |= {"ATTNBENCH_RUNS": str(tmp_path), "TMPDIR": "/tmp"}
-    outs, found = [], []
-    for argv in commands:
-        argv = [sys.executable if a == "python" else a.replace("runs/", f"{tmp_path}/")
-                for a in argv]
-        done = subprocess.run(argv, cwd=ROOT, env=env, capture_output=True, text=True,
-                              timeout=600)
-        assert done.returncode == 0, done.stdout[-2000:] + done.stderr[-2000:]
-        outs.append(done.stdout)
-        if (path := tmp_path / "add_a_claim" / "findings.csv").exists():
-            found.append(pd.read_csv(path))
+    with tempfile.TemporaryDirectory(prefix="ab", dir="/tmp") as d:  # Ray's socket paths
+        clone = Path(d) / "clone"
+        subprocess.run(["git", "clone", "-q", "--no-hardlinks", str(ROOT), str(clone)],
+                       check=True)
+        env = {k: v for k, v in os.environ.items()
+               if k not in ("MLFLOW_TRACKING_URI", "RAY_ADDRESS", "ATTNBENCH_RUNS")}
+        env |= {"TMPDIR": d, "PYTHONPATH": str(clone)}
+        outs, found, runs = [], [], clone / "runs" / "add_a_claim"
+        for argv in commands:
+            argv = [sys.executable if a == "python" else a for a in argv]
+            done = subprocess.run(argv, cwd=clone, env=env, capture_output=True, text=True,
+                                  timeout=600)
+            assert done.returncode == 0, done.stdout[-2000:] + done.stderr[-2000:]
+            outs.append(done.stdout)
+            if (runs / "findings.csv").exists():
+                found.append(pd.read_csv(runs / "findings.csv"))
+        status = subprocess.run(["git", "status", "--porcelain"], cwd=clone,
+                                capture_output=True, text=True, check=True).stdout
+        assert status == "", status
+        per_seed = pd.read_csv(runs / "runs.csv")
+        registered = (runs / "findings.md").read_text()
     dry = outs[0]
     assert "th_not_much_worse" in dry and "seeds 100-104: confirmatory" in dry
     assert re.search(r"\| th_not_much_worse \| 1 of 1 \| +5 \| 5 of 5 +\| +0\.0312 ", dry), dry
     assert found[0].loc[0, "verdict"] == "reproduced" and found[0].loc[0, "seed_range"] == "100-104"
     pd.testing.assert_frame_equal(found[0], found[1])  # recomputed from runs.csv: the same
-    # every trial recorded when it started and the claims it was run for: the findings check
-    # them against the grid file's git history
-    per_seed = pd.read_csv(tmp_path / "add_a_claim" / "runs.csv")
-    claims = GridSpec.read(ROOT / "examples" / "add_a_claim.yaml").claims
+    claims = grids.load(ROOT / "examples" / "add_a_claim.yaml").claims
     assert per_seed["start_time"].notna().all()
     assert (per_seed["claims_sha"] == prereg.claims_sha(claims)).all()
-    assert "Pre-registration: " in (tmp_path / "add_a_claim" / "findings.md").read_text()
+    assert "Pre-registration: examples/add_a_claim.yaml with these claims" in registered \
+        or "not checked" in registered  # a shallow checkout has no history to read

@@ -8,6 +8,7 @@ import pytest
 import torch
 
 import variants
+from bench.config import ModelConfig
 from bench.model import TransformerLM
 from bench.model.cost import executed_flops, layer_span, set_spans
 from bench.model.count import counted_flops
@@ -90,7 +91,7 @@ def test_initialised_small():
 
 CASES = [("talking-heads-dynamic", {"dynamic_init": 0.5}),
          ("talking-heads-dynamic", {"dynamic_init": 0.5, "h": 6, "h_v": 2, "d_v": 12}),
-         ("adaptive", {"mixing": "dynamic", "dynamic_init": 0.5})]
+         ("adaptive", {"mixing": "dynamic-projections", "dynamic_init": 0.5})]
 
 
 @pytest.mark.parametrize("name,cfg", CASES, ids=str)
@@ -119,8 +120,8 @@ def test_chunked_equals_unchunked(name, cfg):
 @pytest.mark.parametrize("name,cfg", CASES, ids=str)
 def test_counted_equals_analytic(name, cfg):
     torch.manual_seed(0)
-    model = TransformerLM(64, D, 2, H, 64, span=300 if name == "adaptive" else S, variant=name,
-                          attn=cfg)
+    model = TransformerLM(ModelConfig(variant=name, d_model=D, n_layers=2, n_heads=H, d_ff=64,
+                                      span=300 if name == "adaptive" else S, attn=cfg), 64)
     if name == "adaptive":  # trimmed windows: the dynamic terms follow the computed keys
         set_spans(model, torch.linspace(5.0, 130.0, H))
     c = counted_flops(model)

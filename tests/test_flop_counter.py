@@ -11,6 +11,7 @@ import torch
 from torch.utils.flop_counter import FlopCounterMode
 
 import variants
+from bench.config import ModelConfig
 from bench.model import TransformerLM
 from bench.model.cost import set_spans
 from bench.model.count import _step_inputs, counted_flops
@@ -24,7 +25,7 @@ COMPOSITIONS = [  # (variant, attention options): h_k != h != h_v, one-sided mix
     ("talking-heads", dict(h=6, h_v=3, d_k=8, d_v=12)),
     ("weights-only", dict(h_v=2, d_v=24)),
     ("adaptive", dict(mixing="both", h=6, h_v=2, d_v=16)),
-    ("dynamic", dict(mixing="gbma")),
+    ("dynamic-span", dict(mixing="gbma")),
 ]
 CASES = [(v, {}, s) for s in SHAPES for v in variants.names()] + [
     (v, o, "trimmed") for v, o in COMPOSITIONS]
@@ -33,7 +34,8 @@ CASES = [(v, {}, s) for s in SHAPES for v in variants.names()] + [
 def build(variant: str, shape: str, attn: dict) -> TransformerLM:
     D, L, H, F, S, z = SHAPES[shape]
     torch.manual_seed(0)
-    model = TransformerLM(V, D, L, H, F, span=S, variant=variant, attn=attn)
+    model = TransformerLM(ModelConfig(variant=variant, d_model=D, n_layers=L, n_heads=H, d_ff=F,
+                                      span=S, attn=attn), V)
     if z is not None and model.blocks[0].attn.describe()["learned_spans"]:
         set_spans(model, torch.linspace(*z, model.blocks[0].attn.span_policy.n_heads))
     return model.eval()

@@ -4,6 +4,7 @@ import pytest
 import torch
 
 import variants
+from bench.config import ModelConfig
 from bench.model import TransformerLM
 from bench.model.cost import (
     analytic_flops,
@@ -23,13 +24,13 @@ CONFIGS = {
     "wide": (48, 3, 6, 80, 40, {"ramp": 8.0}, None),
     "trimmed": (32, 2, 4, 64, 300, {}, (37.0, 162.0)),  # windows: adaptive 192, dynamic 128
 }
-COMPOSITIONS = [  # variants.build options beyond the registered presets
+COMPOSITIONS = [  # variants.build options beyond the named variants
     ("talking-heads", dict(h=6, h_v=3, d_k=8, d_v=12)),  # h_k = 4 != h = 6 != h_v = 3
     ("logits-only", dict(h=6, h_v=6, d_v=8)),
     ("weights-only", dict(h_v=2, d_v=24)),
     ("gbma", dict(h=6)),
     ("adaptive", dict(mixing="both", h=6, h_v=2, d_v=16)),
-    ("dynamic", dict(mixing="gbma")),
+    ("dynamic-span", dict(mixing="gbma")),
     ("talking-heads", dict(banded=True)),  # q.k and w.v over the band only, as vector dots
     ("adaptive", dict(banded=True, mixing="logits", h=6, h_v=6, d_v=8)),
 ]
@@ -39,8 +40,9 @@ def build(variant, cfg="base", **extra):
     D, L, H, F, S, attn, z = CONFIGS[cfg]
     takes = variants.options(variant, **extra)  # the config's span options, where they apply
     torch.manual_seed(0)
-    model = TransformerLM(V, D, L, H, F, span=S, variant=variant,
-                          attn={**{k: v for k, v in attn.items() if k in takes}, **extra})
+    m = ModelConfig(variant=variant, d_model=D, n_layers=L, n_heads=H, d_ff=F, span=S,
+                    attn={**{k: v for k, v in attn.items() if k in takes}, **extra})
+    model = TransformerLM(m, V)
     learned = model.blocks[0].attn.describe()["learned_spans"]
     if z is not None and learned:  # spans spread over the heads: mean span != the window
         set_spans(model, torch.linspace(*z, model.blocks[0].attn.span_policy.n_heads))
@@ -91,7 +93,8 @@ def test_trimming_lowers_counted_flops():
     trims to ceil(z + R = 52) -> 64 and ceil(112) -> 128 keys; each key dropped saves q.k, q.p and
     w.v (3 D), and one cached state fewer is re-projected through W_k and W_v (2 D^2)."""
     D, S = 32, 256
-    model = TransformerLM(V, D, 2, 4, 64, span=S, variant="adaptive")
+    model = TransformerLM(ModelConfig(variant="adaptive", d_model=D, n_layers=2, n_heads=4,
+                                      d_ff=64, span=S), V)
     set_spans(model, torch.tensor(float(S)))
     full = counted_flops(model)
     for b, z in zip(model.blocks, (20.0, 80.0), strict=True):
@@ -125,7 +128,8 @@ def test_cost():
 def paper_small(variant="fixed", span=8192, vocab=256):
     """The adaptive-span paper's small model: 12 layers, D 512, F 2048, 8 heads."""
     torch.manual_seed(0)
-    return TransformerLM(vocab, 512, 12, 8, 2048, span=span, variant=variant)
+    return TransformerLM(ModelConfig(variant=variant, d_model=512, n_layers=12, n_heads=8,
+                                     d_ff=2048, span=span), vocab)
 
 
 def test_paper_small_model_flops():

@@ -12,7 +12,7 @@ import yaml
 
 from bench.commands import run
 from bench.config import resolve
-from bench.sweep import grid as grids
+from bench.experiment import grid as grids
 from bench.sweep.trials import Overrides, apply, resolve_trials, trial_hash
 from bench.training import precision
 
@@ -53,8 +53,9 @@ BAD = {
                            "--seed-start"),
     "a negative GPU share": ({"resources": {"gpu": -0.5}}, [], "resources.gpu"),
     "more than one GPU, not whole": ({"resources": {"gpu": 1.5}}, [], "a share of one GPU"),
-    "an alias beside its name": ({"grid": {"model.variant": ["dynamic", "dynamic-span"]}}, [],
-                                 "'dynamic' and 'dynamic-span' name one variant"),
+    "a value twice": ({"grid": {"model.variant": ["fixed", "fixed"]}}, [], "lists a value twice"),
+    "an earlier name": ({"grid": {"model.variant": ["dynamic"]}}, [],
+                        "'dynamic' was renamed 'dynamic-span'"),
     "a span no training stream holds": ({}, ["--set", "model.span=14000"],
                                         "model.span=14000: the synthetic train split's 4 streams"),
     "a prefix too short for its splits": (
@@ -104,7 +105,7 @@ def test_dry_run_prints_trials_and_cost(tmp_path, capsys):
 
 
 def test_cli_preset_wins_over_base_sizes_but_not_grid_axes():
-    grid = grids.load_grid(ROOT / "ablations" / "heads_grid.yaml")
+    grid = grids.load(ROOT / "ablations" / "heads_grid.yaml")
     applied = apply(grid, Overrides(preset="small", data="enwik8"))
     cfg = resolve(applied.base.model_dump(exclude={"preset"}), applied.base.preset)
     assert (cfg.model.d_model, cfg.model.n_layers, cfg.data.name) == (512, 12, "enwik8")
@@ -115,7 +116,7 @@ def test_cli_preset_wins_over_base_sizes_but_not_grid_axes():
 def test_an_option_some_variants_take_is_ignored_by_the_others(tmp_path, capsys):
     """span_limit sets the ramp for fixed and adaptive alike: the fixed trials drop it and say
     so; a grid whose variants all refuse an option is refused, naming it."""
-    _, trials = resolve_trials(grids.load_grid(ROOT / "ablations" / "span_limit.yaml"),
+    _, trials = resolve_trials(grids.load(ROOT / "ablations" / "span_limit.yaml"),
                                Overrides(), dry_run=True)
     for t in trials:
         fixed = t.cfg.model.variant == "fixed"
@@ -126,23 +127,17 @@ def test_an_option_some_variants_take_is_ignored_by_the_others(tmp_path, capsys)
     assert "model.attn.ramp=8: unknown option of variant 'fixed'" in capsys.readouterr().err
 
 
-def test_a_variant_named_by_its_alias_keeps_its_trials(monkeypatch):
-    """`dynamic`, the dynamic span's first name, resolves to `dynamic-span` when a config is
-    validated (one name in records, one identity); runs logged under the alias before are
-    found by the hash they had (`Trial.earlier`), which the runner maps once, when reading.
-    The trials resolve in the precision the records name (bf16 autocast), on any machine."""
+def test_committed_trials_keep_their_hashes(monkeypatch):
+    """A committed grid's trials resolve to the hashes its runs.csv recorded (its variants at
+    today's names, `python -m bench.retag` having migrated the ones made under `dynamic`), in
+    the precision the records name (bf16 autocast), on any machine: one identity per trial."""
     folder = ROOT / "results" / "design" / "adaptive_vs_dynamic-r32"
     logged = pd.read_csv(folder / "runs.csv")
     assert set(logged["precision"]) == {"bf16-autocast"}
     monkeypatch.setattr(precision, "bf16_unsupported", lambda device: None)
-    grid, trials = resolve_trials(grids.load_grid(folder / "grid.yaml"), Overrides(), False)
+    grid, trials = resolve_trials(grids.load(folder / "grid.yaml"), Overrides(), False)
     assert grid.grid["model.variant"] == ["fixed", "adaptive", "dynamic-span"]
-    old = set(logged.loc[logged["model.variant"] == "dynamic", "trial"])
-    renamed = [t for t in trials if t.cfg.model.variant == "dynamic-span"]
-    assert len(old) == 3 and old == {h for t in renamed for h in t.earlier}
-    assert not old & {t.hash for t in renamed}
-    assert {t.hash for t in trials if t.cfg.model.variant == "adaptive"} == set(
-        logged.loc[logged["model.variant"] == "adaptive", "trial"])  # the others keep theirs
+    assert {t.hash for t in trials} == set(logged["trial"])
     # train.schedule came after these runs: at its old behaviour it is no part of their hashes
     # (checked above against the logged ones); set otherwise, it makes other trials
     cosine = {trial_hash(t.cfg.model_copy(update={"train": t.cfg.train.model_copy(

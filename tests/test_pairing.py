@@ -11,7 +11,7 @@ from bench.model import create_model
 from bench.model.pairing import build_paired
 
 SIZES = {"d_model": 32, "n_layers": 2, "n_heads": 4, "d_ff": 64, "span": 32}
-VARIANTS = ("fixed", "talking-heads", "adaptive", "dynamic", "gbma")
+VARIANTS = ("fixed", "talking-heads", "adaptive", "dynamic-span", "gbma")
 
 
 def params(variant: str, seed: int, paired: bool = True, **model) -> dict[str, torch.Tensor]:

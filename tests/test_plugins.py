@@ -34,10 +34,10 @@ def clean(monkeypatch):
     """Restore the registry and drop imported file plugins afterwards; no plugin env."""
     monkeypatch.delenv(plugins.ENV, raising=False)
     monkeypatch.delenv("MLFLOW_TRACKING_URI", raising=False)
-    saved = dict(registry._PRESETS)
+    saved = dict(registry._VARIANTS)
     yield
-    registry._PRESETS.clear()
-    registry._PRESETS.update(saved)
+    registry._VARIANTS.clear()
+    registry._VARIANTS.update(saved)
     for name in [m for m in sys.modules if m.startswith("attnbench_plugin_")]:
         del sys.modules[name]
 
@@ -133,7 +133,7 @@ BAD_OPTIONS = {  # grid base changes -> what the error line must say (variant ta
     "lambda not a number": ({"model": {"attn": {"span_loss": "2e-6x"}}},
                             "model.attn.span_loss='2e-6x': expected float", "adaptive"),
     "ramp a word": ({"model": {"attn": {"ramp": "wide"}}},
-                    "model.attn.ramp='wide': expected float", "dynamic"),
+                    "model.attn.ramp='wide': expected float", "dynamic-span"),
     "chunk a float": ({"model": {"attn": {"chunk": 2.5}}},
                       "model.attn.chunk=2.5: expected int | None", "talking-heads"),
     "trim not a bool": ({"model": {"attn": {"trim": "maybe"}}},

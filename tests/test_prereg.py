@@ -10,8 +10,8 @@ import pandas as pd
 import pytest
 import yaml
 
+from bench.experiment import grid as grids
 from bench.findings import prereg, report
-from bench.findings.spec import GridSpec
 
 CLAIM = {"id": "lower", "text": "a is below b", "rows": {"model.variant": "a"},
          "baseline": {"model.variant": "b"}, "metric": "final_test_bpc", "expect": "less"}
@@ -44,7 +44,7 @@ def runs() -> pd.DataFrame:
 
 
 def findings(repo, start: str | None, tmp_path) -> tuple[str, pd.DataFrame]:
-    spec = GridSpec.read(repo / "g.yaml")
+    spec = grids.load(repo / "g.yaml")
     data = runs() if start is None else runs().assign(
         start_time=start, claims_sha=prereg.claims_sha(spec.claims))
     _, table, _ = report.write_findings("g", spec, data, pd.DataFrame(), tmp_path,
@@ -80,14 +80,14 @@ def test_runs_without_start_times_are_not_checked(repo, tmp_path):
 
 def test_a_grid_file_outside_git_is_not_checked(tmp_path):
     (tmp_path / "g.yaml").write_text(yaml.safe_dump(GRID))
-    spec = GridSpec.read(tmp_path / "g.yaml")
+    spec = grids.load(tmp_path / "g.yaml")
     got = prereg.check(tmp_path / "g.yaml", spec.claims,
                        runs().assign(start_time="2026-01-02 11:00:00+00:00"), [])
     assert got.late is None and "not in a git checkout" in got.line
 
 
 def test_runs_made_for_other_claims_are_counted():
-    spec = GridSpec.model_validate(GRID)
+    spec = grids.Grid.model_validate(GRID)
     data = runs().assign(start_time="2026-01-02 11:00:00+00:00", claims_sha="0" * 16)
     got = prereg.check(None, spec.claims, data, [])
     assert "12 of the runs were run for other claims" in got.line

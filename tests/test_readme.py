@@ -5,8 +5,11 @@ import re
 from pathlib import Path
 
 import torch
+import yaml
 
 import variants
+from bench.experiment import claims
+from bench.experiment import grid as grids
 from variants import registry
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -32,4 +35,14 @@ def test_add_a_variant_example():
         assert layer.mixing.P_l is not None and layer.mixing.P_w is not None  # talking heads
         assert layer.describe()["span_policy"] == "DecaySpan"  # the layer describes itself
     finally:
-        registry._PRESETS.pop("decay", None)
+        registry._VARIANTS.pop("decay", None)
+
+
+def test_add_a_claim_example():
+    """The README's claim is examples/add_a_claim.yaml's, as the schema reads both (the
+    README spells out the default test)."""
+    block = re.search(r"<!-- example: add a claim -->\n```yaml\n(.*?)```", README.read_text(), re.S)
+    assert block, "README lost its add-a-claim example"
+    shown = claims.parse(yaml.safe_load(block.group(1))["claims"])
+    ran = grids.load(ROOT / "examples" / "add_a_claim.yaml").claims
+    assert shown == ran

@@ -15,10 +15,10 @@ from scipy.stats import ttest_rel
 
 import variants
 from bench.commands import report as report_cli
+from bench.experiment import grid as grids
+from bench.experiment.layouts import FIGURES
 from bench.findings import figures, report, tables, verdicts
-from bench.findings.layouts import FIGURES
 from bench.findings.runs import Sweep, _derive, machine_line
-from bench.findings.spec import GridSpec
 from bench.record import RunResult
 from bench.tracking.names import TRIALS
 from bench.tracking.writer import flatten
@@ -28,7 +28,7 @@ D = 64
 SPAN_DEV = {("fixed", 64): [1.50, 1.52, 1.54], ("adaptive", 64): [1.40, 1.41, 1.42],
             ("fixed", 128): [1.45, 1.47, 1.49], ("adaptive", 128): [1.44, 1.49, 1.46]}
 
-AVD_DEV = {"adaptive": [1.20, 1.21], "dynamic": [1.22, 1.24]}
+AVD_DEV = {"adaptive": [1.20, 1.21], "dynamic-span": [1.22, 1.24]}
 
 
 def log_trial(client, exp, parent, params, final, *, seed=0, status="FINISHED", failure=None,
@@ -79,7 +79,7 @@ GRIDS = {  # what each test sweep's grid file says of its report (axes in the ta
                   "report: {table: as_table1}\n",
     "heads": "grid: {model.variant: [fixed, talking-heads, gbma], model.n_heads: [2, 4]}\n"
              "report: {table: th_table1}\n",
-    "adaptive_vs_dynamic": "grid: {model.variant: [adaptive, dynamic]}\n"
+    "adaptive_vs_dynamic": "grid: {model.variant: [adaptive, dynamic-span]}\n"
                            "report: {table: as_table3}\n",
     "projections": "grid: {model.variant: [fixed, logits-only, weights-only, talking-heads]}\n"
                    "report: {table: th_table3}\n",
@@ -146,10 +146,10 @@ def store(tmp_path_factory):
 
     exp, _ = new_sweep(client, root, "adaptive_vs_dynamic", GRIDS["adaptive_vs_dynamic"])
     text = "the overlook of the tower, and the river below it"
-    for variant in ("adaptive", "dynamic"):
+    for variant in ("adaptive", "dynamic-span"):
         for seed in range(2):
             result = {"head_spans": [[40.0, 300.0], [32.0, 90.0]]}
-            if variant == "dynamic":
+            if variant == "dynamic-span":
                 result["dynamic_trace"] = {"text": text, "z": rng.uniform(0, 50, len(text))
                                            .tolist()}
             log_trial(client, exp, None, {"model.variant": variant}, {
@@ -285,7 +285,7 @@ def test_figures_and_table3_adaptive_vs_dynamic(store, tmp_path):
     check_images(paths, ["as_fig4_head_spans", "as_fig5_dynamic_span", "learning_curves"])
     header, rows = md_rows(tmp_path / "as_table3.md")
     assert header == ["Model", "Avg. span", "dev", "n"]
-    a, d = AVD_DEV["adaptive"], AVD_DEV["dynamic"]
+    a, d = AVD_DEV["adaptive"], AVD_DEV["dynamic-span"]
     p = ttest_rel(d, a).pvalue  # baseline: the first row (no `fixed`); one test, no correction
     assert rows["adaptive"][2] == f"**{np.mean(a):.3f} ± {np.std(a, ddof=1):.3f}**"
     marker = "†" if p >= 0.05 else ""
@@ -454,7 +454,7 @@ def test_findings_from_the_sweeps_grid_file(store, tmp_path):
                        "fewer_flops [span=128]": "inconclusive", "fewer_flops": "inconclusive",
                        "spread": "reproduced", "same_bpc": "not tested"}
     assert csv.set_index("claim").loc["same_bpc", "reason"] == "sequence stopped at fewer_flops"
-    spec = GridSpec.from_text(CLAIMED, "test")
+    spec = grids.from_text(CLAIMED, "test")
     again = verdicts.evaluate(spec.claims, report.read_per_seed(tmp_path / "out" / "runs.csv"))
     cols = ["claim", "effect", "p", "level_opposite", "verdict", "evidence", "p_same"]
     pd.testing.assert_frame_equal(again[cols].iloc[:3], csv[cols].iloc[:3])  # done trials
@@ -498,7 +498,8 @@ def test_identity_distance_under_the_mixing_heatmaps(store):
 
 
 def test_policies_come_from_the_runs_layer_description():
-    """A variant the presets do not know (a plugin's) is labelled by what its layer logged."""
+    """A variant not named in variants/named.py (a plugin's) is labelled by what its layer
+    logged."""
     df = pd.DataFrame({"run_id": ["r1"], "model.variant": ["decay"], "layer.span_policy":
                        ["DecaySpan"], "layer.mixing": ["both"], "layer.P_l": ["true"],
                        "layer.P_w": ["true"], "layer.h_k": [4], "layer.h": [6],
@@ -576,7 +577,7 @@ def test_learning_curves_legend_fits_and_axis_names_the_evaluated_prefix(monkeyp
     from matplotlib.backends.backend_agg import FigureCanvasAgg
     from matplotlib.figure import Figure
 
-    labels = [f"{v} mixing={m} (@code-0123456789ab)" for v in ("adaptive", "dynamic")
+    labels = [f"{v} mixing={m} (@code-0123456789ab)" for v in ("adaptive", "dynamic-span")
               for m in ("both", "none")]
     history = pd.DataFrame([{"bpc": 3.0 - 0.1 * k - 0.01 * i, "tokens": 1000 * k,
                              "series": "total", "run": f"r{i}", "label": label}
@@ -584,7 +585,7 @@ def test_learning_curves_legend_fits_and_axis_names_the_evaluated_prefix(monkeyp
     monkeypatch.setattr(figures, "_history", lambda sweep: history)
     runs = pd.DataFrame({"run_id": [f"r{i}" for i in range(4)], "label": labels,
                          "train.eval_tokens": 8000})
-    sweep = Sweep("curves", runs, pd.DataFrame(), ["model.variant"], GridSpec(), None)
+    sweep = Sweep("curves", runs, pd.DataFrame(), ["model.variant"], None, None)
     with mpl.rc_context(figures.RC):
         fig = Figure(figsize=(figures.WIDTH, 2.4), layout="constrained")
         FigureCanvasAgg(fig)
@@ -608,7 +609,7 @@ def test_learning_curves_keep_a_legend_when_no_column_count_fits(monkeypatch):
                             for i, label in enumerate(labels) for k in range(1, 3)])
     monkeypatch.setattr(figures, "_history", lambda sweep: history)
     runs = pd.DataFrame({"run_id": ["r0", "r1"], "label": labels})
-    sweep = Sweep("curves", runs, pd.DataFrame(), ["model.variant"], GridSpec(), None)
+    sweep = Sweep("curves", runs, pd.DataFrame(), ["model.variant"], None, None)
     with mpl.rc_context(figures.RC):
         fig = Figure(figsize=(figures.WIDTH, 2.4), layout="constrained")
         FigureCanvasAgg(fig)
@@ -635,7 +636,7 @@ def test_learning_curves_one_line_per_setting_with_its_seeds_band_and_each_probe
                          "label": [x for x in labels for _ in range(3)],
                          "probe_bpc.recall": 1.0, "probe_bpc.rest": 2.0,
                          "probe_floor.recall": 0.0, "floor_bpc": 1.5})
-    sweep = Sweep("curves", runs, pd.DataFrame(), ["model.variant"], GridSpec(), None)
+    sweep = Sweep("curves", runs, pd.DataFrame(), ["model.variant"], None, None)
     with mpl.rc_context(figures.RC):
         fig = Figure(figsize=(figures.WIDTH, 2.4), layout="constrained")
         FigureCanvasAgg(fig)
@@ -676,7 +677,7 @@ COMMITTED = sorted(p for p in (Path(__file__).resolve().parents[1] / "results").
 def test_committed_findings_recompute_from_their_per_seed_values(path):
     """Every committed findings.csv is what its grid's claims give on the runs.csv beside it
     (grid.yaml: the grid file the sweep ran, as the report wrote it there)."""
-    spec = GridSpec.read(path.parent / "grid.yaml")
+    spec = grids.load(path.parent / "grid.yaml")
     again = verdicts.evaluate(spec.claims, report.read_per_seed(path), looks=spec.looks,
                               design=spec.design_seeds)
     committed = pd.read_csv(path.parent / "findings.csv")

@@ -1,6 +1,7 @@
 """The rooms' import rules, one table (`[tool.importlinter]` in pyproject.toml), checked over the
 whole tree by import-linter; a module that breaks one is named with its line and the rule."""
 
+import ast
 import os
 import shutil
 import subprocess
@@ -38,3 +39,47 @@ def test_an_import_across_rooms_is_named_with_its_line_and_rule(tmp_path):
     assert "bench.data.up -> bench.config (l.2)" in out
     assert "The findings read runs, never make them" in out and "BROKEN" in out
     assert "The rooms, top to bottom" in out
+
+
+def functions() -> list[tuple[str, ast.FunctionDef]]:
+    """Every function and method under bench/, with where it is."""
+    out = []
+    for path in sorted((ROOT / "bench").rglob("*.py")):
+        for node in ast.walk(ast.parse(path.read_text())):
+            if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef):
+                out.append((f"{path.relative_to(ROOT)}:{node.lineno} {node.name}", node))
+    return out
+
+
+def options_of_a_corpus(node: ast.FunctionDef) -> bool:
+    """A corpus builder (`@register(...)`), whose keyword-only parameters are its options,
+    typed by its signature as a layer's are."""
+    return any(isinstance(d, ast.Call) and getattr(d.func, "id", "") == "register"
+               for d in node.decorator_list)
+
+
+def test_functions_are_short_and_take_few_parameters():
+    """No function over 60 lines, none with more than 6 parameters (self aside; the
+    keyword-only options of a corpus builder aside, as a layer's are): state travels as
+    objects, not argument lists."""
+    long, wide = [], []
+    for where, node in functions():
+        a = node.args
+        params = [p.arg for p in [*a.posonlyargs, *a.args] if p.arg not in ("self", "cls")]
+        params += [] if options_of_a_corpus(node) else [p.arg for p in a.kwonlyargs]
+        if node.end_lineno - node.lineno + 1 > 60:
+            long.append(where)
+        if len(params) > 6:
+            wide.append(f"{where}: {len(params)}")
+    assert not long and not wide, (long, wide)
+
+
+def test_the_command_line_stays_in_commands():
+    """argparse (the command line) is imported by bench/commands/ alone: a sweep, a report or a
+    run takes typed options, never a Namespace."""
+    found = [str(p.relative_to(ROOT)) for p in (ROOT / "bench").rglob("*.py")
+             if "commands" not in p.parts and "argparse" in {
+                 a.name.split(".")[0] for n in ast.walk(ast.parse(p.read_text()))
+                 if isinstance(n, ast.Import | ast.ImportFrom)
+                 for a in (n.names if isinstance(n, ast.Import) else [ast.alias(n.module or "")])}]
+    assert not found, found

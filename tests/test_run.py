@@ -24,7 +24,7 @@ import yaml
 from mlflow import MlflowClient
 
 from bench.config import parse_sets
-from bench.sweep.grid import load_grid
+from bench.experiment.grid import load as load_grid
 from bench.sweep.trials import Overrides, resolve_trials
 from bench.tracking import names, reader, store
 from tests.test_grid import write_grid
@@ -176,39 +176,6 @@ def test_smoke_sweep_logs_one_finished_run_per_trial(smoke_sweep):
         assert (tmp / "results" / "smoke" / "trials" / h / "result.json").exists()
 
 
-@slow
-@slow
-def test_interrupted_sweep_reruns_only_the_missing_trials(short_tmp):
-    grid = write_grid(short_tmp, "cut", seeds=[0, 1, 2])
-    driver = subprocess.Popen([sys.executable, "-m", "bench.run", str(grid), "--set",
-                               "train.steps=60", "--results-dir", short_tmp / "results",
-                               "--no-report"], cwd=ROOT, env=cli_env(short_tmp),
-                              stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
-                              start_new_session=True)
-    wait_for_a_finished_run(short_tmp, "cut", driver)
-    os.killpg(driver.pid, signal.SIGINT)  # Ctrl-C: to the driver and everything it started
-    out = driver.communicate(timeout=120)[0]
-    assert driver.returncode == 130, out[-3000:]
-    assert_no_traceback(out)
-    first = {r.data.tags["attnbench.trial_hash"]: r for r in trial_runs(short_tmp, "cut")}
-    finished = {h: (r.info.run_id, r.info.end_time) for h, r in first.items()
-                if r.info.status == "FINISHED"}
-    assert 1 <= len(finished) < 6, out[-3000:]
-    assert all(r.info.status in ("FINISHED", "KILLED") for r in first.values())
-
-    again = bench_run([grid, "--set", "train.steps=60"], short_tmp)
-    assert again.returncode == 0, again.stdout[-3000:] + again.stderr[-3000:]
-    assert f"{len(finished)} already finished, {6 - len(finished)} to run" in again.stdout
-    runs = trial_runs(short_tmp, "cut")
-    by_hash = {r.data.tags["attnbench.trial_hash"]: r for r in runs}
-    assert len(runs) == 6 and set(by_hash) == expected_hashes(grid, ["train.steps=60"])
-    assert all(r.info.status == "FINISHED" for r in runs)
-    for h, (run_id, end) in finished.items():
-        assert (by_hash[h].info.run_id, by_hash[h].info.end_time) == (run_id, end)
-    for h, r in first.items():  # an interrupted trial continues in the run it started
-        assert by_hash[h].info.run_id == r.info.run_id
-
-
 def start_sweep(grid: Path, tmp: Path, *extra: str) -> subprocess.Popen:
     """bench.run in its own process group (so the test can signal or kill exactly it)."""
     return subprocess.Popen([sys.executable, "-m", "bench.run", str(grid), *extra,
@@ -242,14 +209,43 @@ def test_two_sweeps_at_once_into_one_sqlite_store(short_tmp):
         assert_no_traceback(out)
 
 
+def finished(tmp: Path, grid: str) -> dict[str, tuple[str, int]]:
+    """The FINISHED trial runs: trial hash -> (run id, end time)."""
+    return {r.data.tags["attnbench.trial_hash"]: (r.info.run_id, r.info.end_time)
+            for r in trial_runs(tmp, grid) if r.info.status == "FINISHED"}
+
+
+def wait_for_more_finished(tmp: Path, grid: str, driver: subprocess.Popen, n: int) -> None:
+    """Until more than n trial runs are FINISHED (see `wait_for_a_finished_run`)."""
+    deadline = time.time() + 300
+    while time.time() < deadline and driver.poll() is None:
+        if len(finished(tmp, grid)) > n:
+            return
+        time.sleep(0.2)
+    raise AssertionError(f"no more than {n} trials of {grid} finished in time")
+
+
 @slow
-def test_killed_driver_then_rerun_finishes_every_trial_once(short_tmp):
-    """kill -9 of the driver while trials train, then the same command: every trial FINISHED
-    exactly once, no run left RUNNING, trials finished before the kill not retrained."""
-    grid = write_grid(short_tmp, "killed", seeds=[0, 1, 2])
+def test_a_cut_sweep_reruns_only_the_missing_trials(short_tmp):
+    """Ctrl-C (SIGINT to the driver and what it started) while trials train: exit 130, no
+    traceback, every run FINISHED or KILLED; the same command again, and kill -9 of that driver
+    (its local Ray left to notice); the same command a third time: every trial FINISHED exactly
+    once, no run left RUNNING, trials finished before either cut not retrained, and a trial the
+    Ctrl-C cut continues in the run it started."""
+    grid = write_grid(short_tmp, "cut", seeds=[0, 1, 2, 3])
     sets = ("train.steps=60",)
     driver = start_sweep(grid, short_tmp, "--set", sets[0])
-    wait_for_a_finished_run(short_tmp, "killed", driver)
+    wait_for_a_finished_run(short_tmp, "cut", driver)
+    os.killpg(driver.pid, signal.SIGINT)  # Ctrl-C: to the driver and everything it started
+    out = driver.communicate(timeout=120)[0]
+    assert driver.returncode == 130, out[-3000:]
+    assert_no_traceback(out)
+    first = {r.data.tags["attnbench.trial_hash"]: r for r in trial_runs(short_tmp, "cut")}
+    assert all(r.info.status in ("FINISHED", "KILLED") for r in first.values())
+    assert 1 <= len(finished(short_tmp, "cut")) < 8, out[-3000:]
+
+    driver = start_sweep(grid, short_tmp, "--set", sets[0])
+    wait_for_more_finished(short_tmp, "cut", driver, len(finished(short_tmp, "cut")))
     os.kill(driver.pid, signal.SIGKILL)  # the driver alone; its Ray is left to notice
     driver.communicate(timeout=60)
     time.sleep(5)
@@ -257,34 +253,43 @@ def test_killed_driver_then_rerun_finishes_every_trial_once(short_tmp):
         os.killpg(driver.pid, signal.SIGKILL)  # what of its local Ray outlived it
     except ProcessLookupError:
         pass
-    before = {h: (r.info.run_id, r.info.end_time) for h, r in
-              {r.data.tags["attnbench.trial_hash"]: r for r in trial_runs(
-                  short_tmp, "killed")}.items() if r.info.status == "FINISHED"}
-    assert before
+    before = finished(short_tmp, "cut")
     again = bench_run([grid, "--set", sets[0]], short_tmp)
     assert again.returncode == 0, again.stdout[-3000:] + again.stderr[-3000:]
     assert f"{len(before)} already finished" in again.stdout
     by_hash = assert_once_each(short_tmp, grid, sets)
     for h, (run_id, end) in before.items():
         assert (by_hash[h].info.run_id, by_hash[h].info.end_time) == (run_id, end)
+    for h, r in first.items():  # a trial the Ctrl-C cut continues in the run it started
+        assert by_hash[h].info.run_id == r.info.run_id
 
 
 @slow
-def test_corrupted_checkpoint_starts_that_trial_fresh(short_tmp):
-    """A checkpoint.pt that cannot be read (a disk filled mid-copy, a bad sync) is moved aside
-    with a warning and the trial trains from step 0; it does not fail at every retry."""
-    grid = write_grid(short_tmp, "corrupt")
-    hashes = sorted(expected_hashes(grid))
-    folder = short_tmp / "results" / "corrupt" / "trials" / hashes[0]
+def test_a_corrupted_checkpoint_restarts_and_a_diverging_trial_fails_alone(short_tmp):
+    """One sweep of two trials. A checkpoint.pt that cannot be read (a disk filled mid-copy, a
+    bad sync) is moved aside with a warning and its trial trains from step 0, not failing at
+    every retry; a trial whose loss diverges fails with its reason as a line, not a traceback,
+    and the sweep goes on (exit 1: a trial failed)."""
+    grid = write_grid(short_tmp, "cut_and_nan", grid={"train.lr": [0.07, 1.0e30]})
+    trials = {float(t.cfg.train.lr): t.hash for t in resolve_trials(
+        load_grid(grid), Overrides(), dry_run=False)[1]}
+    folder = short_tmp / "results" / "cut_and_nan" / "trials" / trials[0.07]
     folder.mkdir(parents=True)
     (folder / "checkpoint.pt").write_bytes(b"PK\x03\x04 not a checkpoint" * 100)
     done = bench_run([grid], short_tmp)
-    assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
+    assert done.returncode == 1, done.stdout[-3000:] + done.stderr[-3000:]
+    for out in (done.stdout, done.stderr):  # a failed trial is a line, not a traceback
+        assert_no_traceback(out)
     assert f"{folder / 'checkpoint.pt'} is unreadable" in done.stdout + done.stderr
     assert (folder / "checkpoint.pt.corrupt").exists()
-    by_hash = assert_once_each(short_tmp, grid)
-    history = client(short_tmp).get_metric_history(by_hash[hashes[0]].info.run_id, "dev_bpc")
+    runs = {float(r.data.params["train.lr"]): r for r in trial_runs(short_tmp, "cut_and_nan")}
+    ok, bad = runs[0.07], runs[1e30]
+    assert ok.info.status == "FINISHED" and "final_dev_bpc" in ok.data.metrics
+    history = client(short_tmp).get_metric_history(ok.info.run_id, "dev_bpc")
     assert [m.step for m in history] == [10, 20]  # trained from the start
+    assert bad.info.status == "FAILED"
+    assert re.search(r"Diverged: training loss is nan", bad.data.tags["attnbench.failure"])
+    assert "final_dev_bpc" not in bad.data.metrics
 
 
 @slow
@@ -311,21 +316,6 @@ def test_stale_result_is_reported_reused_then_rerun_with_rerun_stale(short_tmp):
     assert [r.info.run_id for r in runs[old]][1:] == [seeded]  # a new run, the old one kept
     assert runs[old][0].info.status == "FINISHED" and len(runs[other]) == 1
     assert "stale: " + "0" * 40 not in again.stdout
-
-
-@slow
-def test_diverging_trial_fails_with_its_reason_and_the_sweep_goes_on(short_tmp):
-    grid = write_grid(short_tmp, "diverge", grid={"train.lr": [0.07, 1.0e30]})
-    done = bench_run([grid], short_tmp)
-    assert done.returncode == 1, done.stdout[-3000:] + done.stderr[-3000:]
-    for out in (done.stdout, done.stderr):  # a failed trial is a line, not a traceback
-        assert_no_traceback(out)
-    runs = {float(r.data.params["train.lr"]): r for r in trial_runs(short_tmp, "diverge")}
-    ok, bad = runs[0.07], runs[1e30]
-    assert ok.info.status == "FINISHED" and "final_dev_bpc" in ok.data.metrics
-    assert bad.info.status == "FAILED"
-    assert re.search(r"Diverged: training loss is nan", bad.data.tags["attnbench.failure"])
-    assert "final_dev_bpc" not in bad.data.metrics
 
 
 def start_node(args: list, tmp: Path, cpus: int = 1) -> subprocess.Popen:
@@ -358,40 +348,6 @@ def cluster_nodes(address: str, tmp: Path) -> set[str]:
     return set(re.findall(r"node_([0-9a-f]{56})", out))
 
 
-@slow
-def test_smoke_sweep_on_a_ray_cluster(short_tmp):
-    port = free_port()
-    address = f"127.0.0.1:{port}"
-    head = start_node(["--head", f"--port={port}", f"--temp-dir={short_tmp}",
-                       "--include-dashboard=false"], short_tmp)
-    nodes: list[subprocess.Popen] = [head]
-    try:
-        for _ in range(60):
-            if cluster_nodes(address, short_tmp):
-                break
-            time.sleep(1)
-        nodes.append(start_node([f"--address={address}"], short_tmp))
-        for _ in range(60):
-            if len(ids := cluster_nodes(address, short_tmp)) == 2:
-                break
-            time.sleep(1)
-        assert len(ids) == 2
-        done = subprocess.run([sys.executable, "-m", "bench.run", str(SMOKE), "--address",
-                               address, "--results-dir", short_tmp / "results", "--no-report"],
-                              cwd=ROOT, env={**cli_env(short_tmp), "RAY_AUTH_MODE": "disabled"},
-                              capture_output=True, text=True, timeout=300)
-    finally:
-        for node in reversed(nodes):
-            stop_node(node)
-    assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
-    assert f"Ray cluster at {address}" in done.stdout
-    runs = trial_runs(short_tmp, "smoke")
-    assert len(runs) == 2 and all(r.info.status == "FINISHED" for r in runs)
-    ran_on = {r.data.tags["attnbench.ray_node_id"] for r in runs}
-    assert ran_on == ids  # one CPU per node: the two trials ran on the two nodes
-    assert all(r.data.tags["attnbench.ray_gcs"].endswith(f":{port}") for r in runs)
-
-
 def mlflow_server(store: Path, tmp: Path) -> tuple[subprocess.Popen, str]:
     """`mlflow server` over HTTP on 127.0.0.1 (the recipe's shared store), once it answers."""
     port = free_port()
@@ -410,23 +366,33 @@ def mlflow_server(store: Path, tmp: Path) -> tuple[subprocess.Popen, str]:
     return server, url
 
 
+def wait_for_nodes(address: str, tmp: Path, n: int) -> set[str]:
+    """The cluster's node ids once it has n nodes (at most a minute)."""
+    ids: set[str] = set()
+    for _ in range(60):
+        if len(ids := cluster_nodes(address, tmp)) == n:
+            break
+        time.sleep(1)
+    return ids
+
+
 @slow
-def test_gpu_cluster_recipe_packs_trials_on_shared_gpus_tracked_over_http(short_tmp):
-    """docs/tracking.md's GPU-cluster recipe, on this machine: a `ray start` head whose 2 GPUs
-    are Ray's logical ones (no CUDA here), a shared `mlflow server` over HTTP on 127.0.0.1, the
-    precision pinned for the driver and the workers (train.amp=false), and half a GPU per trial:
-    8 trials run at most 4 at a time, each seeing only the GPU Ray gave it, its run saying
-    which."""
+def test_gpu_cluster_recipe_on_two_nodes_packs_trials_tracked_over_http(short_tmp):
+    """docs/tracking.md's GPU-cluster recipe, on this machine: a `ray start` head and a second
+    node joined to it, each with one GPU that is Ray's logical one (no CUDA here), a shared
+    `mlflow server` over HTTP on 127.0.0.1, the precision pinned for the driver and the
+    workers (train.amp=false), and half a GPU per trial: 8 trials run at most 4 at a time, on
+    both nodes, each seeing only the GPU Ray gave it, its run saying which node and GPU."""
     port = free_port()
     address = f"127.0.0.1:{port}"
-    head = start_node(["--head", f"--port={port}", f"--temp-dir={short_tmp}", "--num-gpus=2",
-                       "--include-dashboard=false"], short_tmp, cpus=8)
+    nodes = [start_node(["--head", f"--port={port}", f"--temp-dir={short_tmp}",
+                         "--num-gpus=1", "--include-dashboard=false"], short_tmp, cpus=4)]
     server, url = mlflow_server(short_tmp / "shared.db", short_tmp)
     try:
-        for _ in range(60):
-            if cluster_nodes(address, short_tmp):
-                break
-            time.sleep(1)
+        wait_for_nodes(address, short_tmp, 1)
+        nodes.append(start_node([f"--address={address}", "--num-gpus=1"], short_tmp, cpus=4))
+        ids = wait_for_nodes(address, short_tmp, 2)
+        assert len(ids) == 2
         grid = write_grid(short_tmp, "packed", seeds=[0, 1, 2, 3],
                           resources={"cpu": 1, "gpu": 0.5})
         done = subprocess.run([sys.executable, "-m", "bench.run", str(grid), "--address",
@@ -441,11 +407,15 @@ def test_gpu_cluster_recipe_packs_trials_on_shared_gpus_tracked_over_http(short_
     finally:
         os.killpg(server.pid, signal.SIGTERM)
         server.wait(timeout=30)
-        stop_node(head)
+        for node in reversed(nodes):
+            stop_node(node)
+    assert f"Ray cluster at {address}" in done.stdout
     assert len(runs) == 8 and all(r.info.status == "FINISHED" for r in runs)
+    assert {r.data.tags["attnbench.ray_node_id"] for r in runs} == ids  # both nodes trained
     for r in runs:
         gpus = r.data.tags[names.RAY_GPUS]
-        assert gpus in ("0", "1") and r.data.tags[names.VISIBLE] == gpus
+        assert gpus == "0" and r.data.tags[names.VISIBLE] == gpus  # each node's one GPU
+        assert r.data.tags["attnbench.ray_gcs"].endswith(f":{port}")
         assert r.data.params["train.amp"] == "false" and r.data.params["precision"] == "fp32"
     events = sorted([(r.info.start_time, 1) for r in runs] + [(r.info.end_time, -1) for r in runs])
     at_once = max(np.cumsum([d for _, d in events]))  # runs open at once (an end sorts first)

@@ -17,8 +17,10 @@ import pandas as pd
 import pytest
 from scipy.stats import binom
 
-from bench.findings import claims, report, sequential, stats, verdicts
-from bench.findings.spec import Looks
+from bench.experiment import claims
+from bench.experiment import grid as grids
+from bench.experiment.grid import Looks
+from bench.findings import report, sequential, stats, verdicts
 
 ALPHA = stats.ALPHA
 ROOT = Path(__file__).resolve().parents[1]
@@ -264,7 +266,7 @@ def test_swapped_labels_of_the_main_job_are_contradicted():
     runs = report.read_per_seed(ROOT / "results" / "heads_grid" / "runs.csv")
     runs["model.variant"] = runs["model.variant"].map({"fixed": "talking-heads",
                                                        "talking-heads": "fixed"})
-    grid = report.GridSpec.read(ROOT / "ablations" / "heads_grid.yaml")
+    grid = grids.load(ROOT / "ablations" / "heads_grid.yaml")
     table = verdicts.evaluate(grid.claims, runs, looks=grid.looks,
                               design=grid.design_seeds, describe=False).set_index("claim")
     assert table.loc["th_beats_mh_at_8", "verdict"] == "contradicted"
@@ -334,7 +336,7 @@ def test_offsets_say_where_a_verdict_stands():
     """The main job's claim 4 stands from offset 0.002 up and is inconclusive at 0.0005 and
     0.001 (the review's finding), read from its committed per-seed values."""
     runs = report.read_per_seed(ROOT / "results" / "heads_grid" / "runs.csv")
-    grid = report.GridSpec.read(ROOT / "ablations" / "heads_grid.yaml")
+    grid = grids.load(ROOT / "ablations" / "heads_grid.yaml")
     table = verdicts.evaluate(grid.claims, runs, looks=grid.looks,
                               design=grid.design_seeds).set_index("claim")
     assert table.loc["th_not_worse_as_h_grows", "offsets"].startswith("0.002-0.05")
@@ -358,8 +360,9 @@ def test_design_seeds_make_every_finding_exploratory():
     assert "seeds 6-7 are design data" in table.loc["c", "reason"]
     unnamed = verdicts.evaluate(tested, runs, design=None)
     assert unnamed["verdict"].iloc[0] == "holds (exploratory)"
-    late = verdicts.evaluate(tested, runs, design=[], unregistered="committed after")
-    assert late["verdict"].iloc[0] == "holds (exploratory)"
+    late = verdicts.exploratory(verdicts.evaluate(tested, runs, design=[]), "committed after")
+    assert late["verdict"].tolist()[:2] == ["holds (exploratory)", "fails (exploratory)"]
+    assert (late["evidence"] == "exploratory").all() and "committed after" in late["reason"][0]
     fresh = verdicts.evaluate(tested, runs.assign(seed=runs["seed"] + 100), design=[0, 1])
     assert fresh["verdict"].tolist() == ["reproduced", "contradicted"]
 

@@ -11,6 +11,7 @@ from bench.measure import speed
 from bench.model import create_model
 from bench.model.cost import analytic_flops
 from bench.training import precision
+from bench.training.memory import saved_bytes
 from bench.training.step import maybe_compile
 
 SMALL = {"model": {"d_model": 32, "n_layers": 2, "d_ff": 64},
@@ -19,7 +20,7 @@ SMALL = {"model": {"d_model": 32, "n_layers": 2, "d_ff": 64},
 
 def act_mem(case: speed.Case) -> int:
     b = speed.Bench(case, case.config(SMALL, "tiny"), torch.device("cpu"), compile_=False)
-    return speed.saved_bytes(b.model, b.x, b.cache)
+    return saved_bytes(b.model, b.x, b.cache)
 
 
 def test_fixed_memory_is_linear_in_span():
@@ -30,7 +31,7 @@ def test_fixed_memory_is_linear_in_span():
     assert steps == [steps[0]] * 3
 
 
-@pytest.mark.parametrize("variant", ["adaptive", "dynamic"])
+@pytest.mark.parametrize("variant", ["adaptive", "dynamic-span"])
 def test_trimmed_memory_is_flat_in_span(variant):
     """A learned span of 64 keys costs the same whatever the limit S: the window is trimmed."""
     m = [act_mem(speed.Case(variant, S, 2, learned=48)) for S in (256, 512, 1024)]

@@ -10,6 +10,7 @@ import pytest
 from scipy.stats import binom, nct, permutation_test, quantile_test, ttest_rel
 from scipy.stats import t as student_t
 from statsmodels.stats.multitest import multipletests
+from statsmodels.stats.power import TTestPower
 
 from bench.findings import stats
 
@@ -99,6 +100,16 @@ def test_holm_by_hand():
     assert np.allclose(stats.holm(p), [0.03, 0.06, np.nan, 0.06, 0.02], equal_nan=True)
     assert stats.holm([0.5, 0.9]).tolist() == [1.0, 1.0]
     assert stats.holm([]).size == 0
+
+
+def test_t_power_is_statsmodels_t_power():
+    """The t power behind `detectable` is statsmodels' TTestPower (its reference, a test
+    dependency only), at the seeds and effects the findings use."""
+    ref = TTestPower()
+    for n in (3, 5, 8, 20):
+        for d in (0.2, 1.0, 2.5):
+            assert stats.t_power(d, n, 0.05) == pytest.approx(
+                ref.power(effect_size=d, nobs=n, alpha=0.05, alternative="larger"), rel=1e-9)
 
 
 def test_holm_is_statsmodels_holm():

@@ -555,16 +555,14 @@ def test_impossible_probes_are_refused_naming_the_key(sets, line):
 
 
 def test_probes_need_their_span_and_no_copies(tmp_path):
-    from bench.training.loop import load_corpus
-
     cfg = resolve(parse_sets(["data.p_copy=0", "data.n_chars=40000", "data.recall={rate: 0.5}",
                               "model.span=32", "train.block=32"]))
     with pytest.raises(data.DataError, match=r"data.recall: an episode needs model.span >= 64"):
-        load_corpus(cfg)
+        cfg.corpus()
     cfg = resolve(parse_sets(["data.p_copy=0", "data.n_chars=40000", "model.span=32",
                               "data.mqar={rate: 0.5, max_gap: 2}", "train.block=32"]))
     with pytest.raises(data.DataError, match=r"data.mqar: an episode needs model.span >= 48"):
-        load_corpus(cfg)
+        cfg.corpus()
     with pytest.raises(data.DataError, match="cannot be mixed with copies"):
         data.build("synthetic", n_chars=40_000, recall=Recall(rate=0.5))
     with pytest.raises(data.DataError, match="rates sum to 1.2"):

@@ -15,9 +15,9 @@ from mlflow.entities import Param
 from bench import data, provenance
 from bench.config import parse_sets, resolve
 from bench.data.synthetic import synthetic as synthetic_corpus
+from bench.experiment.grid import load as load_grid
 from bench.findings import report
 from bench.sweep import runner
-from bench.sweep.grid import load_grid
 from bench.sweep.trials import Overrides, Trial, resolve_trials
 from bench.tracking import names, reader, store, writer
 from bench.training.checkpoint import load_checkpoint
@@ -239,7 +239,7 @@ def test_a_sweep_whose_driver_is_gone_is_ended_when_the_next_starts(tmp_path):
     ids = {}
     for who, process in [("dead", f"{host}:{dead.pid}"), ("alive", writer.this_process()),
                          ("elsewhere", f"not-{host}:{dead.pid}"), ("done", f"{host}:{dead.pid}")]:
-        ids[who] = writer.start_sweep(client, exp, "smoke", grid, [], "cmd", "bench.run")
+        ids[who] = writer.start_sweep(client, exp, "smoke", grid, [], "cmd")
         client.set_tag(ids[who], names.SWEEP_PROCESS, process)
     writer.end_sweep(client, ids["done"], "FINISHED")
     assert client.get_run(ids["alive"]).data.tags[names.SWEEP_PROCESS] == writer.this_process()
@@ -260,7 +260,7 @@ def test_a_measurement_is_a_finished_run_with_its_table(tmp_path):
     uri = f"sqlite:///{tmp_path / 'mlflow.db'}"
     table = pd.DataFrame({"variant": ["fixed", "adaptive"], "tokens_per_s": [100.0, 150.0]})
     run_id = writer.log_measurement(uri, "speed", {"repeats": "5"}, {"matmul_gflops": 12.5},
-                                    table, "speed.json", "bench.speed")
+                                    table)
     client = MlflowClient(uri)
     run = client.get_run(run_id)
     assert run.info.status == "FINISHED"

@@ -6,10 +6,11 @@ import pytest
 import torch
 
 import variants
+from bench.config import ModelConfig
 from bench.model import TransformerLM
 
 D, H, S = 32, 4, 24
-CROSS = [("adaptive", {"mixing": "both"}), ("dynamic", {"mixing": "gbma"}),
+CROSS = [("adaptive", {"mixing": "both"}), ("dynamic-span", {"mixing": "gbma"}),
          ("adaptive", {"mixing": "logits", "h": 6, "h_v": 6, "d_v": 8}),
          ("talking-heads", {"width": 8}),
          ("adaptive", {"mixing": "both", "banded": True, "width": 4})]  # heads 1 wide
@@ -81,7 +82,7 @@ def test_adaptive_full_span_equals_fixed():
 
 
 def test_dynamic_saturated_equals_fixed():
-    fixed, dyn = build("fixed"), build("dynamic", gate_bias=50.0)
+    fixed, dyn = build("fixed"), build("dynamic-span", gate_bias=50.0)
     copy_shared(dyn, fixed)
     x, c = torch.randn(2, 16, D), torch.randn(2, 30, D)
     assert torch.allclose(dyn(x, c), fixed(x, c), atol=1e-5)
@@ -138,7 +139,7 @@ def test_adaptive_span_locality():
     assert (g[: 70 - reach + 1] == 0).all() and (g[70 - reach + 1 : 71] > 0).all()
 
 
-@pytest.mark.parametrize("name,cfg", [("adaptive", {}), ("dynamic", {"gate_bias": -3.5}),
+@pytest.mark.parametrize("name,cfg", [("adaptive", {}), ("dynamic-span", {"gate_bias": -3.5}),
                                       ("adaptive", {"mixing": "both", "mix_noise": 0.2}),
                                       ("adaptive", {"banded": True})])
 def test_trimmed_equals_untrimmed(name, cfg):
@@ -152,24 +153,25 @@ def test_trimmed_equals_untrimmed(name, cfg):
     x, c = torch.randn(2, 32, D), torch.randn(2, 300, D)
     outs = [output_and_grads(layer, x, c) for layer in (trimmed, full)]
     assert trimmed.span_policy.window < span // 2 and full.span_policy.window == span
-    assert trimmed.cache_size < full.cache_size or name == "dynamic"
+    assert trimmed.cache_size < full.cache_size or name == "dynamic-span"
     (y1, gx1, gp1), (y2, gx2, gp2) = outs
     assert torch.allclose(y1, y2, atol=1e-5) and torch.allclose(gx1, gx2, atol=1e-5)
     for a, b in zip(gp1, gp2, strict=True):
         assert torch.allclose(a, b, atol=1e-4)
 
 
-CACHED = [(n, {}) for n in ("fixed", "adaptive", "dynamic", "talking-heads", "gbma")] + [
+CACHED = [(n, {}) for n in ("fixed", "adaptive", "dynamic-span", "talking-heads", "gbma")] + [
     ("talking-heads-dynamic", {"dynamic_init": 0.5}),  # dynamic projections, visibly non-zero
     ("talking-heads-dynamic", {"dynamic_init": 0.5, "h": 6, "h_v": 2, "d_v": 12}),
-    ("adaptive", {"mixing": "dynamic", "dynamic_init": 0.5}),
+    ("adaptive", {"mixing": "dynamic-projections", "dynamic_init": 0.5}),
     ("talking-heads", {"banded": True}), ("adaptive", {"banded": True, "width": 4})]
 
 
 @pytest.mark.parametrize("name,cfg", CACHED, ids=str)
 def test_cache_blocks_equal_one_pass(name, cfg):
-    ramp = {"ramp": 4.0} if name in ("adaptive", "dynamic") else {}
-    model = TransformerLM(50, D, 3, H, 64, span=S, variant=name, attn={**ramp, **cfg})
+    ramp = {"ramp": 4.0} if name in ("adaptive", "dynamic-span") else {}
+    model = TransformerLM(ModelConfig(variant=name, d_model=D, n_layers=3, n_heads=H, d_ff=64,
+                                      span=S, attn={**ramp, **cfg}), 50)
     if name == "adaptive":
         for b in model.blocks:
             set_z(b.attn, torch.rand(H))
@@ -249,7 +251,7 @@ def test_bad_input(kwargs, key):
         assert all(n in str(err.value) for n in variants.names())
 
 
-@pytest.mark.parametrize("name,cfg", [("fixed", {}), ("dynamic", {"mixing": "both"}),
+@pytest.mark.parametrize("name,cfg", [("fixed", {}), ("dynamic-span", {"mixing": "both"}),
                                       ("gbma", {})])
 def test_query_chunking_is_exact(name, cfg):
     """Chunked queries (each chunk over its own band of keys) = one chunk for the block."""
@@ -264,7 +266,7 @@ def test_query_chunking_is_exact(name, cfg):
 BANDED = [("fixed", 8, {"width": 8}), ("talking-heads", 8, {"width": 8}),
           ("talking-heads", 4, {}), ("adaptive", 8, {"mixing": "both", "width": 8, "ramp": 4.0,
                                                  "trim_step": 4}),
-          ("dynamic", 8, {"width": 8}), ("weights-only", 4, {"h_v": 2, "d_v": 3}),
+          ("dynamic-span", 8, {"width": 8}), ("weights-only", 4, {"h_v": 2, "d_v": 3}),
           ("logits-only", 2, {"width": 8})]
 
 
@@ -277,7 +279,7 @@ def test_banded_equals_dense(name, heads, cfg):
     layers = [variants.build(name, d_model=D, n_heads=heads, span=S, chunk=16, banded=banded,
                              **cfg) for banded in (False, True)]
     layers[1].load_state_dict(layers[0].state_dict())
-    if layers[0].describe()["learned_spans"] and name != "dynamic":
+    if layers[0].describe()["learned_spans"] and name != "dynamic-span":
         for layer in layers:
             set_z(layer, torch.linspace(0.2, 0.5, heads))
         assert layers[0].window < S
@@ -346,7 +348,7 @@ def test_small_preset_params_match_paper(data_name, vocab, paper):
     cfg = resolve({"data": {"name": data_name}}, "small")
     with torch.device("meta"):
         model = create_model(cfg.model, vocab)
-        per_layer = TransformerLM(vocab, 512, 12, 8, 2048, span=8192, shared_pe=False)
+        per_layer = TransformerLM(cfg.model.model_copy(update={"shared_pe": False}), vocab)
     params = n_params(model)
     assert abs(params - paper) / paper < 0.03, params
     assert n_params(per_layer) - params == 11 * 8192 * 64
@@ -357,8 +359,9 @@ def test_shared_position_table(name):
     """One table for every layer: the same Parameter, trained by every layer's gradient, and the
     same function as per-layer tables that hold equal values."""
     torch.manual_seed(0)
-    shared = TransformerLM(50, D, 3, H, 64, span=S, variant=name)
-    per_layer = TransformerLM(50, D, 3, H, 64, span=S, variant=name, shared_pe=False)
+    m = ModelConfig(variant=name, d_model=D, n_layers=3, n_heads=H, d_ff=64, span=S)
+    shared = TransformerLM(m, 50)
+    per_layer = TransformerLM(m.model_copy(update={"shared_pe": False}), 50)
     tables = {id(b.attn.key_pe) for b in shared.blocks}
     assert tables == {id(shared.key_pe)} and len({id(b.attn.key_pe) for b in per_layer.blocks}) == 3
     assert n_params(per_layer) - n_params(shared) == 2 * S * shared.key_pe.size(1)
@@ -380,8 +383,8 @@ def test_key_pe_shape_checked():
 def adaptive_model(n_layers, z, span=256):
     """Adaptive LM with every head at span z (R 8): the window is z + 8 rounded up to 64."""
     torch.manual_seed(0)
-    model = TransformerLM(50, D, n_layers, H, 64, span=span, variant="adaptive",
-                          attn={"ramp": 8.0})
+    model = TransformerLM(ModelConfig(variant="adaptive", d_model=D, n_layers=n_layers,
+                                      n_heads=H, d_ff=64, span=span, attn={"ramp": 8.0}), 50)
     set_spans_all(model, z / span)
     return model.eval()
 
@@ -472,7 +475,7 @@ def test_dynamic_soft_mask_gate_gradient_and_penalty():
     """Dynamic span: z_t = S sigmoid(v . x_t + b) per head and position puts 0 < m < 1 on some
     keys; outputs, the gate's gradient, and the penalty lambda * mean_{b,i,t} z_t (the span loss
     the trainer adds) match the loop-level reference."""
-    layer = soft_layer("dynamic", gate_bias=-1.0, span_loss=0.5)
+    layer = soft_layer("dynamic-span", gate_bias=-1.0, span_loss=0.5)
     gate = layer.span_policy.gate
     x, g = torch.randn(2, 20, 16), torch.randn(2, 20, 16)
     ((layer(x) * g).sum() + layer.span_penalty()).backward()
@@ -526,7 +529,7 @@ def test_set_spans():
     ad.set_spans(torch.tensor([20.0, 40.0, 60.0, 100.0]))
     assert torch.allclose(ad.spans(), torch.tensor([20.0, 40.0, 60.0, 100.0]))
     assert ad.span_policy.window == 128
-    dyn = variants.build("dynamic", d_model=D, n_heads=H, span=256, ramp=8.0)
+    dyn = variants.build("dynamic-span", d_model=D, n_heads=H, span=256, ramp=8.0)
     dyn.set_spans(100.0)
     dyn(torch.randn(1, 10, D))
     assert torch.allclose(dyn.span_trace(), torch.full((1, H, 10), 100.0), atol=1e-3)
@@ -572,46 +575,35 @@ def test_the_mixing_class_says_which_heads_may_differ():
             Attention(D, H, S, mixing=mixing, h=2)
         with pytest.raises(ValueError, match="h_v=2 is invalid: expected h_v == h=4"):
             Attention(D, H, S, mixing=mixing, h_v=2)
-    for mixing in ("dynamic", Dyn):
+    for mixing in ("dynamic-projections", Dyn):
         layer = Attention(D, H, S, mixing=mixing, h_k=2, h=8, h_v=2)
         assert (layer.mixing.h_k, layer.mixing.h, layer.mixing.h_v) == (2, 8, 2)
 
 
-def test_the_first_dynamic_names_are_aliases_of_the_same_model():
-    """`dynamic` (variant, span policy) is `dynamic-span` and mixing `dynamic` is
-    `dynamic-projections`: under either name the same layer, parameter for parameter and
-    output for output; names() lists the unambiguous names only."""
+def test_an_earlier_name_is_refused_naming_the_one_to_use():
+    """`dynamic` named the dynamic span (variant, span policy) and dynamic projections
+    (mixing) before they were renamed: one name per thing now, and the refusal says which."""
     from variants.attention import Attention
 
     assert "dynamic-span" in variants.names() and "dynamic" not in variants.names()
-    x = torch.randn(2, 16, D)
-    pairs = [(lambda: build("dynamic", gate_bias=0.0),
-              lambda: build("dynamic-span", gate_bias=0.0)),
-             (lambda: Attention(D, H, S, span_policy="dynamic", gate_bias=0.0),
-              lambda: Attention(D, H, S, span_policy="dynamic-span", gate_bias=0.0)),
-             (lambda: Attention(D, H, S, mixing="dynamic"),
-              lambda: Attention(D, H, S, mixing="dynamic-projections"))]
-    for old, new in pairs:
-        torch.manual_seed(0)
-        a = old()
-        torch.manual_seed(0)
-        b = new()
-        assert a.describe() == b.describe()
-        assert all(torch.equal(p, q) for p, q in zip(a.state_dict().values(),
-                                                      b.state_dict().values(), strict=True))
-        assert torch.equal(a(x), b(x))
-    assert variants.options("dynamic") == variants.options("dynamic-span")
+    with pytest.raises(ValueError, match="'dynamic' was renamed 'dynamic-span'"):
+        build("dynamic")
+    with pytest.raises(ValueError, match="'dynamic' was renamed 'dynamic-span'"):
+        Attention(D, H, S, span_policy="dynamic")
+    with pytest.raises(ValueError, match="'dynamic' was renamed 'dynamic-projections'"):
+        Attention(D, H, S, mixing="dynamic")
     assert build("talking-heads-dynamic").describe()["mixing"] == build(
-        "fixed", mixing="dynamic").describe()["mixing"]
+        "fixed", mixing="dynamic-projections").describe()["mixing"]
     with pytest.raises(ValueError, match="already registered"):
-        variants.register("dynamic")
+        variants.register("dynamic-span")
 
 
 def test_a_variant_owns_its_options():
     """Each option goes to the part whose constructor names it, with its default written there
     once; `options(name)` is what the parts take (an override of a policy changes it); an
     option no part takes is refused by name; describe() reports every option as resolved."""
-    assert "span_loss" in variants.options("adaptive") and "ramp" in variants.options("dynamic")
+    assert "span_loss" in variants.options("adaptive")
+    assert "ramp" in variants.options("dynamic-span")
     assert not {"ramp", "span_loss", "mix_init"} & set(variants.options("fixed"))
     assert "mix_init" in variants.options("adaptive", mixing="both")
     assert variants.options("talking-heads")["mixing"].default == "both"

@@ -9,6 +9,7 @@ from torch import Tensor, nn
 from . import mixing as mix
 from . import span as sp
 from .band import distances, valid_keys
+from .names import renamed
 
 SpanArg = str | type[sp.SpanPolicy]
 MixingArg = str | type[mix.MixingPolicy]
@@ -35,22 +36,17 @@ def keyword_options(cls: type, follow: bool = True) -> dict[str, inspect.Paramet
     return out
 
 
-def canonical_policy(kind: str, name: str) -> str:
-    """A span (`kind` span_policy) or mixing policy's registered name for `name`, one of its
-    earlier names included (unknown names as given)."""
-    return (sp.ALIASES if kind == "span_policy" else mix.ALIASES).get(name, name)
-
-
 def policy_class(kind: str, value: SpanArg | MixingArg) -> tuple[type, dict]:
     """A span or mixing policy, by registered name or as a class -> (class, the constructor
     arguments the name fixes); a ValueError naming `kind` for anything else."""
     names, base = (sp.POLICIES, sp.SpanPolicy) if kind == "span_policy" else (
         mix.POLICIES, mix.MixingPolicy)
-    if isinstance(value, str) and (value := canonical_policy(kind, value)) in names:
+    if isinstance(value, str) and value in names:
         found = names[value]
         return found if isinstance(found, tuple) else (found, {})
     _check(kind, value, isinstance(value, type) and issubclass(value, base),
-           f"one of {tuple(names)}, or a subclass of {base.__name__}")
+           f"one of {tuple(names)}, or a subclass of {base.__name__}"
+           + (renamed(kind, value) if isinstance(value, str) else ""))
     return value, {}
 
 

@@ -1,71 +1,51 @@
-"""timm-style registry of variants: `register` a preset (a span policy, a mixing policy and
+"""timm-style registry of variants: `register` a variant (a span policy, a mixing policy and
 defaults for their options), `build(name, **cfg)` it, list `names()`; what a variant accepts is
-its parts' signatures (`options(name)`). A renamed variant keeps its earlier name as an `alias`:
-the same model under either name."""
+its parts' signatures (`options(name)`). One name per thing: an earlier name is refused, saying
+what it is called now (`names.RENAMED`)."""
 
 import inspect
 
-from .attention import Attention, MixingArg, SpanArg, layer_options
+from .attention import Attention, MixingArg, SpanArg, check_heads, layer_options, policy_class
+from .names import renamed
 
-_PRESETS: dict[str, dict] = {}
-_ALIASES: dict[str, str] = {}  # an earlier name -> the registered name it stands for
-
-
+_VARIANTS: dict[str, dict] = {}
 def register(name: str, *, span_policy: SpanArg = "fixed", mixing: MixingArg = "none",
              **defaults) -> None:
     """Register variant `name`: a layer of `span_policy` and `mixing` (registered names or
     policy classes, e.g. a plugin's own) with `defaults` for any of its options. A ValueError
     for a name already registered or a default no part of the layer takes."""
-    if name in _PRESETS or name in _ALIASES:
+    if name in _VARIANTS:
         raise ValueError(f"variant {name!r} is already registered")
-    preset = {"span_policy": span_policy, "mixing": mixing, **defaults}
-    if unknown := sorted(set(preset) - set(layer_options(span_policy, mixing))):
+    variant = {"span_policy": span_policy, "mixing": mixing, **defaults}
+    if unknown := sorted(set(variant) - set(layer_options(span_policy, mixing))):
         raise ValueError(f"variant {name!r}: {unknown} are not options of its layer")
-    _PRESETS[name] = preset
-
-
-def alias(earlier: str, name: str) -> None:
-    """Keep `earlier`, a renamed variant's first name, as another name of registered `name`."""
-    check_name(name)
-    if earlier in _PRESETS or earlier in _ALIASES:
-        raise ValueError(f"variant {earlier!r} is already registered")
-    _ALIASES[earlier] = name
-
-
-def canonical(name: str) -> str:
-    """The registered name `name` stands for (itself, or what its alias names); unknown names
-    as given, for `check_name` to refuse."""
-    return _ALIASES.get(name, name)
-
-
-def aliases(name: str) -> list[str]:
-    """The earlier names of registered variant `name`."""
-    return [a for a, n in _ALIASES.items() if n == name]
+    _VARIANTS[name] = variant
 
 
 def names() -> list[str]:
-    """Registered variant names, sorted (aliases left out)."""
-    return sorted(_PRESETS)
+    """Registered variant names, sorted."""
+    return sorted(_VARIANTS)
 
 
 def check_name(name: str) -> None:
     """Raise a ValueError naming `name` and the registered names if it is unknown."""
-    if name not in _PRESETS and name not in _ALIASES:
-        raise ValueError(f"variant: unknown name {name!r}; registered: {', '.join(names())}")
+    if name not in _VARIANTS:
+        raise ValueError(f"variant: unknown name {name!r}{renamed('model.variant', name)}; "
+                         f"registered: {', '.join(names())}")
 
 
-def _preset(name: str) -> dict:
+def _variant(name: str) -> dict:
     check_name(name)
-    return _PRESETS[_ALIASES.get(name, name)]
+    return _VARIANTS[name]
 
 
 def build(name: str, **cfg) -> Attention:
-    """Build the attention layer registered as `name`; `cfg` overrides the preset's keys.
+    """Build the attention layer registered as `name`; `cfg` overrides the variant's keys.
 
     `build(name, d_model=D, n_heads=H, span=S, **options)` returns a module mapping
     x (B, M, D) [and an optional cache (B, C, D)] to (B, M, D).
     """
-    return Attention(**{**_preset(name), **cfg})
+    return Attention(**{**_variant(name), **cfg})
 
 
 def options(name: str, **overrides) -> dict[str, inspect.Parameter]:
@@ -73,7 +53,22 @@ def options(name: str, **overrides) -> dict[str, inspect.Parameter]:
     dropout, key_pe), with their annotations and the defaults of the variant: the layer's own
     and those of its span and mixing policies, which `overrides` may replace (e.g.
     options("adaptive", mixing="both") includes talking heads' mix_init)."""
-    preset = {**_preset(name), **{k: v for k, v in overrides.items()
-                                   if k in ("span_policy", "mixing")}}
-    params = layer_options(preset["span_policy"], preset["mixing"])
-    return {k: p.replace(default=preset[k]) if k in preset else p for k, p in params.items()}
+    variant = {**_variant(name), **{k: v for k, v in overrides.items()
+                                     if k in ("span_policy", "mixing")}}
+    params = layer_options(variant["span_policy"], variant["mixing"])
+    return {k: p.replace(default=variant[k]) if k in variant else p for k, p in params.items()}
+
+
+def facts(name: str, d_model: int, n_heads: int, **attn) -> dict:
+    """What a layer of variant `name` with these options is, read from its parts' classes and
+    signatures without building one: whether its spans are learned (`learned_spans`), its
+    softmax heads `h`, and `options`, every option of its parts with its value (the variant's
+    and the parts' defaults where `attn` does not set it)."""
+    variant = {**_variant(name), **attn}
+    span_cls, _ = policy_class("span_policy", variant["span_policy"])
+    mix_cls, mix_fixed = policy_class("mixing", variant["mixing"])
+    values = {k: attn.get(k, p.default) for k, p in options(name, **attn).items()}
+    heads = (values.get(k) for k in ("h_k", "h", "h_v", "d_k", "d_v"))
+    _, h, *_ = check_heads(d_model, n_heads, mix_cls.free_heads(mix_fixed), *heads,
+                           values.get("width"))
+    return {"learned_spans": span_cls.learned, "h": h, "options": values}

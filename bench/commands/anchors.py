@@ -12,11 +12,11 @@ from collections.abc import Callable
 from pathlib import Path
 
 from bench import data
-from bench.cli import add_set, emit, positive
 from bench.config import ConfigError
-from bench.measure.anchors import DATA, AnchorError, configs, import_file, measure, show
-from bench.training.loop import load_corpus
+from bench.measure.anchors import DATA, AnchorError, Timing, configs, import_file, measure, show
 from bench.training.memory import keep_heap
+
+from .args import add_set, emit, positive
 
 
 def checkout(files: tuple[str, ...], what: str) -> Callable[[str], Path]:
@@ -61,7 +61,7 @@ def main(argv: list[str] | None = None) -> int:
     args = p.parse_args(argv)
     try:  # everything checked and loaded before anything is timed
         cfgs = configs(args.data, args.sets)
-        corpus = load_corpus(cfgs["fixed"])
+        corpus = cfgs["fixed"].corpus()
         nanogpt = import_file(args.nanogpt / "model.py", "anchor_nanogpt_model",
                               ("GPT", "GPTConfig"))
         reference = (import_file(args.reference / "models.py", "anchor_reference_models",
@@ -72,6 +72,6 @@ def main(argv: list[str] | None = None) -> int:
         print(f"error: {err}", file=sys.stderr)
         return 2
     keep_heap()
-    out = measure(cfgs, corpus, nanogpt, reference, args.steps, args.rounds, args.amp)
+    out = measure(cfgs, corpus, nanogpt, reference, Timing(args.steps, args.rounds, args.amp))
     return emit(out, args.json, show)
 

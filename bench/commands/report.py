@@ -15,13 +15,14 @@ import sys
 from pathlib import Path
 
 from bench import plugins
-from bench.cli import VERDICTS
 from bench.config import ConfigError
+from bench.experiment import grid as grids
 from bench.findings.report import ReportError, refind, render_sweep
-from bench.findings.spec import GridSpec
 from bench.provenance import LOCAL
 from bench.tracking.reader import StoreError
 from bench.tracking.store import tracking_uri
+
+from .args import VERDICTS
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -50,9 +51,10 @@ def main(argv: list[str] | None = None) -> int:
             print("wrote", *map(str, paths), sep="\n  ")
             return 0
         plugins.load(plugins.from_grid(grid_file))
-        name = (GridSpec.read(grid_file).name or grid_file.stem) if grid_file else args.target
+        grid = grids.load(grid_file) if grid_file else None
+        name = grid.name if grid else args.target
         paths = render_sweep(tracking_uri(args.tracking_uri), name, args.out or LOCAL / name,
-                             args.sweep, grid_file)
+                             args.sweep, grid, grid_file)
     except (ConfigError, ReportError, StoreError) as err:
         print(f"bench.report: {err}", file=sys.stderr)
         return getattr(err, "code", 2)

@@ -9,20 +9,21 @@ Every trial config is resolved and validated before Ray or MLflow start; a user 
 """
 
 import argparse
+import os
 import shlex
 import sys
 from pathlib import Path
 
 from bench import plugins
-from bench.cli import VERDICTS, add_trial_args
 from bench.config import ConfigError, parse_sets
-from bench.findings.spec import seed_list
+from bench.experiment import grid as grids
 from bench.provenance import LOCAL
-from bench.sweep import feasible
-from bench.sweep.grid import load_grid
+from bench.sweep import feasible, gpus
 from bench.sweep.plan import print_plan
-from bench.sweep.runner import looks_of, reads, sweep
+from bench.sweep.runner import SweepOptions, reads, sweep
 from bench.sweep.trials import Overrides, resolve_trials
+
+from .args import VERDICTS, add_trial_args
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -45,25 +46,28 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--no-report", action="store_true", help="skip bench.report at the end")
     args = p.parse_args(argv)
     try:
-        grid = load_grid(args.grid)  # its plugins, and $ATTNBENCH_PLUGINS, imported first
+        grid = grids.load(args.grid)  # its plugins, and $ATTNBENCH_PLUGINS, imported first
         grid = grid.model_copy(update={"plugins": plugins.load(grid.plugins)})
         overrides = Overrides(parse_sets(args.sets), args.preset, args.data, args.seeds,
                               args.seed_start)
         grid, trials = resolve_trials(grid, overrides, args.dry_run)
         feasible.check(grid.claims, grid.grid, trials)
+        feasible.check_restated(grid)
         levels = feasible.by_look(grid.claims, grid.grid, grid.seeds)
         feasible.check_looks(levels)
-        feasible.check_gpus(grid, args.address)
+        address = args.address or os.environ.get("RAY_ADDRESS")
+        packed = gpus.packing(trials, grid.resources.gpu, None if address else gpus.gpu_mb(),
+                              feasible.check_gpus(grid, address))
     except ConfigError as err:
         print(f"error: {err}", file=sys.stderr)
         return 2
     for warning in feasible.implied(grid.claims):
         print(f"warning: {warning}", file=sys.stderr)
+    print(f"GPUs: {packed.why}")
     if args.dry_run:
-        looks = looks_of(grid)
+        looks = grid.look_seeds()
         first = [t for t in trials if t.seed in looks[0]]
-        print_plan(first, grid.claims, levels, grid.design_seeds, seed_list(grid.seeds),
-                   feasible.rates(grid.claims, grid.grid, grid.seeds))
+        print_plan(first, grid, levels, feasible.rates(grid.claims, grid.grid, grid.seeds))
         if len(looks) > 1:
             later = [t for t in trials if t.seed not in looks[0]
                      and reads(grid.claims, grid.grid, t.values)]
@@ -74,5 +78,9 @@ def main(argv: list[str] | None = None) -> int:
         return 0
     command = shlex.join(["python", "-m", "bench.run", *(sys.argv[1:] if argv is None
                                                           else map(str, argv))])
-    return sweep(grid, trials, args, command)
+    mps = gpus.start_mps(packed.per_gpu) if packed.per_gpu and not address else None
+    return sweep(grid, trials, SweepOptions(
+        args.grid, args.results_dir, command, tracking_uri=args.tracking_uri,
+        address=args.address, force=args.force, rerun_stale=args.rerun_stale,
+        report=not args.no_report, gpu=packed.share, mps=mps))
 

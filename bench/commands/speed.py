@@ -12,10 +12,11 @@ import sys
 import torch
 
 from bench import plugins
-from bench.cli import add_preset, add_set, fraction, int_list
 from bench.config import ConfigError, merge, parse_sets
 from bench.measure.speed import cases, log_mlflow, run
 from bench.training.memory import keep_heap
+
+from .args import add_preset, add_set, fraction, int_list
 
 
 def main(argv: list[str] | None = None) -> int:

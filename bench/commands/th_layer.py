@@ -14,10 +14,11 @@ import sys
 
 import torch
 
-from bench.cli import emit, positive
-from bench.measure.th_layer import THLayerError, import_xformers, measure, show
+from bench.measure.th_layer import Shape, THLayerError, import_xformers, measure, show
 from bench.training import precision
 from bench.training.memory import keep_heap
+
+from .args import emit, positive
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -46,7 +47,8 @@ def main(argv: list[str] | None = None) -> int:
     torch.set_num_threads(args.threads)
     keep_heap()
     try:
-        out = measure(xt, args.batch, args.tokens, args.dim, args.heads, args.repeats, bf16)
+        out = measure(xt, Shape(args.batch, args.tokens, args.dim, args.heads), args.repeats,
+                      bf16)
     except THLayerError as err:  # the layers disagree: nothing timed
         print(f"error: {err}", file=sys.stderr)
         return 1

@@ -9,9 +9,11 @@ import time
 from pathlib import Path
 
 from bench import data, plugins, provenance
-from bench.cli import add_preset, add_set
 from bench.config import ConfigError, parse_sets, resolve, set_dotted
-from bench.training.loop import Diverged, train
+from bench.training.loop import train
+from bench.training.state import Diverged
+
+from .args import add_preset, add_set
 
 
 def main(argv: list[str] | None = None) -> int:

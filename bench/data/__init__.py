@@ -11,7 +11,7 @@ from . import synthetic as _synthetic  # noqa: F401  (registers synthetic)
 from . import text as _text  # noqa: F401  (registers enwik8, text8, file)
 from .batches import eval_batches, train_batches
 from .corpus import SPLITS, Corpus, DataError, split_sizes
-from .registry import build, check_name, names, options, register
+from .registry import build, check_name, fitted, names, options, register
 
-__all__ = ["SPLITS", "Corpus", "DataError", "build", "check_name", "eval_batches", "names",
-           "options", "register", "split_sizes", "train_batches"]
+__all__ = ["SPLITS", "Corpus", "DataError", "build", "check_name", "eval_batches", "fitted",
+           "names", "options", "register", "split_sizes", "train_batches"]

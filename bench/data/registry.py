@@ -48,3 +48,30 @@ def options(name: str) -> dict[str, inspect.Parameter]:
     """The options `build(name, ...)` accepts, with their annotations and defaults."""
     check_name(name)
     return dict(inspect.signature(_BUILDERS[name], eval_str=True).parameters)
+
+
+def fitted(name: str, options: dict, *, span: int, block: int, batch_size: int) -> Corpus:
+    """Corpus `name` (`build`), checked against a model's span and the training sizes: a
+    DataError when a probe's episodes outgrow the span, a split cannot fill the blocks, or the
+    span is longer than a training stream can hold."""
+    corpus = build(name, **options)
+    need = batch_size * (block + 1)
+    if len(corpus.train) < need:
+        raise DataError(f"train.block={block} x train.batch_size={batch_size} needs {need} "
+                        f"training tokens; the {name} train split has {len(corpus.train)}")
+    row = len(corpus.train) // batch_size  # each stream's characters (`train_batches`)
+    if span > row - block - 1:
+        raise DataError(f"model.span={span}: the {name} train split's {batch_size} streams "
+                        f"hold {row} characters each, so no block of {block} sees {span} back "
+                        f"(at most {row - block - 1}); a longer corpus, a smaller "
+                        "train.batch_size or a shorter span")
+    for key, need in corpus.needs_span().items():
+        if span < need:
+            raise DataError(f"{key}: an episode needs model.span >= {need} (one head's window "
+                            "must hold it from its last answer back to its delimiter); "
+                            f"model.span is {span}: fewer keys or queries, or a longer span")
+    for split in ("dev", "test"):
+        if len(corpus.split(split)) <= block:
+            raise DataError(f"train.block={block} is longer than the {name} {split} split "
+                            f"({len(corpus.split(split))} tokens)")
+    return corpus

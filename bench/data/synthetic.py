@@ -246,7 +246,7 @@ def with_probe_options(fn: Builder) -> Builder:
 
 @register("synthetic")
 @with_probe_options
-def synthetic(n_chars: int = 2_000_000,
+def synthetic(*, n_chars: int = 2_000_000,
               fractions: tuple[float, float, float] = STANDARD_FRACTIONS, alphabet: int = 8,
               concentration: float = 0.1, frame: int = 8, p_copy: float = 0.5,
               distances: tuple[int, ...] = (16, 64, 128),

@@ -10,7 +10,7 @@ R >= S / 2 every head reaches half the longest one's.
 
 from dataclasses import dataclass
 
-from .claims import Claim
+from bench.experiment.claims import Claim
 
 # metrics fixed by the spans alone: equal for two rows whose spans are all S (the same config)
 SPAN_METRICS = ("mean_span", "span_fraction", "max_head_span", "head_span_spread",

@@ -13,12 +13,11 @@ from matplotlib.backends.backend_agg import FigureCanvasAgg
 from matplotlib.figure import Figure
 from matplotlib.ticker import EngFormatter
 
-from bench.record import RunResult
+from bench.experiment.claims import num
+from bench.experiment.layouts import FIGURES
 from bench.tracking import reader
 
-from .layouts import FIGURES
-from .numbers import num
-from .runs import Sweep
+from .runs import Sweep, run_result
 
 DPI, WIDTH = 300, 3.3  # paper column width, inches
 RC = {"font.size": 8, "axes.labelsize": 8, "axes.titlesize": 8, "xtick.labelsize": 7,
@@ -33,15 +32,6 @@ def _pick(runs: pd.DataFrame, mask: pd.Series) -> pd.Series | None:
     sub = runs[mask]
     by = [c for c in ("model.span", "model.n_heads") if c in sub]
     return None if sub.empty else sub.sort_values(by, ascending=False, kind="stable").iloc[0]
-
-
-def run_result(run: pd.Series | None) -> RunResult | None:
-    """The trial's run record (its result.json artifact); None when absent or not a record."""
-    record = None if run is None else reader.artifact_dict(run["run_id"], "result.json")
-    try:
-        return None if record is None else RunResult.from_dict(record)
-    except ValueError:  # another kind of file: the figure is skipped
-        return None
 
 
 def fig_span_limit(sweep: Sweep, fig: Figure) -> bool:
@@ -221,13 +211,13 @@ def write_figures(sweep: Sweep, out_dir: Path) -> list[Path]:
     """The figures the grid declares (`report: {figures: [...]}`; none declared: every figure)
     that the runs have data for, as PNG (DPI) and PDF."""
     paths = []
-    for name in sweep.spec.report.figures or list(FIGURES):
+    for name in sweep.report.figures or list(FIGURES):
         stem, height = FIGURES[name]
         with sns.axes_style("whitegrid"), mpl.rc_context(RC):
             fig = Figure(figsize=(WIDTH, height), layout="constrained")
             FigureCanvasAgg(fig)
             if not DRAW[name](sweep, fig):
-                if sweep.spec.report.figures:  # declared, so say why it is missing
+                if sweep.report.figures:  # declared, so say why it is missing
                     print(f"figure {name}: the runs have no data for it")
                 continue
             for ext in ("png", "pdf"):

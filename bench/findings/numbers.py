@@ -1,9 +1,5 @@
-"""How findings print numbers: grid values, sizes and costs."""
-
-
-def num(v: object) -> str:
-    """A grid value as written: 3.0 -> '3', anything else as str."""
-    return str(int(v)) if isinstance(v, float) and v.is_integer() else str(v)
+"""How findings print numbers: logged flags, sizes and costs (grid values as written:
+`bench.experiment.claims.num`)."""
 
 
 def flag(v: object) -> bool:

@@ -17,6 +17,8 @@ import zlib
 
 import numpy as np
 
+from bench.experiment.claims import EXACT, Claim
+
 from . import sequential, stats
 
 DRAWS = 2000
@@ -50,21 +52,22 @@ def _draw(d: np.ndarray, expect: str, margin: float, test: str, n: int,
     return margin + (sides[keep][pick] - margin) * size  # a seed's own distance, on its side
 
 
-def same_again(claim_id: str, values: list[np.ndarray], expect: str, margin: float, test: str,
-               exact: bool, plan: tuple[int, ...], futility: float | None, ended: str) -> float:
-    """The predictive chance that a fresh run of the design ends as `ended` (one of
-    `sequential.FINAL`), from each part's per-seed values (seeded by the claim's id)."""
-    if exact:
+def same_again(c: Claim, values: list[np.ndarray], margin: float, plan: tuple[int, ...],
+               futility: float | None, ended: str) -> float:
+    """The predictive chance that a fresh run of the design (`plan`'s looks, `futility`) ends
+    as `ended` (one of `sequential.FINAL`), from each part's per-seed values (seeded by the
+    claim's id)."""
+    if c.metric in EXACT:
         return 1.0  # a value fixed by the config comes out the same every time
-    rng = np.random.default_rng(zlib.crc32(claim_id.encode()))
-    runs = np.stack([_draw(np.asarray(d, float), expect, margin, test, plan[-1], rng)
+    rng = np.random.default_rng(zlib.crc32(c.id.encode()))
+    runs = np.stack([_draw(np.asarray(d, float), c.expect, margin, c.test, plan[-1], rng)
                      for d in values])  # (parts, DRAWS, n)
-    claim = sequential.design(plan, test)
-    parts = len(values) * (2 if expect == "equivalent" else 1)
-    opposite = sequential.against(plan, test, False, parts)
+    claim = sequential.design(plan, c.test)
+    parts = len(values) * (2 if c.expect == "equivalent" else 1)
+    opposite = sequential.against(plan, c.test, False, parts)
     end = np.full(DRAWS, "undecided", dtype=object)
     for k, n in enumerate(plan):
-        p, p_opp = stats.p_values(runs[..., :n], expect, margin, test)
+        p, p_opp = stats.p_values(runs[..., :n], c.expect, margin, c.test)
         state = sequential.judge(p, p_opp, claim[k], opposite[k], k == len(plan) - 1, futility)
         end = np.where(end == "undecided", state, end)
     return float(np.mean(end == ended))

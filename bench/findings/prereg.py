@@ -18,7 +18,7 @@ from pathlib import Path
 import pandas as pd
 import yaml
 
-from .claims import Claim, parse
+from bench.experiment.claims import Claim, parse
 
 
 def claims_sha(claims: list[Claim]) -> str:

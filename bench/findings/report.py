@@ -13,14 +13,16 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
+from bench.experiment import grid as grids
+from bench.experiment.claims import METRICS, PROBE_METRIC
+from bench.experiment.grid import Grid
 from bench.provenance import identity
 from bench.tracking import reader, writer
 from bench.tracking.names import CLAIMS, SEEDS
 
-from . import claims, prereg, stats, verdicts
-from .figures import run_result, write_figures
-from .runs import Sweep, load_sweep, machine_line, missing_lines, registered_names
-from .spec import GridSpec
+from . import prereg, stats, verdicts
+from .figures import write_figures
+from .runs import Sweep, claim_runs, load_sweep, machine_line, missing_lines
 from .tables import DATA_COLUMNS, data_line, write_tables
 
 
@@ -59,38 +61,14 @@ FINDINGS_NOTE = (
     "beside this file.")
 
 
-def waiting(uri: str, experiment: str, spec: GridSpec, trials: list[str]) -> list[claims.Claim]:
-    """The claims a running sweep has not decided yet, from the finished runs of `trials`
-    (`verdicts.undecided`): what its next look adds seeds for."""
-    if spec.looks is None:
-        return []
-    data = load_sweep(reader.sweep_runs(uri, experiment, identity(), trials=set(trials)), spec)
-    return verdicts.undecided(spec.claims, claim_runs(data), data.missing, spec.looks)
-
-
-def head_spans(sweep: Sweep) -> pd.Series:
-    """Every finished run's per-head spans from its result.json (NaN where it has none)."""
-    spans = [(res := run_result(r)) and res.head_spans for _, r in sweep.runs.iterrows()]
-    return pd.Series([s if s else np.nan for s in spans], index=sweep.runs.index, dtype=object)
-
-
-def claim_runs(sweep: Sweep) -> pd.DataFrame:
-    """The finished runs with what the claims read: their grid keys, seed, metrics, layer
-    description, and head spans where a claim needs them (as runs.csv holds them)."""
-    runs = sweep.runs
-    if any(c.metric in claims.HEAD_SPAN_METRICS for c in sweep.spec.claims):
-        runs = runs.assign(head_spans=head_spans(sweep))
-    return runs
-
-
 def per_seed(sweep: Sweep, runs: pd.DataFrame) -> pd.DataFrame:
     """runs.csv: one row per finished run: grid keys, seed, trial hash, precision, every
     final metric and what the claims read, enough to recompute findings.csv
     (`verdicts.evaluate` over it gives the same table)."""
-    metrics = sorted(c for c in runs if c in claims.METRICS or claims.PROBE_METRIC.match(c)
+    metrics = sorted(c for c in runs if c in METRICS or PROBE_METRIC.match(c)
                      or c.startswith(("layer.", "dataset.planted", "dataset.no_recall")))
     runs = runs.rename(columns={f"tags.{CLAIMS}": "claims_sha"})
-    keys = [k for k in [*sweep.spec.grid, *SEEDS, "trial", "precision", "cpu_capability",
+    keys = [k for k in [*sweep.axes, *SEEDS, "trial", "precision", "cpu_capability",
                         *DATA_COLUMNS, "model.span", "floor_bpc", "head_spans", "start_time",
                         "claims_sha"] if k in runs]
     out = runs[list(dict.fromkeys([*keys, *metrics]))].copy()
@@ -101,9 +79,8 @@ def per_seed(sweep: Sweep, runs: pd.DataFrame) -> pd.DataFrame:
 
 
 def read_per_seed(path: Path) -> pd.DataFrame:
-    """runs.csv back as evaluate() reads runs (head spans as lists; variants and policies under
-    their registered names)."""
-    df = registered_names(pd.read_csv(path))
+    """runs.csv back as evaluate() reads runs (head spans as lists)."""
+    df = pd.read_csv(path)
     if "head_spans" in df:
         df["head_spans"] = df["head_spans"].map(lambda v: json.loads(v) if isinstance(v, str)
                                                 else v)
@@ -155,17 +132,18 @@ def findings_markdown(table: pd.DataFrame) -> str:
     return md.to_markdown(index=False, disable_numparse=True)
 
 
-def write_findings(name: str, spec: GridSpec, runs: pd.DataFrame, missing: pd.DataFrame,
+def write_findings(name: str, grid: Grid, runs: pd.DataFrame, missing: pd.DataFrame,
                    out_dir: Path, grid_file: Path | None) -> tuple[list[Path], pd.DataFrame, str]:
     """findings.md and findings.csv (columns verdicts.COLUMNS): the grid's claims' verdicts
     (`verdicts.evaluate`) on `runs` as `claim_runs` gives them (what runs.csv holds: a test
     recomputes every committed findings.csv from it), with whether `grid_file` pre-registered
     them (`prereg`); returns the paths, the table and the table as Markdown."""
-    registered = prereg.check(grid_file, spec.claims, runs, spec.design_seeds)
-    table = verdicts.evaluate(spec.claims, runs, missing, spec.looks, spec.design_seeds,
-                              unregistered=registered.late)
+    registered = prereg.check(grid_file, grid.claims, runs, grid.design_seeds)
+    table = verdicts.evaluate(grid.claims, runs, missing, grid.looks, grid.design_seeds)
+    if registered.late:
+        table = verdicts.exploratory(table, registered.late)
     md = findings_markdown(table)
-    texts = [f"{i}. `{c.id}`: {c.text}" for i, c in enumerate(spec.claims, 1)]
+    texts = [f"{i}. `{c.id}`: {c.text}" for i, c in enumerate(grid.claims, 1)]
     paths = [out_dir / "findings.md", out_dir / "findings.csv"]
     paths[0].write_text("\n".join([
         f"# {name}: findings", "", data_line(runs), "", machine_line(runs), "",
@@ -178,9 +156,9 @@ def write_findings(name: str, spec: GridSpec, runs: pd.DataFrame, missing: pd.Da
 def refind(runs_csv: Path, grid_file: Path, out_dir: Path) -> list[Path]:
     """The findings of a grid file's claims recomputed from a runs.csv (a committed result's
     per-seed values, no MLflow store), into out_dir with the grid file beside them."""
-    spec = GridSpec.read(grid_file)
+    grid = grids.load(grid_file)
     out_dir.mkdir(parents=True, exist_ok=True)
-    paths, _, md = write_findings(spec.name or grid_file.stem, spec, read_per_seed(runs_csv),
+    paths, _, md = write_findings(grid.name, grid, read_per_seed(runs_csv),
                                   pd.DataFrame(), out_dir, grid_file)
     print(f"findings ({paths[0]}):\n{md}")
     if grid_file.resolve() != (out_dir / "grid.yaml").resolve():
@@ -192,26 +170,26 @@ def refind(runs_csv: Path, grid_file: Path, out_dir: Path) -> list[Path]:
 # ---- the whole report
 
 def load(uri: str, experiment: str, sweep: str | None = None,
-         grid_file: Path | None = None) -> tuple[Sweep, reader.SweepRuns]:
+         grid: Grid | None = None) -> tuple[Sweep, reader.SweepRuns]:
     """The report's view of sweep `sweep` (default: the experiment's newest) and what the store
-    holds of it; the grid file logged with the sweep, or `grid_file`, says what to report."""
+    holds of it; `grid` (the sweep's own, or a grid file's), else the grid file logged with the
+    sweep, says what to report."""
     found = reader.sweep_runs(uri, experiment, identity(), sweep)
-    spec = GridSpec.read(grid_file) if grid_file else GridSpec.from_text(
-        found.grid_text, f"the grid file logged with {experiment}'s sweep")
-    return load_sweep(found, spec), found
+    if grid is None and found.grid_text is not None:
+        grid = grids.from_text(found.grid_text, f"the grid file logged with {experiment}'s sweep")
+    return load_sweep(found, grid), found
 
 
 def render_sweep(uri: str, experiment: str, out_dir: Path, sweep: str | None = None,
-                 grid_file: Path | None = None) -> list[Path]:
+                 grid: Grid | None = None, grid_file: Path | None = None) -> list[Path]:
     """Write the report of sweep `sweep` (a parent run id; default: the experiment's newest):
-    the table, figures and findings its grid declares (the grid file logged with the sweep, or
-    `grid_file`), of exactly the trials it covers, under out_dir, and print the findings; log
-    them as artifacts (report/) of the sweep's run, with each claim's verdict as a tag
-    attnbench.claim.<id>. Raises ReportError (or reader.StoreError) when nothing can be
-    reported; ConfigError for a grid file that cannot be read."""
+    the table, figures and findings its grid declares (`grid`, read from `grid_file`; default:
+    the grid file logged with the sweep), of exactly the trials it covers, under out_dir, and
+    print the findings; log them as artifacts (report/) of the sweep's run, with each claim's
+    verdict as a tag attnbench.claim.<id>. Raises ReportError (or reader.StoreError) when
+    nothing can be reported; ConfigError for a logged grid file that cannot be read."""
     os.environ.setdefault("MLFLOW_ENABLE_ARTIFACTS_PROGRESS_BAR", "false")  # no bars in logs
-    data, found = load(uri, experiment, sweep, grid_file)
-    spec = data.spec
+    data, found = load(uri, experiment, sweep, grid)
     if data.runs.empty:
         status = ", ".join(f"{n} {s.lower()}" for s, n in
                            found.runs["status"].value_counts().items())
@@ -223,17 +201,19 @@ def render_sweep(uri: str, experiment: str, out_dir: Path, sweep: str | None = N
     runs = claim_runs(data)  # reads each run's result.json where a claim needs head spans
     paths.append(out_dir / "runs.csv")  # every seed's values, a pilot's too
     per_seed(data, runs).to_csv(paths[-1], index=False)
-    if found.grid_text is not None or grid_file is not None:  # what the sweep ran and tested
+    logged = found.sweep.data.params.get("grid_file") if found.sweep else None
+    path = grid_file or (Path(logged) if logged else None)
+    text = grid_file.read_text() if grid_file else found.grid_text
+    if text is not None:  # what the sweep ran and tested
         paths.append(out_dir / "grid.yaml")
-        paths[-1].write_text(grid_file.read_text() if grid_file else found.grid_text)
+        paths[-1].write_text(text)
     verdicts = {}
-    if spec.claims:
-        logged = found.sweep.data.params.get("grid_file") if found.sweep else None
-        written, table, md = write_findings(data.name, spec, runs, data.missing, out_dir,
-                                            grid_file or (Path(logged) if logged else None))
+    if data.claims:
+        written, table, md = write_findings(data.name, data.grid, runs, data.missing, out_dir,
+                                            path)
         paths += written
         print(f"\nfindings ({written[0]}):\n{md}")
-        verdicts = table.set_index("claim")["verdict"].reindex([c.id for c in spec.claims])
+        verdicts = table.set_index("claim")["verdict"].reindex([c.id for c in data.claims])
     if found.sweep is not None:
         writer.log_report(found.client, found.sweep.info.run_id, paths, dict(verdicts))
     return paths

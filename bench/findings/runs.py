@@ -9,14 +9,14 @@ import numpy as np
 import pandas as pd
 from mlflow import MlflowClient
 
-import variants
-from bench.provenance import short_commit
+from bench.experiment.claims import HEAD_SPAN_METRICS, Claim, num
+from bench.experiment.grid import Grid, ReportSpec
+from bench.provenance import identity, short_commit
+from bench.record import RunResult
+from bench.tracking import reader
 from bench.tracking.names import FAILURE, GRID_KEYS, SEEDS, STOPPED
-from bench.tracking.reader import SweepRuns
-from variants.attention import canonical_policy
 
-from .numbers import num
-from .spec import GridSpec
+from . import verdicts
 
 SHORT = {"model.span": "S", "model.n_heads": "h", "model.d_model": "D", "model.n_layers": "L",
          "data.name": "data"}
@@ -28,8 +28,22 @@ class Sweep:
     runs: pd.DataFrame  # finished trials, one row each: dotted params, metrics, label, run_id
     missing: pd.DataFrame  # the other trials: label, status, failure
     keys: list[str]  # the grid keys, without the seed
-    spec: GridSpec  # what the grid file says of its report: axes, claims, table, figures
+    grid: Grid | None  # the grid file the sweep ran (None: an experiment without one)
     client: MlflowClient
+
+    @property
+    def axes(self) -> dict[str, list[Any]]:
+        """The grid's axes in the file's order ({} without a grid file)."""
+        return self.grid.grid if self.grid else {}
+
+    @property
+    def claims(self) -> list[Claim]:
+        return self.grid.claims if self.grid else []
+
+    @property
+    def report(self) -> ReportSpec:
+        """What the grid file asks the report to draw (the defaults without one)."""
+        return self.grid.report if self.grid else ReportSpec()
 
     @property
     def probes(self) -> list[str]:
@@ -39,11 +53,11 @@ class Sweep:
                       and c != "probe_bpc.rest")
 
 
-def grid_keys(df: pd.DataFrame, spec: GridSpec) -> list[str]:
+def grid_keys(df: pd.DataFrame, axes: dict[str, list[Any]]) -> list[str]:
     """The grid's axes (the grid file's, else the runner's attnbench.grid_keys tag, else the
     config keys that vary), without the seed."""
     tagged = df.get(f"tags.{GRID_KEYS}", pd.Series(dtype=str)).dropna()
-    keys = list(spec.grid) or list(dict.fromkeys(k for v in tagged for k in v.split(",") if k))
+    keys = list(axes) or list(dict.fromkeys(k for v in tagged for k in v.split(",") if k))
     if not keys:
         cfg = [c for c in df if c.startswith(("model.", "data.", "train."))]
         keys = [c for c in cfg if df[c].nunique(dropna=False) > 1]
@@ -128,39 +142,28 @@ def _numeric(v: Any) -> bool:
         return False
 
 
-def order(df: pd.DataFrame, keys: list[str], spec: GridSpec) -> pd.DataFrame:
+def order(df: pd.DataFrame, keys: list[str], axes: dict[str, list[Any]]) -> pd.DataFrame:
     """Rows in the grid's own order: by its axes as the file lists them, each axis in the order
     of its values (a key the file does not list: by value), then by seed."""
     by = list(dict.fromkeys(k for k in [*keys, *SEEDS] if k in df))
-    return df.sort_values(by, kind="stable", key=lambda s: _rank(spec.grid[s.name])(s)
-                          if s.name in spec.grid else s)
+    return df.sort_values(by, kind="stable", key=lambda s: _rank(axes[s.name])(s)
+                          if s.name in axes else s)
 
 
-def registered_names(df: pd.DataFrame) -> pd.DataFrame:
-    """Runs as read back, with every variant and policy under its registered name: a run logged
-    under an earlier name (an alias, before aliases resolved) is read as the same model."""
-    df = df.copy()
-    for col, to in (("model.variant", variants.canonical),
-                    ("layer.span_policy", lambda v: canonical_policy("span_policy", v)),
-                    ("layer.mixing", lambda v: canonical_policy("mixing", v))):
-        if col in df:
-            df[col] = df[col].map(lambda v, to=to: to(v) if isinstance(v, str) else v)
-    return df
-
-
-def load_sweep(found: SweepRuns, spec: GridSpec) -> Sweep:
+def load_sweep(found: reader.SweepRuns, grid: Grid | None) -> Sweep:
     """The report's view of a sweep's runs: finished ones (with final metrics) and the rest, a
     trial rerun by a later sweep counted once (its newest finished run, else its newest)."""
-    df = registered_names(found.runs)
-    keys = grid_keys(df, spec)
-    df = order(_derive(df, keys), keys, spec).reset_index(drop=True)
+    df = found.runs
+    axes = grid.grid if grid else {}
+    keys = grid_keys(df, axes)
+    df = order(_derive(df, keys), keys, axes).reset_index(drop=True)
     final = df.get("final_dev_bpc", pd.Series(np.nan, df.index))
     df = df.assign(done=(df["status"] == "FINISHED") & final.notna())
     newest = df.sort_values("start_time", ascending=False, kind="stable")
     runs = newest[newest["done"]].drop_duplicates("trial").sort_index()
     missing = newest[~newest["trial"].isin(runs["trial"])].drop_duplicates("trial").sort_index()
     return Sweep(found.experiment, runs.reset_index(drop=True), missing.reset_index(drop=True),
-                 keys, spec, found.client)
+                 keys, grid, found.client)
 
 
 def missing_lines(sweep: Sweep) -> list[str]:
@@ -173,3 +176,36 @@ def missing_lines(sweep: Sweep) -> list[str]:
         status = r["status"] if r["status"] != "FINISHED" else "FINISHED without final metrics"
         out.append(f"{r['label']}{seed}: {status}" + (f": {why}" if pd.notna(why) else ""))
     return out
+
+
+def run_result(run: pd.Series | None) -> RunResult | None:
+    """The trial's run record (its result.json artifact); None when absent or not a record."""
+    record = None if run is None else reader.artifact_dict(run["run_id"], "result.json")
+    try:
+        return None if record is None else RunResult.from_dict(record)
+    except ValueError:  # another kind of file: the figure is skipped
+        return None
+
+
+def waiting(uri: str, experiment: str, grid: Grid, trials: list[str]) -> list[Claim]:
+    """The claims a running sweep has not decided yet, from the finished runs of `trials`
+    (`verdicts.undecided`): what its next look adds seeds for."""
+    if grid.looks is None:
+        return []
+    data = load_sweep(reader.sweep_runs(uri, experiment, identity(), trials=set(trials)), grid)
+    return verdicts.undecided(grid.claims, claim_runs(data), data.missing, grid.looks)
+
+
+def head_spans(sweep: Sweep) -> pd.Series:
+    """Every finished run's per-head spans from its result.json (NaN where it has none)."""
+    spans = [(res := run_result(r)) and res.head_spans for _, r in sweep.runs.iterrows()]
+    return pd.Series([s if s else np.nan for s in spans], index=sweep.runs.index, dtype=object)
+
+
+def claim_runs(sweep: Sweep) -> pd.DataFrame:
+    """The finished runs with what the claims read: their grid keys, seed, metrics, layer
+    description, and head spans where a claim needs them (as runs.csv holds them)."""
+    runs = sweep.runs
+    if any(c.metric in HEAD_SPAN_METRICS for c in sweep.claims):
+        runs = runs.assign(head_spans=head_spans(sweep))
+    return runs

@@ -8,11 +8,11 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
+from bench.experiment.claims import HEAD_SPAN_METRICS, SPAN_SHAPE, Claim, num
 from bench.tracking.names import FAILURE, SEEDS, STOPPED
 
 from .bounds import Spans
-from .claims import HEAD_SPAN_METRICS, SPAN_SHAPE, Claim
-from .numbers import flag, num
+from .numbers import flag
 
 ABOVE_R = ".above_R"  # a span statistic's column measured above the ramp R
 FIXED = "fixed_by_floor."  # per run: the floor R fixed the raw statistic

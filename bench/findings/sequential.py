@@ -40,6 +40,7 @@ from .stats import ALPHA, Test, tail
 
 FINAL = ("reproduced", "contradicted", "futile", "inconclusive")  # how a claim can end
 SLACK = 1e-9  # relative: a p equal to a level in exact arithmetic is at the level in floats
+REPS = 4000  # draws behind a sign-flip design's rates
 
 
 def spent(t: float, alpha: float = ALPHA) -> float:
@@ -139,18 +140,18 @@ class Operating:
 
 
 def operating(looks: tuple[int, ...], test: Test, q: float, futility: float | None,
-              parts: int = 1, sides: int = 1, reps: int = 4000) -> Operating:
+              parts: int = 1, sides: int = 1) -> Operating:
     """The design's rates, parts independent and each at q. Sign test: exact, by walking the
     counts of every part through `judge` (seeds never tie; an equivalence, `sides` 2, has every
-    seed off the claimed side on one side of it). Sign-flip: `reps` draws (seeded) of normal
+    seed off the claimed side on one side of it). Sign-flip: REPS draws (seeded) of normal
     per-seed values whose chance of the claimed side is q, through the test and `judge`."""
     claim, opposite = design(looks, test), against(looks, test, False, parts * sides)
     ends, at = dict.fromkeys(FINAL, 0.0), []
     if test == "sign":
         mass, before = np.ones((1,) * parts), 0
     else:
-        x = np.random.default_rng(0).normal(norm.ppf(q), 1.0, (parts, reps, looks[-1]))
-        mass = np.full(reps, 1.0 / reps)
+        x = np.random.default_rng(0).normal(norm.ppf(q), 1.0, (parts, REPS, looks[-1]))
+        mass = np.full(REPS, 1.0 / REPS)
     for k, n in enumerate(looks):
         if test == "sign":
             step = binom.pmf(np.arange(n - before + 1), n - before, q)

@@ -24,13 +24,12 @@ margin by one of two exact tests, each valid at every n for the hypothesis it st
 
 Both have smallest attainable p 2^-n (`floor`). Each test reports the interval that matches it
 (a one-sided bound at its level, the 1 - 2 level interval of an equivalence), the p of the
-opposite direction, and what an inconclusive test could see: for the mean, statsmodels' t power
-(the sign-flip test's large-sample power), at an upper confidence bound of the seeds' std where
-asked; for the median, the binomial power of the count. p-values of a family are Holm-corrected
-here: scipy has no Holm (its `false_discovery_control` controls the false discovery rate), and
-statsmodels' `multipletests` runs a full garbage collection at every call, which the
-false-positive simulations (thousands of verdicts) cannot afford; a test checks this one against
-it.
+opposite direction, and what an inconclusive test could see: for the mean, the power of a
+one-sided t-test (the sign-flip test's large-sample power: scipy's noncentral t), at an upper
+confidence bound of the seeds' std where asked; for the median, the binomial power of the count.
+The tables' descriptive marks are Holm-corrected here (`holm`): scipy has no Holm (its
+`false_discovery_control` controls the false discovery rate); tests check both against
+statsmodels' (`multipletests`, `TTestPower`), which the harness does not need at run time.
 """
 
 import warnings
@@ -39,8 +38,9 @@ from typing import Literal
 
 import numpy as np
 import pandas as pd
-from scipy.stats import binom, chi2, permutation_test, quantile_test, ttest_1samp
-from statsmodels.stats.power import TTestPower
+from scipy.optimize import brentq
+from scipy.stats import binom, chi2, nct, permutation_test, quantile_test, ttest_1samp
+from scipy.stats import t as student
 
 ALPHA = 0.05  # family-wise error rate of a table's or a grid's tests
 LEVEL = 0.95  # confidence level of two-sided intervals (the tables' paired tests)
@@ -51,7 +51,6 @@ Expect = Literal["less", "greater", "equivalent"]
 Test = Literal["sign-flip", "sign"]
 # what each test's verdict is about, and the null it rejects (docs/claims.md, "Statistics")
 ABOUT: dict[str, str] = {"sign-flip": "an effect", "sign": "the median"}
-STATISTIC: dict[str, str] = {"sign-flip": "mean", "sign": "median"}  # the `effect` column
 NULL: dict[str, str] = {"sign-flip": "no effect (exchangeable)",
                         "sign": "median on the margin or beyond"}
 
@@ -204,17 +203,23 @@ def sd_upper(sd: float, n: int, level: float = SD_LEVEL) -> float:
     return float(sd * np.sqrt((n - 1) / chi2.ppf(1 - level, n - 1)))
 
 
+def t_power(d: np.ndarray | float, n: np.ndarray | int, alpha: float) -> np.ndarray:
+    """The power of a one-sided one-sample t-test at `alpha` with n values and standardised
+    effect d (mean / std): the noncentral t's tail beyond the test's critical value."""
+    n = np.asarray(n, dtype=float)
+    return nct.sf(student.isf(alpha, n - 1), n - 1, np.asarray(d, dtype=float) * np.sqrt(n))
+
+
 def detectable(est: Estimate, expect: Expect, margin: float, alpha: float, test: Test = "sign",
                sd: float | None = None) -> Detectable:
-    """For the mean (sign-flip): statsmodels' power of a one-sided t-test at `alpha`, the
+    """For the mean (sign-flip): the power of a one-sided t-test at `alpha` (`t_power`), the
     sign-flip test's large-sample power, at the std `sd` (default: the seeds' own; pass
     `sd_upper` for a bound a reader can plan with), and never fewer seeds than can reject at
     all. For the median (sign): the binomial power of the count at the observed share."""
     if test == "sign":
         return _count_power(est, alpha)
     sd = est.sd if sd is None else sd
-    power = TTestPower()
-    d = power.solve_power(nobs=est.n, alpha=alpha, power=POWER, alternative="larger")
+    d = brentq(lambda x: t_power(x, est.n, alpha) - POWER, 0.0, 100.0, xtol=1e-12)
     if expect == "equivalent":
         effect, room = abs(est.effect) + d * sd, margin - abs(est.effect)
     else:
@@ -223,7 +228,7 @@ def detectable(est: Estimate, expect: Expect, margin: float, alpha: float, test:
     if not room > 0:
         return Detectable(float(effect), None)
     seeds = np.arange(2, MAX_SEEDS + 1)
-    reach = power.power(effect_size=room / sd, nobs=seeds, alpha=alpha, alternative="larger")
+    reach = t_power(room / sd, seeds, alpha)
     enough = np.flatnonzero(reach >= POWER)
     fewest = min_seeds(alpha)
     return Detectable(float(effect), max(int(seeds[enough[0]]), fewest) if enough.size else None)

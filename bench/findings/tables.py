@@ -7,11 +7,12 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
+from bench.experiment.claims import num
+from bench.experiment.layouts import LAYOUTS
 from bench.tracking.names import SEEDS
 
 from . import stats
-from .layouts import LAYOUTS
-from .numbers import flag, human, num
+from .numbers import flag, human
 from .runs import Sweep, machine_line, missing_lines
 from .samples import match
 
@@ -71,7 +72,7 @@ def build_table(sweep: Sweep, layout: str) -> tuple[pd.DataFrame, pd.DataFrame, 
     runs = sweep.runs.assign(**{src: np.nan for _, src, _ in cols if src not in sweep.runs})
     g = runs.groupby("label", sort=False)
     first, n = g.first(), g.size()
-    base = baselines(first, sweep.keys, sweep.spec.report.baseline)
+    base = baselines(first, sweep.keys, sweep.report.baseline)
     nums, cells = pd.DataFrame(index=first.index), pd.DataFrame(index=first.index)
     bold = pd.DataFrame(False, index=first.index, columns=[h for h, _, _ in cols] + ["n"])
     for head, src, kind in cols:
@@ -165,7 +166,7 @@ def data_line(runs: pd.DataFrame) -> str:
 def write_tables(sweep: Sweep, out_dir: Path) -> list[Path]:
     """<layout>.md (with notes and the missing trials), .tex (booktabs) and .csv, in the layout
     the grid declares (`report: {table: ...}`)."""
-    layout = sweep.spec.report.table
+    layout = sweep.report.table
     title, _ = LAYOUTS[layout]
     nums, cells, bold = build_table(sweep, layout)
     missing = missing_lines(sweep)

@@ -26,17 +26,18 @@ A test whose outcome the setup decides (`bounds`) is `not tested`, with the reas
 of whose tests are is skipped by the sequence.
 """
 
+from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
 import pandas as pd
 
+from bench.experiment.claims import EXACT, MIN_SEEDS, Claim, cells, expectation, num
+from bench.experiment.grid import Looks
+
 from . import predict, samples, sequential, stats
 from .bounds import SPAN_METRICS, decided
-from .claims import EXACT, MIN_SEEDS, Claim, cells, expectation
-from .numbers import num
 from .samples import Unavailable
-from .spec import Looks
 
 COLUMNS = ["claim", "about", "null", "effect", "ci_low", "ci_high", "p", "level", "rule",
            "p_opposite", "level_opposite", "verdict", "look", "n", "seed_range", "evidence",
@@ -48,22 +49,45 @@ UNLEARNED = 0.1  # a seed above this share of the no-recall bits per answer did 
 OFFSETS = (0.0005, 0.001, 0.002, 0.005, 0.01, 0.02, 0.05)  # the log offsets a verdict is tried at
 
 
-class Design:
-    """A claim's looks in both directions at one look of the grid's plan: `look` (the claim's
-    boundary), `opposite` (the contrary's, at alpha / parts), and where it stands."""
+@dataclass(frozen=True)
+class Plan:
+    """The grid's looks: seeds per look (one look: every seed the runs have) and the futility
+    bound (None: never stops early); `describe`: compute what the verdicts do not need
+    (p_same, offsets, what an inconclusive test could detect), the slow part."""
 
-    def __init__(self, c: Claim, plan: tuple[int, ...], k: int, parts: int) -> None:
+    looks: tuple[int, ...]
+    futility: float | None = None
+    describe: bool = True
+
+
+@dataclass(frozen=True)
+class Seen:
+    """What one look reads: the finished runs (derived metrics added), the sweep's other
+    trials, the look's seeds, and whether they are confirmatory (`evidence`, and `why` not)."""
+
+    runs: pd.DataFrame
+    missing: pd.DataFrame
+    seeds: list[Any]
+    evidence: str = "confirmatory"
+    why: str = ""
+
+
+class Design:
+    """A claim's boundaries in both directions at look k of the plan: `look` (the claim's),
+    `against` (the contrary's, at alpha / parts), whether it is the last, and the plan."""
+
+    def __init__(self, c: Claim, plan: Plan, k: int, parts: int) -> None:
         exact = c.metric in EXACT
         share = parts * (2 if c.expect == "equivalent" else 1)
-        self.plan, self.k = plan, k
-        self.claim = sequential.design(plan, c.test, exact)
-        self.opposite = sequential.against(plan, c.test, exact, share)
+        self.plan, self.k, self.futility = plan, k, plan.futility
+        self.claim = sequential.design(plan.looks, c.test, exact)
+        self.opposite = sequential.against(plan.looks, c.test, exact, share)
         self.look, self.against = self.claim[k], self.opposite[k]
-        self.last = k == len(plan) - 1
+        self.last = k == len(plan.looks) - 1
 
     @property
     def where(self) -> str:
-        return f"{self.k + 1} of {len(self.plan)}"
+        return f"{self.k + 1} of {len(self.plan.looks)}"
 
 
 def seed_range(seeds: list[Any]) -> str:
@@ -73,8 +97,7 @@ def seed_range(seeds: list[Any]) -> str:
     return ", ".join(map(num, seeds))
 
 
-def _part(c: Claim, margin: float | None, pairs: list, runs: pd.DataFrame,
-          missing: pd.DataFrame, seeds: list[Any], alpha: float) -> dict:
+def _part(c: Claim, margin: float | None, pairs: list, seen: Seen, alpha: float) -> dict:
     """One part's numbers at these seeds (effect, the interval at `alpha`, p both ways, n, the
     per-seed values), or `not tested` where the setup decides it; raises Unavailable with the
     reason it cannot be computed."""
@@ -83,6 +106,7 @@ def _part(c: Claim, margin: float | None, pairs: list, runs: pd.DataFrame,
     if margin is None:
         raise Unavailable("the corpus plants no structure (real text): the claim is about "
                           "planted distances")
+    runs, missing, seeds = seen.runs, seen.missing, seen.seeds
     if c.type == "compare":
         (rows, base), = pairs
         spans = [samples.spans(runs, cell) for cell in (rows, base) if cell is not None] \
@@ -107,17 +131,16 @@ def _part(c: Claim, margin: float | None, pairs: list, runs: pd.DataFrame,
     return out | {"usable": True}
 
 
-def _parts(c: Claim, runs: pd.DataFrame, missing: pd.DataFrame, seeds: list[Any],
-           plan: tuple[int, ...], k: int) -> tuple[list[dict], Design]:
-    """The claim's parts at these seeds, one row each (numbers, or a reason), and its design."""
+def _parts(c: Claim, seen: Seen, plan: Plan, k: int) -> tuple[list[dict], Design]:
+    """The claim's parts at look k, one row each (numbers, or a reason), and its design."""
     keys = [*c.rows, *(c.baseline or {}), *c.at_each, *([c.along] if c.along else [])]
-    axes = samples.axes(runs, missing, keys)
+    axes = samples.axes(seen.runs, seen.missing, keys)
     tests: dict[str, list] = {}
     if all(k in axes for k in keys):
         for label, rows, base in cells(c, axes):
             tests.setdefault(label, []).append((rows, base))
     d = Design(c, plan, k, len(tests) or 1)
-    margin = samples.planted(runs) if c.margin == "planted" else c.margin
+    margin = samples.planted(seen.runs) if c.margin == "planted" else c.margin
     out = []
     for label, pairs in (tests or {"": []}).items():
         row = {"claim": f"{c.id} [{label}]" if label else c.id, "id": c.id, "metric": c.metric,
@@ -127,7 +150,7 @@ def _parts(c: Claim, runs: pd.DataFrame, missing: pd.DataFrame, seeds: list[Any]
                "test": c.test + (f", log(y + {c.log_offset:g})" if c.log_offset else "")
                + (" above R" if c.floor == "R" else "")}
         try:
-            row |= _part(c, margin, pairs, runs, missing, seeds,
+            row |= _part(c, margin, pairs, seen,
                          min(d.look.level or d.claim[-1].level or stats.ALPHA, 0.5))
         except Unavailable as err:
             row["reason"] = str(err)
@@ -135,7 +158,7 @@ def _parts(c: Claim, runs: pd.DataFrame, missing: pd.DataFrame, seeds: list[Any]
     return out, d
 
 
-def _judge(parts: list[dict], d: Design, futility: float | None) -> str:
+def _judge(parts: list[dict], d: Design) -> str:
     """The claim's state at one look (`sequential.judge` on its parts), or unavailable / not
     tested where its parts cannot be computed or the setup decides them."""
     counted = [t for t in parts if t.get("usable")]
@@ -145,7 +168,7 @@ def _judge(parts: list[dict], d: Design, futility: float | None) -> str:
     if len(counted) < len(parts) - sum(t.get("verdict") == NOT_TESTED for t in parts):
         return "unavailable"
     p, p_opp = (np.array([t[key] for t in counted]) for key in ("p", "p_opposite"))
-    return str(sequential.judge(p, p_opp, d.look, d.against, d.last, futility))
+    return str(sequential.judge(p, p_opp, d.look, d.against, d.last, d.futility))
 
 
 def _power(c: Claim, t: dict, level: float) -> dict:
@@ -161,7 +184,7 @@ def _power(c: Claim, t: dict, level: float) -> dict:
     return {"detectable": seen.effect, "seeds_needed": plan.seeds}
 
 
-def _notes(t: dict, state: str, d: Design, parts: int, futility: float | None) -> list[str]:
+def _notes(t: dict, state: str, d: Design, parts: int) -> list[str]:
     """Why a part is short of its claim's verdict, in words."""
     note = []
     if t["p"] <= d.look.level and parts > 1 and state != "reproduced":
@@ -171,18 +194,19 @@ def _notes(t: dict, state: str, d: Design, parts: int, futility: float | None) -
                     "level" + ("" if d.last else ": it could only stop for futility"))
     if state == "futile":
         note.append(f"stopped for futility at look {d.where}: neither direction's p below "
-                    f"{futility:g}")
+                    f"{d.futility:g}")
     return note
 
 
-def _report(c: Claim, parts: list[dict], state: str, d: Design, seeds: list[Any],
-            evidence: str, futility: float | None, describe: bool) -> list[dict]:
+def _report(c: Claim, parts: list[dict], state: str, d: Design, seen: Seen) -> list[dict]:
     """The claim's rows as printed: each part's verdict in words (a part is reproduced only
     with its claim), when it settled, the claim's predictive chance of the same end, what an
     inconclusive part could detect; and a summary row for a claim of several parts."""
     counted = [t for t in parts if t.get("usable")]
-    word = (lambda v: EXPLORATORY.get(v, v)) if evidence == "exploratory" else (lambda v: v)
-    common = {"look": d.where, "seed_range": seed_range(seeds), "evidence": evidence}
+    describe = d.plan.describe and state in sequential.FINAL
+    word = (lambda v: EXPLORATORY.get(v, v)) if seen.evidence == "exploratory" else (
+        lambda v: v)
+    common = {"look": d.where, "seed_range": seed_range(seen.seeds), "evidence": seen.evidence}
     for t in parts:
         t |= common
         if not t.get("usable"):
@@ -194,15 +218,13 @@ def _report(c: Claim, parts: list[dict], state: str, d: Design, seeds: list[Any]
             "reproduced" if state == "reproduced" else "inconclusive")
         if t["verdict"] == "inconclusive":
             t |= _power(c, t, d.claim[-1].level) if describe else {}
-        note = _notes(t, state, d, len(counted), futility) if t["verdict"] == "inconclusive" \
-            else []
+        note = _notes(t, state, d, len(counted)) if t["verdict"] == "inconclusive" else []
         t["reason"] = "; ".join(filter(None, [t["reason"], *note]))
         t["verdict"] = word(t["verdict"])
     again = float("nan")
-    if describe and counted and state in sequential.FINAL:
-        again = predict.same_again(c.id, [t["values"] for t in counted], c.expect,
-                                   counted[0]["margin"], c.test, c.metric in EXACT, d.plan,
-                                   futility, state)
+    if describe and counted:
+        again = predict.same_again(c, [t["values"] for t in counted], counted[0]["margin"],
+                                   d.plan.looks, d.futility, state)
     if len(parts) < 2:
         for t in counted:
             t["p_same"] = again
@@ -232,31 +254,39 @@ def _tally(parts: list[dict], d: Design) -> str:
             (f"; not tested at {'; '.join(skipped)}: decided by construction" if skipped else ""))
 
 
-def evidence_of(seeds: list[Any], design: list[int] | None,
-                unregistered: str | None = None) -> tuple[str, str]:
-    """(confirmatory or exploratory, why): seeds that overlap the design seeds, a grid that
-    does not name them, or one not committed before its confirmation began (`unregistered`,
-    the reason) make a finding exploratory."""
+def evidence_of(seeds: list[Any], design: list[int] | None) -> tuple[str, str]:
+    """(confirmatory or exploratory, why): seeds that overlap the design seeds, or a grid that
+    does not name them, make a finding exploratory."""
     if design is None:
         return "exploratory", "the grid does not name the seeds its claims were designed from"
     if overlap := sorted(set(seeds) & set(design)):
         return "exploratory", (f"seeds {seed_range(overlap)} are design data (design_seeds "
                                f"{seed_range(sorted(design))})")
-    if unregistered:
-        return "exploratory", unregistered
     return "confirmatory", ""
 
 
-def offsets(c: Claim, runs: pd.DataFrame, missing: pd.DataFrame, seeds: list[Any],
-            plan: tuple[int, ...], k: int, futility: float | None, state: str) -> str:
+def exploratory(table: pd.DataFrame, why: str) -> pd.DataFrame:
+    """The findings `evaluate` gave, made exploratory for a reason outside their seeds (a grid
+    file not committed before its confirmation began: `prereg`): the words `holds
+    (exploratory)` / `fails (exploratory)`, the evidence and the reason."""
+    table = table.copy()
+    decided = table["verdict"].isin(list(EXPLORATORY))
+    table["verdict"] = table["verdict"].map(lambda v: EXPLORATORY.get(v, v))
+    table.loc[decided | table["evidence"].notna(), "evidence"] = "exploratory"
+    table.loc[decided, "reason"] = [
+        "; ".join(filter(None, [r if isinstance(r, str) else "", why]))
+        for r in table.loc[decided, "reason"]]
+    return table
+
+
+def offsets(c: Claim, seen: Seen, d: Design, state: str) -> str:
     """The offsets of the OFFSETS ladder at which a claim with a log offset is decided as
     `state` at the same look on the same seeds, as a range ("0.002-0.05 of 0.0005-0.05"), with
     what it is at the others."""
     same, other = [], []
     for offset in OFFSETS:
-        parts, d = _parts(c.model_copy(update={"log_offset": offset}), runs, missing, seeds,
-                          plan, k)
-        now = _judge(parts, d, futility)
+        parts, now_d = _parts(c.model_copy(update={"log_offset": offset}), seen, d.plan, d.k)
+        now = _judge(parts, now_d)
         (same if now == state else other).append(f"{offset:g}" + ("" if now == state else
                                                                   f" ({now})"))
     ladder = f"of {OFFSETS[0]:g}-{OFFSETS[-1]:g}"
@@ -268,7 +298,7 @@ def offsets(c: Claim, runs: pd.DataFrame, missing: pd.DataFrame, seeds: list[Any
 
 def evaluate(claims: list[Claim], runs: pd.DataFrame, missing: pd.DataFrame | None = None,
              looks: Looks | None = None, design: list[int] | None = (),
-             describe: bool = True, unregistered: str | None = None) -> pd.DataFrame:
+             describe: bool = True) -> pd.DataFrame:
     """One row per test (and one summary row per claim with several tests), in COLUMNS.
 
     runs: the finished trials, one row each, with grid-key columns, a seed column and metrics
@@ -276,11 +306,10 @@ def evaluate(claims: list[Claim], runs: pd.DataFrame, missing: pd.DataFrame | No
     failure tags) so an inconclusive verdict can say what happened; looks: the grid's
     group-sequential design (None: one look at every seed the runs have); design: the seeds the
     claims were designed from (None: not named); describe: compute what the verdicts do not
-    need (p_same, offsets, what an inconclusive test could detect), the slow part;
-    unregistered: why the grid file does not pre-register the runs (`prereg`), None where it
-    does or cannot be checked. Never raises on data.
+    need (p_same, offsets, what an inconclusive test could detect), the slow part. Never raises
+    on data.
     """
-    rows = _sequence(claims, runs, missing, looks, design, describe, unregistered)[0]
+    rows = _sequence(claims, runs, missing, looks, design, describe)[0]
     return pd.DataFrame(rows).reindex(columns=COLUMNS)
 
 
@@ -288,12 +317,12 @@ def undecided(claims: list[Claim], runs: pd.DataFrame, missing: pd.DataFrame | N
               looks: Looks) -> list[Claim]:
     """The claims that wait for the next look: the one the sequence is at, if it is undecided
     at the last look the runs complete, and every claim after it."""
-    return _sequence(claims, runs, missing, looks, (), False, None)[1]
+    return _sequence(claims, runs, missing, looks, (), False)[1]
 
 
 def _sequence(claims: list[Claim], runs: pd.DataFrame, missing: pd.DataFrame | None,
-              looks: Looks | None, design: list[int] | None, describe: bool,
-              unregistered: str | None) -> tuple[list[dict], list[Claim]]:
+              looks: Looks | None, design: list[int] | None, describe: bool
+              ) -> tuple[list[dict], list[Claim]]:
     """The fixed sequence over the looks the runs reach: (every test row, the claims still
     waiting for seeds)."""
     missing = pd.DataFrame() if missing is None else missing
@@ -301,26 +330,20 @@ def _sequence(claims: list[Claim], runs: pd.DataFrame, missing: pd.DataFrame | N
     every = pd.concat([runs, missing], ignore_index=True)
     col = samples.seed_col(every)
     seeds = sorted(every[col].dropna().unique().tolist()) if col else [0]
-    plan = tuple(looks.looks) if looks else (len(seeds),)
-    reached = [n for n in plan if n <= len(seeds)] or list(plan[:1])
-    futility = looks.futility if looks else None
+    plan = Plan(tuple(looks.looks) if looks else (len(seeds),),
+                looks.futility if looks else None, describe)
+    reached = [n for n in plan.looks if n <= len(seeds)] or list(plan.looks[:1])
     out: list[dict] = []
     i = 0
     for k, n in enumerate(reached):
-        evidence, why = evidence_of(seeds[:n], design, unregistered)
+        seen = Seen(runs, missing, seeds[:n], *evidence_of(seeds[:n], design))
         while i < len(claims):
             c = claims[i]
-            parts, d = _parts(c, runs, missing, seeds[:n], plan, k)
-            state = _judge(parts, d, futility)
+            parts, d = _parts(c, seen, plan, k)
+            state = _judge(parts, d)
             if state == "undecided" or state == "unavailable" and not d.last:
                 break
-            for t in parts:
-                t["reason"] = "; ".join(filter(None, [t["reason"], why]))
-            rows = _report(c, parts, state, d, seeds[:n], evidence, futility, describe)
-            if describe and c.log_offset and state in sequential.FINAL:
-                rows[-1]["offsets"] = offsets(c, runs, missing, seeds[:n], plan, k, futility,
-                                              state)
-            out += rows
+            out += _decided(c, parts, state, d, seen)
             i += 1
             if state not in ("reproduced", NOT_TESTED):
                 out += [_skipped(rest, f"sequence stopped at {c.id}") for rest in claims[i:]]
@@ -331,11 +354,21 @@ def _sequence(claims: list[Claim], runs: pd.DataFrame, missing: pd.DataFrame | N
     waiting = claims[i:]
     for t in parts:
         t["reason"] = "; ".join(filter(None, [t.get("reason"), f"undecided at look {d.where}: "
-                                              f"look {d.k + 2} not run", why]))
-    out += _report(waiting[0], parts, "undecided", d, seeds[:reached[-1]], evidence, futility,
-                   False)
+                                              f"look {d.k + 2} not run", seen.why]))
+    out += _report(waiting[0], parts, "undecided", d, seen)
     out += [_skipped(rest, f"waits for {waiting[0].id}") for rest in waiting[1:]]
     return out, waiting
+
+
+def _decided(c: Claim, parts: list[dict], state: str, d: Design, seen: Seen) -> list[dict]:
+    """A claim's rows once the sequence leaves it: its parts and summary (`_report`), with why
+    its seeds are exploratory and, for a log offset, the offsets at which its verdict stands."""
+    for t in parts:
+        t["reason"] = "; ".join(filter(None, [t["reason"], seen.why]))
+    rows = _report(c, parts, state, d, seen)
+    if d.plan.describe and c.log_offset and state in sequential.FINAL:
+        rows[-1]["offsets"] = offsets(c, seen, d, state)
+    return rows
 
 
 def _skipped(c: Claim, why: str) -> dict:

@@ -26,6 +26,7 @@ import contextlib
 import statistics
 import sys
 import time
+from dataclasses import dataclass
 from itertools import islice
 from pathlib import Path
 from types import ModuleType
@@ -42,7 +43,7 @@ from bench.model import create_model
 from bench.plugins import exec_file
 from bench.provenance import device as pick_device
 from bench.training import precision
-from bench.training.step import make_optimizer, train_step
+from bench.training.step import Learner, make_optimizer, train_step
 
 from .speed import bf16_fallback, matmul_peak, mfu, sync
 
@@ -118,21 +119,42 @@ class NanoGPT:
         self.opt.step()
 
 
+@dataclass(frozen=True)
+class ReferenceSpan:
+    """The reference's span: adaptive (its own module, with the ramp and span loss of
+    attnbench's `adaptive` layer and the cache trimmed to the spans) or a fixed window S."""
+
+    adaptive: bool
+    ramp: float
+    loss: float
+
+
+@dataclass(frozen=True)
+class Timing:
+    """How the anchors are timed: `steps` per round, `rounds` interleaved (the median), and
+    bf16 autocast beside fp32 (`amp`)."""
+
+    steps: int
+    rounds: int
+    amp: bool = False
+
+
 class Reference:
     """The adaptive-span reference's TransformerSeq stepping as its trainer does: forward with the
     carried h_cache (per layer (B, cache, D), zeros at the start, as its main.py makes it), NLL
     plus the span loss, backward, its own Adagrad with per-tensor gradient clipping at 0.03, span
-    clamp. `adaptive`: its adaptive span with the ramp and loss of attnbench's `adaptive` layer
-    (`options`, as that layer describes them; initial span ratio 0) and its cache trimmed to the
-    spans (`--adapt-span-cache`, as its enwik8 script runs it), else a fixed span S. `amp`: the
-    forward and loss in bf16 autocast (its own trainer has no mixed precision)."""
+    clamp. `sp`: its adaptive span (initial span ratio 0, the cache trimmed to the spans:
+    `--adapt-span-cache`, as its enwik8 script runs it), or a fixed span S. `reference`: its
+    models and optimiser modules. `amp`: the forward and loss in bf16 autocast (its own trainer
+    has no mixed precision)."""
 
-    def __init__(self, module: ModuleType, optim: ModuleType, cfg: Config, vocab: int,
-                 dev: torch.device, options: dict, adaptive: bool, amp: bool = False) -> None:
-        m, self.dev, self.amp = cfg.model, dev, amp
+    def __init__(self, reference: tuple[ModuleType, ModuleType], cfg: Config, vocab: int,
+                 dev: torch.device, sp: ReferenceSpan, amp: bool = False) -> None:
+        (module, optim), m, self.dev, self.amp = reference, cfg.model, dev, amp
         self.shape = (cfg.train.batch_size, m.d_model)  # (B, D) of every cache
-        span = {"adapt_span_enabled": adaptive, "adapt_span_ramp": options["ramp"],
-                "adapt_span_loss": options["span_loss"], "adapt_span_init": 0.0,
+        adaptive = sp.adaptive
+        span = {"adapt_span_enabled": adaptive, "adapt_span_ramp": sp.ramp,
+                "adapt_span_loss": sp.loss, "adapt_span_init": 0.0,
                 "adapt_span_cache": adaptive}
         torch.manual_seed(0)
         self.model = module.TransformerSeq(
@@ -175,12 +197,12 @@ class Attnbench:
         self.model = create_model(cfg.model, vocab).to(dev)
         self.opt = make_optimizer(self.model, cfg.train)
         self.t, self.cache, self.amp = cfg.train, None, amp
+        self.learner = Learner(self.model, self.model, self.opt, cfg.train, amp)
 
     def step(self, x: torch.Tensor, y: torch.Tensor, start: bool) -> None:
         if start:
             self.cache = None
-        _, _, self.cache = train_step(self.model, self.model, self.opt, self.t, x, y, self.cache,
-                                      self.t.warmup, self.amp)
+        _, _, self.cache = train_step(self.learner, x, y, self.cache, self.t.warmup)
 
 
 def import_file(file: Path, name: str, needs: tuple[str, ...]) -> ModuleType:
@@ -233,12 +255,12 @@ def precision_systems(cfgs: dict[str, Config], nanogpt: ModuleType,
     precision: bf16 autocast where `amp`, else fp32."""
     fixed = cfgs["fixed"]
     ours = {f"attnbench {v}": Attnbench(cfgs[v], vocab, dev, amp) for v in ("fixed", "adaptive")}
-    span = ours["attnbench adaptive"].model.blocks[0].attn.describe()["options"]
+    o = ours["attnbench adaptive"].model.blocks[0].attn.describe()["options"]
     return {"nanoGPT": NanoGPT(nanogpt, fixed, vocab, dev, amp),
-            "reference fixed": Reference(*reference, fixed, vocab, dev, span, adaptive=False,
-                                         amp=amp),
-            "reference adaptive": Reference(*reference, cfgs["adaptive"], vocab, dev, span,
-                                            adaptive=True, amp=amp),
+            "reference fixed": Reference(reference, fixed, vocab, dev,
+                                         ReferenceSpan(False, o["ramp"], o["span_loss"]), amp),
+            "reference adaptive": Reference(reference, cfgs["adaptive"], vocab, dev,
+                                            ReferenceSpan(True, o["ramp"], o["span_loss"]), amp),
             **ours}
 
 
@@ -332,13 +354,12 @@ def results(seconds: dict[str, float], flops: dict[str, int], tokens: int,
 
 
 def measure(cfgs: dict[str, Config], corpus: data.Corpus, nanogpt: ModuleType,
-            reference: tuple[ModuleType, ...], steps: int, rounds: int, amp: bool = False
-            ) -> dict:
+            reference: tuple[ModuleType, ModuleType], timing: Timing) -> dict:
     """Build every system, count and time them, and return the rows, targets and setting
     (JSON-able). `amp`: every system in bf16 autocast too, attnbench fixed's MFU against the
     bf16 matmul peak; where the device has no native bf16, the setting says why and only fp32
     is timed."""
-    fixed = cfgs["fixed"]
+    fixed, steps, rounds, amp = cfgs["fixed"], timing.steps, timing.rounds, timing.amp
     dev = pick_device(fixed.train.device)
     why = bf16_fallback(dev, amp)
     modes = (False, True) if amp and not why else (False,)  # bf16 autocast or not
@@ -357,12 +378,12 @@ def measure(cfgs: dict[str, Config], corpus: data.Corpus, nanogpt: ModuleType,
         name = f"attnbench fixed{BF16 * bf16}"
         utilisation[name] = mfu(model, tokens, seconds[name], peaks[dtype[bf16]])
     df, targets = results(seconds, flops, tokens, utilisation)
-    return {"setting": setting(fixed, corpus, dev, peaks, why, steps, rounds),
+    return {"setting": setting(fixed, corpus, dev, peaks, why, timing),
             "rows": df.to_dict("records"), "targets": targets}
 
 
 def setting(cfg: Config, corpus: data.Corpus, dev: torch.device,
-            peaks: dict[torch.dtype, float], why: str | None, steps: int, rounds: int) -> dict:
+            peaks: dict[torch.dtype, float], why: str | None, timing: Timing) -> dict:
     """What was measured, where and how (JSON-able): the machine, the matmul peaks, whether bf16
     was timed (or why not), the timing and the model's sizes."""
     t, m, bf16 = cfg.train, cfg.model, peaks.get(torch.bfloat16)
@@ -371,7 +392,7 @@ def setting(cfg: Config, corpus: data.Corpus, dev: torch.device,
             "threads": torch.get_num_threads(), "matmul_gflops": peaks[torch.float32] / 1e9,
             "bf16_matmul_gflops": bf16 / 1e9 if bf16 else None,
             "bf16": "timed" if bf16 else why or "not asked (--amp)",
-            "steps": steps, "rounds": rounds,
+            "steps": timing.steps, "rounds": timing.rounds,
             "warmup_steps": WARMUP_STEPS, "data": corpus.meta["source"],
             "prefix": corpus.meta["prefix"], "n_layers": m.n_layers, "d_model": m.d_model,
             "n_heads": m.n_heads, "d_ff": m.d_ff, "span": m.span, "block": t.block,

@@ -5,7 +5,7 @@ and at the paper's small model."""
 import torch
 
 import variants
-from bench.config import PRESETS
+from bench.config import PRESETS, ModelConfig
 from bench.model import TransformerLM
 from bench.model.cost import analytic_flops, executed_flops, set_spans
 from bench.model.count import counted_flops
@@ -24,11 +24,11 @@ CONFIGS = {  # name: (d_model, n_layers, n_heads, d_ff, S for fixed spans, S for
 def compare(config: str, variant: str) -> dict:
     """One row of the counted-vs-analytic table."""
     D, L, H, F, s_fixed, s_learned, spans = CONFIGS[config]
-    learned = variants.build(variant, d_model=D, n_heads=H, span=s_learned).describe()[
-        "learned_spans"]
+    learned = variants.facts(variant, D, H)["learned_spans"]
     S = s_learned if learned else s_fixed
     torch.manual_seed(0)
-    model = TransformerLM(256, D, L, H, F, span=S, variant=variant)
+    model = TransformerLM(ModelConfig(variant=variant, d_model=D, n_layers=L, n_heads=H, d_ff=F,
+                                      span=S), 256)
     spans = torch.as_tensor(spans if spans is not None else torch.linspace(32, 32 + S / 2, H),
                             dtype=torch.float)
     if learned:

@@ -12,15 +12,15 @@ from typing import Any
 
 import pandas as pd
 import torch
-import torch.nn.functional as F
 
 from bench.config import Config, merge, parse_sets, resolve
-from bench.model import TransformerLM, create_model
+from bench.model import create_model
 from bench.model.cost import analytic_flops, executed_flops, set_spans
 from bench.provenance import device as pick_device
 from bench.training import precision
 from bench.training.graphs import WARMUP, make_step
-from bench.training.step import make_optimizer, maybe_compile, train_step
+from bench.training.memory import saved_bytes
+from bench.training.step import Learner, make_optimizer, maybe_compile, train_step
 from variants import build as build_layer
 
 
@@ -83,27 +83,6 @@ def bf16_fallback(dev: torch.device, amp: bool) -> str | None:
     return why
 
 
-def saved_bytes(model: TransformerLM, x: torch.Tensor, cache: list, amp: bool = False) -> int:
-    """Bytes of the distinct storages autograd keeps for backward in one forward, in the
-    precision the step runs in (`amp`: bf16 autocast, as the trainer's step): the activation
-    memory a training step holds at its peak (weights and the cache excluded; under autocast
-    the bf16 copies of the weights it saves are counted)."""
-    storages: dict[int, int] = {}
-    held = {t.untyped_storage().data_ptr() for t in [*model.parameters(), *(cache or [])]}
-
-    def pack(t: torch.Tensor) -> torch.Tensor:
-        s = t.untyped_storage()
-        if s.data_ptr() not in held:
-            storages[s.data_ptr()] = s.nbytes()
-        return t
-
-    with torch.autograd.graph.saved_tensors_hooks(pack, lambda t: t), precision.autocast(
-            x.device, amp):
-        logits, _ = model(x, cache)
-        F.cross_entropy(logits.flatten(0, 1).float(), x.flatten())
-    return sum(storages.values())
-
-
 class Bench:
     """One model at one setting, with a full cache, stepping on random bytes."""
 
@@ -134,8 +113,8 @@ class Bench:
         case with train.compile=graphs), on a copy of the model with its own capturable
         optimiser and cache, warmed up, captured and replayed once."""
         model = copy.deepcopy(self.model)
-        step = make_step(model, model, make_optimizer(model, cfg.train), cfg.train, self.amp,
-                         self.dev)
+        step = make_step(Learner(model, model, make_optimizer(model, cfg.train), cfg.train,
+                                 self.amp), self.dev)
         self.graph_cache = [c.clone() for c in self.cache]
         for _ in range(WARMUP + 2):
             _, _, self.graph_cache = step(self.x, self.x, self.graph_cache, self.t.warmup)
@@ -159,8 +138,8 @@ class Bench:
         sync(self.dev)
         tic = time.perf_counter()
         step_fn = self.model if fn is None else fn
-        _, _, self.cache = train_step(self.model, step_fn, self.opt, self.t, self.x, self.x,
-                                      self.cache, self.t.warmup, self.amp)
+        _, _, self.cache = train_step(Learner(self.model, step_fn, self.opt, self.t, self.amp),
+                                      self.x, self.x, self.cache, self.t.warmup)
         sync(self.dev)
         seconds = time.perf_counter() - tic
         self.set_span()
@@ -289,4 +268,4 @@ def log_mlflow(df: pd.DataFrame, args: dict) -> None:
     from bench.tracking.writer import log_measurement
 
     log_measurement(tracking_uri(None), "speed", {k: str(v) for k, v in args.items()},
-                    {"matmul_gflops": df.attrs["matmul_gflops"]}, df, "speed.json", "bench.speed")
+                    {"matmul_gflops": df.attrs["matmul_gflops"]}, df)

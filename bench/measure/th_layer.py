@@ -26,6 +26,7 @@ import importlib
 import statistics
 import time
 from collections.abc import Callable
+from dataclasses import dataclass
 from importlib import metadata
 from types import ModuleType
 
@@ -234,16 +235,25 @@ def results(times: dict[str, list[float]], flops: dict[str, int]
         for t in targets]
 
 
-def measure(xt: ModuleType, batch: int, tokens: int, dim: int, heads: int, repeats: int,
-            bf16: bool = False) -> dict:
+@dataclass(frozen=True)
+class Shape:
+    """What both layers are timed on: B blocks of M tokens, width D, `heads` heads."""
+
+    batch: int
+    tokens: int
+    dim: int
+    heads: int
+
+
+def measure(xt: ModuleType, shape: Shape, repeats: int, bf16: bool = False) -> dict:
     """Build both layers from torch.manual_seed(0), copy the weights across, check that they
     agree (THLayerError if not: nothing is timed), count and time them and our extra work, and
     return the setting, the agreement, the rows and the targets (JSON-able)."""
     torch.manual_seed(0)
-    a = ours(dim, heads, tokens)
-    b = theirs(xt, dim, heads)
+    a = ours(shape.dim, shape.heads, shape.tokens)
+    b = theirs(xt, shape.dim, shape.heads)
     copy_weights(a, b)
-    x = torch.randn(batch, tokens, dim)
+    x = torch.randn(shape.batch, shape.tokens, shape.dim)
     agree = agreement(a, b, x)
     if max(agree.values()) > TOLERANCE:
         raise THLayerError(f"the layers disagree (largest difference: output {agree['output']:.3g}"
@@ -253,19 +263,19 @@ def measure(xt: ModuleType, batch: int, tokens: int, dim: int, heads: int, repea
              **extra_work(a, x, bf16)}
     flops = {name: work.flops() for name, work in works.items()}  # untimed
     rows, targets = results(run(works, repeats), flops)
-    return {"setting": setting(a, batch, tokens, dim, heads, repeats, bf16),
+    return {"setting": setting(a, shape, repeats, bf16),
             "agreement": agree, "rows": rows, "targets": targets}
 
 
-def setting(layer: Attention, batch: int, tokens: int, dim: int, heads: int, repeats: int,
-            bf16: bool) -> dict:
+def setting(layer: Attention, shape: Shape, repeats: int, bf16: bool) -> dict:
     """What was measured, where and how (JSON-able)."""
     return {"cpu": provenance.cpu_name(),
             "cpu_capability": provenance.kernels(CPU)["cpu_capability"],
             "threads": torch.get_num_threads(), "torch": torch.__version__,
             "x_transformers": metadata.version("x-transformers"),
-            "precision": precision.name(bf16), "batch": batch, "tokens": tokens, "dim": dim,
-            "heads": heads, "window": layer.window, "chunk": min(layer.chunk or 64, tokens),
+            "precision": precision.name(bf16), "batch": shape.batch, "tokens": shape.tokens,
+            "dim": shape.dim, "heads": shape.heads, "window": layer.window,
+            "chunk": min(layer.chunk or 64, shape.tokens),
             "repeats": repeats, "tolerance": TOLERANCE}
 
 

@@ -15,8 +15,7 @@ def create_model(m: ModelConfig, vocab_size: int, seed: int | None = None) -> Tr
     initialised parameter is drawn per (seed, name, shape), so variants compare as pairs
     (`build_paired`)."""
     def build() -> TransformerLM:
-        return TransformerLM(vocab_size, m.d_model, m.n_layers, m.n_heads, m.d_ff, m.span,
-                             m.variant, m.dropout, m.norm, m.attn, m.shared_pe)
+        return TransformerLM(m, vocab_size)
 
     return build() if seed is None else build_paired(build, seed)
 

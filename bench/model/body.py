@@ -8,6 +8,7 @@ import torch.nn.functional as F
 from torch import Tensor, nn
 
 import variants
+from bench.config import ModelConfig
 
 
 def reach(cache_sizes: Iterable[int]) -> int:
@@ -36,15 +37,13 @@ class FeedForward(nn.Module):
 class Block(nn.Module):
     """[attention, feed-forward], each with a residual and LayerNorm (post-norm by default)."""
 
-    def __init__(self, variant: str, d_model: int, n_heads: int, span: int, d_ff: int,
-                 dropout: float, norm: str, attn: dict, key_pe: nn.Parameter | None = None
-                 ) -> None:
+    def __init__(self, m: ModelConfig, key_pe: nn.Parameter | None = None) -> None:
         super().__init__()
-        self.attn = variants.build(variant, d_model=d_model, n_heads=n_heads, span=span,
-                                   dropout=dropout, key_pe=key_pe, **attn)
-        self.ff = FeedForward(d_model, d_ff, dropout)
-        self.ln1, self.ln2 = nn.LayerNorm(d_model), nn.LayerNorm(d_model)
-        self.pre = norm == "pre"
+        self.attn = variants.build(m.variant, d_model=m.d_model, n_heads=m.n_heads, span=m.span,
+                                   dropout=m.dropout, key_pe=key_pe, **m.attn)
+        self.ff = FeedForward(m.d_model, m.d_ff, m.dropout)
+        self.ln1, self.ln2 = nn.LayerNorm(m.d_model), nn.LayerNorm(m.d_model)
+        self.pre = m.norm == "pre"
 
     def forward(self, h: Tensor, cache: Tensor | None) -> tuple[Tensor, Tensor]:
         """h (B, M, D) -> (B, M, D), and this layer's attention input (B, M, D) for the cache."""
@@ -59,35 +58,26 @@ class Block(nn.Module):
 class TransformerLM(nn.Module):
     """Character LM: embedding, L blocks, output softmax over the vocab.
 
-    forward(idx (B, M), cache) -> logits (B, M, V), new cache; the cache is a list of L tensors
-    (B, C_l, D) holding each layer's last `cache_size` attention inputs, detached.
-    `shared_pe`: one relative-position table `key_pe` (S, d_k) for every layer, as in the
+    Built from its config `m` (`bench.config.ModelConfig`, validated there) over `vocab_size`
+    symbols. forward(idx (B, M), cache) -> logits (B, M, V), new cache; the cache is a list of L
+    tensors (B, C_l, D) holding each layer's last `cache_size` attention inputs, detached.
+    `m.shared_pe`: one relative-position table `key_pe` (S, d_k) for every layer, as in the
     adaptive-span reference and the paper's parameter counts; False: a table per layer.
     """
 
-    def __init__(self, vocab_size: int, d_model: int, n_layers: int, n_heads: int, d_ff: int,
-                 span: int, variant: str = "fixed", dropout: float = 0.0, norm: str = "post",
-                 attn: dict | None = None, shared_pe: bool = True) -> None:
+    def __init__(self, m: ModelConfig, vocab_size: int) -> None:
         super().__init__()
-        variants.check_name(variant)
-        if norm not in ("post", "pre"):
-            raise ValueError(f"norm={norm!r} is invalid: expected 'post' or 'pre'")
-        for key, v in (("vocab_size", vocab_size), ("n_layers", n_layers), ("d_ff", d_ff)):
-            if not (isinstance(v, int) and v > 0):
-                raise ValueError(f"{key}={v!r} is invalid: expected a positive int")
-        self.emb = nn.Embedding(vocab_size, d_model)
+        if not (isinstance(vocab_size, int) and vocab_size > 0):
+            raise ValueError(f"vocab_size={vocab_size!r} is invalid: expected a positive int")
+        self.emb = nn.Embedding(vocab_size, m.d_model)
         nn.init.normal_(self.emb.weight)
-        if not isinstance(shared_pe, bool):
-            raise ValueError(f"shared_pe={shared_pe!r} is invalid: expected true or false")
-        self.blocks = nn.ModuleList([Block(variant, d_model, n_heads, span, d_ff, dropout, norm,
-                                           attn or {})])
+        self.blocks = nn.ModuleList([Block(m)])
         # the shared table is the body's (named `key_pe`); it takes the first layer's shape and
         # initialisation, (S, d_k) whatever the variant's d_k, and is passed to every other layer
-        self.key_pe = self.blocks[0].attn.key_pe if shared_pe else None
-        self.blocks.extend(Block(variant, d_model, n_heads, span, d_ff, dropout, norm, attn or {},
-                                 self.key_pe) for _ in range(n_layers - 1))
-        self.ln_f = nn.LayerNorm(d_model) if norm == "pre" else nn.Identity()
-        self.head = nn.Linear(d_model, vocab_size)
+        self.key_pe = self.blocks[0].attn.key_pe if m.shared_pe else None
+        self.blocks.extend(Block(m, self.key_pe) for _ in range(m.n_layers - 1))
+        self.ln_f = nn.LayerNorm(m.d_model) if m.norm == "pre" else nn.Identity()
+        self.head = nn.Linear(m.d_model, vocab_size)
 
     def forward(self, idx: Tensor, cache: list[Tensor] | None = None
                 ) -> tuple[Tensor, list[Tensor]]:

@@ -1,25 +1,27 @@
 """What a grid can do where it will run, checked before Ray or MLflow start: a claim naming a
 probe metric its corpus does not score, none of whose tests the data could decide (the setup
-fixes the outcome: `bench.findings.bounds`), or none of whose looks can reject (its exact
+fixes the outcome: `bench.findings.bounds`), on a span statistic without the floor it is
+measured above, or none of whose looks can reject (its exact
 test's rule at the last look is empty) is refused, naming the claim; what each look can decide,
 the design's exact rates and the claims that imply one another are printed; GPUs the grid asks
 for and the machine or cluster lacks, naming resources.gpu."""
 
 import os
+from pathlib import Path
 from typing import Any
 
 import pandas as pd
 import torch
 
 import variants
-from bench.config import ConfigError
+from bench.config import ConfigError, read_yaml
+from bench.experiment.claims import EXACT, PROBE_METRIC, SPAN_SHAPE, Claim, cells, parse
+from bench.experiment.grid import Grid, Looks, Seeds, seed_list
 from bench.findings import sequential
 from bench.findings.bounds import Spans, decided
-from bench.findings.claims import EXACT, PROBE_METRIC, Claim, cells
-from bench.findings.spec import Looks, Seeds, seed_list
 from bench.findings.stats import ALPHA, min_seeds
+from bench.provenance import RESULTS
 
-from .grid import Grid
 from .trials import Trial
 
 SPAN_AFFINE = ("flops_mean", "mean_span", "span_fraction")  # one quantity at a fixed size
@@ -27,10 +29,9 @@ SPAN_AFFINE = ("flops_mean", "mean_span", "span_fraction")  # one quantity at a 
 
 def spans(t: Trial) -> Spans:
     """What fixes a trial's spans: its span limit, its ramp where its spans are learned, its
-    softmax heads (as its layer describes itself)."""
+    softmax heads (`variants.facts`: read from its parts, nothing built)."""
     m = t.cfg.model
-    layer = variants.build(m.variant, d_model=m.d_model, n_heads=m.n_heads, span=m.span,
-                           **m.attn).describe()
+    layer = variants.facts(m.variant, m.d_model, m.n_heads, **m.attn)
     return Spans(m.span, layer["options"]["ramp"] if layer["learned_spans"] else None,
                  layer["h"])
 
@@ -44,6 +45,11 @@ def check(claims: list[Claim], axes: dict[str, list[Any]], trials: list[Trial]) 
     """Raise ConfigError naming the claim (see the module doc)."""
     for i, c in enumerate(claims):
         where = f"claims.{i} ({c.id})"
+        if c.metric in SPAN_SHAPE and c.floor is None:
+            raise ConfigError(f"{where}: metric {c.metric} says which heads are long or short, "
+                              "and every learned span is at least the ramp R: declare `floor: "
+                              "R` (each head's span measured above R, what it learned) or "
+                              "`floor: 0` (the raw span, which R can fix by construction)")
         if (probe := PROBE_METRIC.match(c.metric)) and any(
                 t.probes is not None and probe[3] not in t.probes for t in trials):
             scored = sorted({p for t in trials for p in t.probes or []}) or ["none"]
@@ -116,15 +122,17 @@ def rates(claims: list[Claim], axes: dict[str, list[Any]], seeds: Seeds) -> pd.D
 
 
 def implied(claims: list[Claim]) -> list[str]:
-    """Pairs of claims on one quantity of the same rows: #FLOPS = a + b x the mean span exactly
-    at a fixed size (SPEC), and span_fraction = mean_span / S, so a verdict on one is a verdict
-    on the other, counted twice in the sequence."""
+    """Pairs of claims on one quantity of rows they share (their pinned values agree): #FLOPS =
+    a + b x the mean span exactly at a fixed size (SPEC), and span_fraction = mean_span / S, so
+    where both compare with the fixed window a verdict on one is a verdict on the other,
+    counted twice in the sequence."""
     said = []
     for i, a in enumerate(claims):
         for b in claims[i + 1:]:
-            if {a.metric, b.metric} <= set(SPAN_AFFINE) and a.metric != b.metric and (
-                    a.rows == b.rows):
-                said.append(f"claims {a.id} and {b.id} read one quantity of the same rows "
+            shared = set(a.rows) & set(b.rows)
+            if {a.metric, b.metric} <= set(SPAN_AFFINE) and a.metric != b.metric and all(
+                    a.rows[k] == b.rows[k] for k in shared):
+                said.append(f"claims {a.id} and {b.id} read one quantity of the rows they share "
                             f"({a.metric} and {b.metric}: #FLOPS = a + b x mean span exactly "
                             "at a fixed size, span_fraction = mean_span / S): one implies the "
                             "other where both compare with the fixed window S")
@@ -146,28 +154,49 @@ def check_looks(table: pd.DataFrame) -> None:
                           f"that could is {min_seeds(ALPHA)} (2^-n <= {ALPHA:g})")
 
 
-def check_gpus(grid: Grid, address: str | None) -> None:
-    """ConfigError where the grid asks for GPUs (resources.gpu > 0) that are not there: on this
-    machine (no --address, no $RAY_ADDRESS) torch must see a CUDA device; on a cluster, Ray must
-    list a GPU (asked of it by connecting, which starts nothing)."""
+def check_restated(grid: Grid, results: Path = RESULTS) -> None:
+    """ConfigError for a claim that reuses the id of a claim confirmation seeds have run with
+    other wording or test: a committed result of the same grid name (its grid.yaml beside a
+    findings.csv with a confirmatory row) names that id. A restated claim needs a new id;
+    restating after design runs (exploratory findings) is how claims are written."""
+    mine = {c.id: (i, c) for i, c in enumerate(grid.claims)}
+    for path in sorted(results.rglob("grid.yaml")):
+        raw = read_yaml(path, "committed grid file")
+        found = path.with_name("findings.csv")
+        if not isinstance(raw, dict) or raw.get("name") != grid.name or not found.is_file():
+            continue
+        if "confirmatory" not in set(pd.read_csv(found).get("evidence", pd.Series(dtype=str))):
+            continue
+        for old in parse(raw.get("claims")):
+            if old.id in mine and mine[old.id][1] != old:
+                raise ConfigError(f"claims.{mine[old.id][0]} ({old.id}): a claim with this id, "
+                                  f"worded or tested otherwise, has run on confirmation seeds "
+                                  f"({path.parent.relative_to(results.parent)}); a restated "
+                                  "claim needs a new id, in a new grid file")
+
+
+def check_gpus(grid: Grid, address: str | None) -> float:
+    """The GPUs trials can use (a machine's CUDA devices, or a cluster's GPUs, asked of Ray by
+    connecting, which starts nothing); ConfigError where the grid asks for more
+    (resources.gpu) than there are."""
     gpu = grid.resources.gpu
-    if not gpu:
-        return
     address = address or os.environ.get("RAY_ADDRESS")
     if address is None:
-        if not torch.cuda.is_available():
-            raise ConfigError(f"resources.gpu={gpu:g}: this machine has no CUDA device and no "
-                              "--address names a Ray cluster with GPUs; set resources.gpu to "
-                              "null (a GPU per trial where there are GPUs) or 0")
-        return
-    import ray
+        have = float(torch.cuda.device_count())
+        where = "this machine has no CUDA device and no --address names a Ray cluster with GPUs"
+    else:
+        if not gpu and gpu is not None:
+            return 0.0
+        import ray
 
-    ray.init(address=address, logging_config=ray.LoggingConfig(log_level="WARNING"))
-    try:
-        have = ray.cluster_resources().get("GPU", 0)
-    finally:
-        ray.shutdown()
-    if have < gpu:
-        raise ConfigError(f"resources.gpu={gpu:g}: the Ray cluster at {address} has {have:g} "
-                          "GPUs; set resources.gpu to null (a GPU per trial where there are "
-                          "GPUs) or 0, or start its nodes with --num-gpus")
+        ray.init(address=address, logging_config=ray.LoggingConfig(log_level="WARNING"))
+        try:
+            have = float(ray.cluster_resources().get("GPU", 0))
+        finally:
+            ray.shutdown()
+        where = (f"the Ray cluster at {address} has {have:g} GPUs (start its nodes with "
+                 "--num-gpus)")
+    if gpu and have < max(gpu, 1):
+        raise ConfigError(f"resources.gpu={gpu:g}: {where}; set resources.gpu to null (trials "
+                          "packed on the GPUs there are, none without) or 0")
+    return have

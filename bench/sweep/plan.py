@@ -5,7 +5,8 @@ import json
 
 import pandas as pd
 
-from bench.findings.claims import Claim, describe
+from bench.experiment.claims import describe
+from bench.experiment.grid import Grid, seed_list
 from bench.findings.verdicts import evidence_of, seed_range
 from bench.model import create_model
 from bench.model.cost import cost, executed_flops
@@ -29,8 +30,9 @@ def plan_table(trials: list[Trial]) -> pd.DataFrame:
                            + SCORE_PASSES * scores}
         c, tr = models[key], t.cfg.train
         tokens = tr.steps * tr.batch_size * tr.block
-        rows.append({"trial": t.hash[:10], **t.values, "seed": t.seed, "params": c["params"],
-                     "flops/token": c["flops_full"], "tokens": tokens,
+        rows.append({"trial": t.hash[:10] + ("*" if t.provisional else ""), **t.values,
+                     "seed": t.seed, "params": c["params"], "flops/token": c["flops_full"],
+                     "tokens": tokens,
                      "cost": float(tokens * c["flops_full"]), "work": float(tokens * c["work"]),
                      "ignored": ", ".join(t.ignored) or "-"})
     return pd.DataFrame(rows)
@@ -47,12 +49,12 @@ def costliest_first(trials: list[Trial]) -> list[Trial]:
     return [t for _, t in sorted(zip(costs, trials, strict=True), key=lambda p: -p[0])]
 
 
-def print_plan(trials: list[Trial], tested: list[Claim] | None = None,
-               levels: pd.DataFrame | None = None, design: list[int] | None = None,
-               seeds: list[int] | None = None, rates: pd.DataFrame | None = None) -> None:
-    """The trial table and cost, then the claims the sweep's report will compute, each look's
-    exact rules (`feasible.by_look`), the design's exact rates (`feasible.rates`), and whether
-    the seeds are confirmatory."""
+def print_plan(trials: list[Trial], grid: Grid, levels: pd.DataFrame | None = None,
+               rates: pd.DataFrame | None = None) -> None:
+    """The trial table and cost (hashes marked provisional where the corpus is not there yet),
+    then the claims the sweep's report will compute, each look's exact rules
+    (`feasible.by_look`), the design's exact rates (`feasible.rates`), and whether the seeds
+    are confirmatory."""
     df = plan_table(trials).drop(columns="work")
     if (df["ignored"] == "-").all():
         df = df.drop(columns="ignored")
@@ -60,18 +62,22 @@ def print_plan(trials: list[Trial], tested: list[Claim] | None = None,
     print(f"\n{len(df)} trials, {df.tokens.sum():,} training tokens; estimated cost "
           f"(trials x tokens x analytic FLOPs/token at full span): {df.cost.sum():.3g} "
           "multiply-adds forward (about 3x that with the backward pass)")
-    if tested:
-        print(f"\n{len(tested)} claims, computed by the report from the finished runs:\n")
-        print(describe(tested).to_markdown(index=False))
-    if tested and levels is not None:
+    if any(t.provisional for t in trials):
+        print("trial hashes marked * are provisional: their corpus is not downloaded yet, and "
+              "the run identifies it by its bytes")
+    if grid.claims:
+        print(f"\n{len(grid.claims)} claims, computed by the report from the finished runs:\n")
+        print(describe(grid.claims).to_markdown(index=False))
+    if grid.claims and levels is not None:
         print("\nEach claim's looks: its exact rule each way (seeds on the claimed side, or the "
               "p its test must reach), the level it stands for, and the error spent by then:\n")
         print(levels.drop(columns=["index"]).to_markdown(index=False, floatfmt=".3g"))
-    if tested and rates is not None:
+    if grid.claims and rates is not None:
         print("\nEach claim's exact rates (q: the chance a seed lands on the claimed side; "
               "errors at q = 0.5, the null's boundary; parts independent; sign-flip: normal "
               "per-seed values, 4000 draws):\n")
         print(rates.to_markdown(index=False, floatfmt=".3g"))
-    if tested and seeds:
-        evidence, why = evidence_of(seeds, design)
+    if grid.claims:
+        seeds = seed_list(grid.seeds)
+        evidence, why = evidence_of(seeds, grid.design_seeds)
         print(f"\nseeds {seed_range(seeds)}: {evidence}" + (f" ({why})" if why else ""))

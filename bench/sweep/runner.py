@@ -8,77 +8,109 @@ skips finished trials and resumes unfinished ones from their checkpoints; finish
 other code are reported, marked stale, and rerun with --rerun-stale.
 """
 
-import argparse
 import os
 import shutil
 import sys
 import tempfile
 from collections import Counter
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import pandas as pd
 import torch
+from mlflow import MlflowClient
 
 from bench import data, plugins, provenance
-from bench.config import Config, ConfigError
-from bench.findings.claims import Claim, cells
+from bench.config import ConfigError
+from bench.experiment.claims import Claim, cells
+from bench.experiment.grid import Grid
 from bench.findings.prereg import claims_sha
-from bench.findings.spec import GridSpec, Looks, seed_list
+from bench.findings.runs import waiting
 from bench.record import Evaluation, RunResult
 from bench.tracking import names, reader, store, writer
-from bench.training.loop import Diverged, train
+from bench.tracking.trial import TrialSpec, Where
+from bench.training.loop import train
+from bench.training.state import Diverged
 
-from .grid import Grid
 from .plan import costliest_first
 from .trials import Trial
 
 
-def trainable(config: dict) -> None:
-    """One trial in a Ray worker: train, log to MLflow. The trial folder is the only checkpoint
-    store: train() resumes from its checkpoint.pt after a crash, so nothing is handed to Ray's
-    checkpointing (which would copy the weights into <results-dir>/<grid>/ray/ at every
-    evaluation)."""
+@dataclass(frozen=True)
+class SweepOptions:
+    """What the command line asks of a sweep beyond its grid: the grid file it came from, where
+    results and the store go, the cluster, whether finished trials are rerun (all, or those from
+    other code), whether the report is rendered, and the command as typed (for the record)."""
+
+    grid_file: Path
+    results_dir: Path
+    command: str
+    tracking_uri: str | None = None
+    address: str | None = None
+    force: bool = False
+    rerun_stale: bool = False
+    report: bool = True
+    gpu: float = 0.0  # each trial's share of a GPU (`gpus.packing`; 0: none)
+    mps: str | None = None  # whether NVIDIA's MPS serves the packed trials, in words
+
+
+@dataclass
+class Session:
+    """A sweep under way: its grid and options, the store (URI, client, experiment), the code it
+    runs (`provenance.identity()`), its folder, and its parent run once a look has work."""
+
+    grid: Grid
+    options: SweepOptions
+    uri: str
+    client: MlflowClient
+    exp: str
+    now: dict[str, str]
+    root: Path
+    parent: str | None = None
+
+
+def trainable(config: dict, specs: dict[str, TrialSpec], where: Where) -> None:
+    """One trial in a Ray worker (`config["trial"]`, its hash, names its spec in `specs`, which
+    Ray hands over as is: its config would flatten a dataclass): train, log to MLflow. The
+    trial folder is the only checkpoint store: train() resumes from its checkpoint.pt after a
+    crash, so nothing is handed to Ray's checkpointing (which would copy the weights into
+    <results-dir>/<grid>/ray/ at every evaluation)."""
     import ray
     from ray import tune
 
-    spec, where = config["trial"], config["tracking"]
-    plugins.load(spec["plugins"], env=False)  # before anything names a variant
-    torch.set_num_threads(spec["threads"])
-    out = Path(spec["out_dir"])
-    out.mkdir(parents=True, exist_ok=True)
+    spec = specs[config["trial"]]
+    plugins.load(list(spec.plugins), env=False)  # before anything names a variant
+    torch.set_num_threads(spec.threads)
+    spec.out_dir.mkdir(parents=True, exist_ok=True)
     ctx = ray.get_runtime_context()
-    run = writer.TrialRun.open(where["uri"], where["experiment"], where["parent"], spec, {
+    run = writer.TrialRun.open(where, spec, {
         names.RAY_NODE: ctx.get_node_id(), names.RAY_GCS: ctx.gcs_address,
         names.RAY_GPUS: ",".join(map(str, ray.get_gpu_ids())),
         names.VISIBLE: os.environ.get("CUDA_VISIBLE_DEVICES", ""),
-        names.TRIAL_DIR: str(out), names.PLUGINS: ",".join(spec["plugins"]),
-        names.CLAIMS: spec["claims_sha"],
-        **writer.source_tags(where["source"], "unknown")})
+        names.TRIAL_DIR: str(spec.out_dir), names.PLUGINS: ",".join(spec.plugins),
+        **writer.source_tags(where.source, "unknown")})
 
     def report(metrics: Evaluation, _: Path | None) -> None:
-        run.log_eval(metrics, out)
-        print(f"{spec['name']} step {metrics['step']}: dev bpc {metrics['dev_bpc']:.4f}, "
+        run.log_eval(metrics, spec.out_dir)
+        print(f"{spec.name} step {metrics['step']}: dev bpc {metrics['dev_bpc']:.4f}, "
               f"{metrics['tokens_per_s']:,.0f} tokens/s")
         tune.report(metrics)
 
-    done = out / "result.json"
+    done = spec.out_dir / "result.json"
     try:  # a result.json means train() finished and only the logging was cut off
         result = RunResult.load(done) if done.exists() else train(
-            Config.model_validate(spec["cfg"]), out, report=report, progress=False,
-            planned=spec["precision"])
+            spec.cfg, spec.out_dir, report=report, progress=False, planned=spec.precision)
     except (Diverged, data.DataError, ConfigError) as err:  # retrying cannot help
-        run.fail(f"{type(err).__name__}: {err}", out)
+        run.fail(f"{type(err).__name__}: {err}", spec.out_dir)
         return
-    run.finish(result, out)
+    run.finish(result, spec.out_dir)
 
 
-def trial_spec(t: Trial, grid: Grid, root: Path) -> dict:
-    return {"hash": t.hash, "name": t.name, "grid": grid.name, "grid_keys": list(grid.grid),
-            "cfg": t.cfg.model_dump(mode="json"), "precision": t.precision,
-            "out_dir": str(root / "trials" / t.hash),
-            "threads": max(1, int(grid.resources.cpu)), "plugins": grid.plugins,
-            "ignored": t.ignored, "claims_sha": claims_sha(grid.claims)}
+def trial_spec(t: Trial, grid: Grid, root: Path) -> TrialSpec:
+    return TrialSpec(t.hash, t.name, grid.name, tuple(grid.grid), t.cfg, t.precision,
+                     root / "trials" / t.hash, max(1, int(grid.resources.cpu)),
+                     tuple(grid.plugins), tuple(t.ignored), claims_sha(grid.claims))
 
 
 def start_ray(address: str | None) -> str:
@@ -104,22 +136,22 @@ def stop_ray() -> None:
     ray.shutdown()
 
 
-def make_callback(client: Any, where: dict, total: int, ended: set[str]) -> Any:
+def make_callback(client: Any, where: Where, specs: dict[str, TrialSpec], ended: set[str]
+                  ) -> Any:
     """A Tune callback that prints each trial's end and closes the MLflow run of a trial whose
     worker could not (stopped by the scheduler, crashed past its retries)."""
     from ray import tune
 
     def close(trial: Any, status: str, tag: str, reason: str) -> str:
-        return writer.close(client, where["experiment"], where["parent"],
-                            trial.config["trial"]["hash"], status, tag, reason)
+        return writer.close(client, where, trial.config["trial"], status, tag, reason)
 
     class CloseRuns(tune.Callback):
         def _end(self, trial: Any, how: str) -> None:
-            ended.add(trial.config["trial"]["hash"])
+            ended.add(trial.config["trial"])
             last = trial.last_result or {}
             where = f" (step {last['step']}, dev bpc {last['dev_bpc']:.4f})" if "dev_bpc" in last \
                 else ""
-            print(f"[{len(ended)}/{total}] {trial.config['trial']['name']}: {how}{where}",
+            print(f"[{len(ended)}/{len(specs)}] {specs[trial.config['trial']].name}: {how}{where}",
                   flush=True)
 
         def on_trial_complete(self, iteration: int, trials: list, trial: Any, **info) -> None:
@@ -133,16 +165,13 @@ def make_callback(client: Any, where: dict, total: int, ended: set[str]) -> Any:
     return CloseRuns()
 
 
-def run_tune(grid: Grid, todo: list[Trial], root: Path, where: dict, callback: Any,
-             sweep_name: str) -> None:
-    """Run the pending trials as one Tune experiment under <results-dir>/<grid>/ray/."""
-    import ray
+def run_tune(run: Session, todo: list[Trial], where: Where, ended: set[str]) -> None:
+    """Run the pending trials as one Tune experiment under <results-dir>/<grid>/ray/; `ended`
+    collects the trials whose run the worker or the callback closed."""
     from ray import tune
     from ray.tune.schedulers import ASHAScheduler
 
-    gpu = grid.resources.gpu
-    if gpu is None:
-        gpu = 1 if ray.cluster_resources().get("GPU", 0) > 0 else 0
+    grid, gpu = run.grid, run.options.gpu
     scheduler = None
     if grid.scheduler.type == "asha":
         s = grid.scheduler
@@ -154,27 +183,29 @@ def run_tune(grid: Grid, todo: list[Trial], root: Path, where: dict, callback: A
     # `metric` is checked by the schema; a trial that diverges before its first evaluation
     # ends with a result that has no metric, which must not stop the sweep.
     os.environ["TUNE_DISABLE_STRICT_METRIC_CHECKING"] = "1"
+    specs = {t.hash: trial_spec(t, grid, run.root) for t in todo}
     tuner = tune.Tuner(
-        tune.with_resources(trainable, {"cpu": grid.resources.cpu, "gpu": gpu}),
-        param_space={"tracking": where, "trial": tune.grid_search(
-            [trial_spec(t, grid, root) for t in todo])},
+        tune.with_resources(tune.with_parameters(trainable, specs=specs, where=where),
+                            {"cpu": grid.resources.cpu, "gpu": gpu}),
+        param_space={"trial": tune.grid_search(list(specs))},
         # reuse_actors: a worker runs its next trial without a new process and imports (about
         # 5 s a trial on this CPU); train() seeds everything and resets the peak-memory mark
         tune_config=tune.TuneConfig(
             metric=grid.metric, mode=grid.mode, scheduler=scheduler, reuse_actors=True,
-            trial_name_creator=lambda trial: trial.config["trial"]["name"],
-            trial_dirname_creator=lambda trial: trial.config["trial"]["hash"][:16]),
+            trial_name_creator=lambda trial: specs[trial.config["trial"]].name,
+            trial_dirname_creator=lambda trial: trial.config["trial"][:16]),
         run_config=tune.RunConfig(
-            storage_path=str((root / "ray").resolve()), name=sweep_name, verbose=0,
+            storage_path=str((run.root / "ray").resolve()),
+            name=run.client.get_run(where.parent).info.run_name, verbose=0,
             failure_config=tune.FailureConfig(max_failures=grid.max_failures),
-            callbacks=[callback]))
+            callbacks=[make_callback(run.client, where, specs, ended)]))
     tuner.fit()
 
 
 def summary(client: Any, exp: str, trials: list[Trial], now: dict[str, str]) -> pd.DataFrame:
     """Latest run of each trial: status, final bpc, params, FLOPs, speed, failure reason, and
     the code of a result from other code than `now` (provenance.identity())."""
-    runs = reader.trial_runs(client, exp, renamed(trials))
+    runs = reader.trial_runs(client, exp)
     rows = []
     for t in trials:
         run = runs.get(t.hash, [None])[0]
@@ -193,20 +224,16 @@ def summary(client: Any, exp: str, trials: list[Trial], now: dict[str, str]) -> 
     return df
 
 
-def render_report(uri: str, grid: str, out_dir: Path, parent: str) -> None:
+def render_report(run: Session) -> None:
     """The sweep's report (bench.findings); its failure never fails a sweep."""
     from bench.findings.report import render_sweep
 
     try:
-        render_sweep(uri, grid, out_dir, parent)
+        render_sweep(run.uri, run.grid.name, run.root, run.parent, run.grid,
+                     run.options.grid_file)
     except Exception as err:  # noqa: BLE001  (a report bug must not lose a finished sweep)
         print(f"warning: the report failed ({type(err).__name__}: {err}); the runs are intact",
               file=sys.stderr)
-
-
-def renamed(trials: list[Trial]) -> dict[str, str]:
-    """Each trial's earlier hashes (`Trial.earlier`) -> its hash now."""
-    return {old: t.hash for t in trials for old in t.earlier}
 
 
 def stale_results(trials: list[Trial], runs: dict[str, list], now: dict[str, str]
@@ -247,108 +274,85 @@ def reads(claims: list[Claim], axes: dict[str, list[Any]], values: dict[str, Any
                for c in claims for _, *pair in cells(c, axes) for cell in pair if cell)
 
 
-def looks_of(grid: Grid) -> list[list[Any]]:
-    """The seeds each look runs: the first looks[k] of the grid's seeds (a list: one look)."""
-    seeds = seed_list(grid.seeds)
-    return [seeds[:n] for n in grid.seeds.looks] if isinstance(grid.seeds, Looks) else [seeds]
-
-
-def sweep(grid: Grid, trials: list[Trial], args: argparse.Namespace, command: str) -> int:
+def sweep(grid: Grid, trials: list[Trial], options: SweepOptions) -> int:
     """Run what is not finished yet, look by look: the first look's seeds of every setting,
-    then more seeds only for the settings that a claim still undecided (`verdicts.undecided`)
+    then more seeds only for the settings that a claim still undecided (`findings.runs.waiting`)
     reads; returns 0, 1 (a trial failed) or 130 (interrupted). A rerun recomputes every look's
     decision from the finished runs, so it retrains nothing and adds no duplicate run."""
-    root = args.results_dir.resolve() / grid.name
-    uri = store.tracking_uri(args.tracking_uri, args.results_dir)
+    uri = store.tracking_uri(options.tracking_uri, options.results_dir)
     client = store.open_store(uri)
     exp = store.experiment_id(client, grid.name, uri)
     writer.end_lost_sweeps(client, exp)
-    now = provenance.identity()
-    spec = GridSpec.model_validate(grid.model_dump(include={"name", "grid", "claims", "seeds",
-                                                            "design_seeds"}))
-    looks = looks_of(grid)
-    covered: list[Trial] = []
-    parent: str | None = None
-    interrupted = False
-    for k, seeds in enumerate(looks):
-        waiting = grid.claims if k == 0 else undecided(uri, grid.name, spec, covered)
-        if k and not waiting:
-            print(f"{grid.name}: every claim decided after look {k} of {len(looks)}")
-            break
-        known = {t.hash for t in covered}
-        new = [t for t in trials if t.seed in seeds and t.hash not in known
-               and (k == 0 or reads(waiting, grid.grid, t.values))]
-        covered += new
-        if len(looks) > 1:
-            print(f"{grid.name}: look {k + 1} of {len(looks)}, seeds {seeds[0]}-{seeds[-1]}: "
-                  f"{len(new)} trials" + ("" if k == 0 else " for the undecided claims "
-                                          + ", ".join(c.id for c in waiting)))
-        parent, interrupted = run_look(grid, new, covered, args, command, parent,
-                                       (uri, client, exp, now, root))
-        if interrupted:
-            break
-    table = summary(client, exp, covered, now)
+    run = Session(grid, options, uri, client, exp, provenance.identity(),
+                  options.results_dir.resolve() / grid.name)
+    covered, interrupted = look_by_look(run, trials)
+    table = summary(client, exp, covered, run.now)
     failed = bool(table.status.isin(["FAILED", "NOT RUN"]).any())
-    if parent:
-        writer.end_sweep(client, parent, "KILLED" if interrupted else
+    if run.parent:
+        writer.end_sweep(client, run.parent, "KILLED" if interrupted else
                          "FAILED" if failed else "FINISHED")
     print("\n" + table.astype(object).where(table.notna(), None).to_markdown(
         index=False, floatfmt=".4f", intfmt=",", missingval="-"))
-    if parent and not interrupted and not args.no_report:
-        render_report(uri, grid.name, root, parent)
-    print(f"\nresults: {root.resolve()}\nMLflow:  {store.ui_command(uri)}\n"
+    if run.parent and not interrupted and options.report:
+        render_report(run)
+    print(f"\nresults: {run.root}\nMLflow:  {store.ui_command(uri)}\n"
           f"         then {store.ui_url(exp)}")
     if interrupted:
         print("interrupted: finished trials are kept; rerun the same command to continue")
     return 130 if interrupted else 1 if failed else 0
 
 
-def undecided(uri: str, experiment: str, spec: GridSpec, covered: list[Trial]) -> list[Claim]:
-    """The claims that still wait for seeds, from the finished runs of the trials so far."""
-    from bench.findings.report import waiting
+def look_by_look(run: Session, trials: list[Trial]) -> tuple[list[Trial], bool]:
+    """Each look's trials (the first look: every setting; later ones: the settings an
+    undecided claim reads), trained until every claim is decided or the looks run out; returns
+    the trials covered and whether the sweep was interrupted."""
+    grid, looks = run.grid, run.grid.look_seeds()
+    covered: list[Trial] = []
+    for k, seeds in enumerate(looks):
+        still = grid.claims if k == 0 else waiting(run.uri, grid.name, grid,
+                                                   [t.hash for t in covered])
+        if k and not still:
+            print(f"{grid.name}: every claim decided after look {k} of {len(looks)}")
+            break
+        known = {t.hash for t in covered}
+        new = [t for t in trials if t.seed in seeds and t.hash not in known
+               and (k == 0 or reads(still, grid.grid, t.values))]
+        covered += new
+        if len(looks) > 1:
+            print(f"{grid.name}: look {k + 1} of {len(looks)}, seeds {seeds[0]}-{seeds[-1]}: "
+                  f"{len(new)} trials" + ("" if k == 0 else " for the undecided claims "
+                                          + ", ".join(c.id for c in still)))
+        if run_look(run, new, covered):
+            return covered, True
+    return covered, False
 
-    return waiting(uri, experiment, spec, [t.hash for t in covered])
 
-
-def run_look(grid: Grid, trials: list[Trial], covered: list[Trial], args: argparse.Namespace,
-             command: str, parent: str | None, where_: tuple) -> tuple[str | None, bool]:
+def run_look(run: Session, trials: list[Trial], covered: list[Trial]) -> bool:
     """Train the look's unfinished trials under the sweep's parent run (created at the first
-    look with work; its trial list then covers every look so far); returns (parent,
-    interrupted)."""
-    uri, client, exp, now, root = where_
-    runs = reader.trial_runs(client, exp, renamed(trials))
-    stale = stale_results(trials, runs, now)
-    say_stale(stale, now, args.rerun_stale)
-    fresh = {t.hash for t in trials if args.force or (args.rerun_stale and t.hash in stale)}
-    if again := restarted(trials, runs, now):
-        print(f"warning: {len(again)} unfinished trials started on other code than this "
-              "checkout; restarting them afresh, in new runs", file=sys.stderr, flush=True)
-    fresh |= again
-    for h in fresh:
-        shutil.rmtree(root / "trials" / h, ignore_errors=True)
-    todo = costliest_first([t for t in trials
-                            if t.hash in fresh or not reader.done_run(runs.get(t.hash, []))])
-    print(f"{grid.name}: {len(trials)} trials, {len(trials) - len(todo)} already finished, "
+    look with work; its trial list then covers every look so far); returns whether it was
+    interrupted."""
+    todo, fresh, runs = pending(run, trials)
+    print(f"{run.grid.name}: {len(trials)} trials, {len(trials) - len(todo)} already finished, "
           f"{len(todo)} to run")
+    if run.parent is not None:
+        writer.cover(run.client, run.parent, [t.hash for t in covered])
     if not todo:
-        if parent:
-            writer.cover(client, parent, [t.hash for t in covered])
-        return parent, False
-    source = f"bench.run {args.grid.name}"  # the UI shows a source's last path part
-    if parent is None:
-        parent = writer.start_sweep(client, exp, grid.name, args.grid,
-                                    [t.hash for t in covered], command, source)
-    else:
-        writer.cover(client, parent, [t.hash for t in covered])
-    where = {"uri": uri, "experiment": exp, "parent": parent, "source": source}
+        return False
+    if run.parent is None:
+        run.parent = writer.start_sweep(run.client, run.exp, run.grid.name,
+                                        run.options.grid_file, [t.hash for t in covered],
+                                        run.options.command)
+        if run.options.mps:
+            print(run.options.mps)
+            run.client.set_tag(run.parent, names.MPS, run.options.mps)
+    where = Where(run.uri, run.exp, run.parent, writer.sweep_source(run.options.grid_file))
     for t in todo:  # unfinished runs of earlier sweeps continue under this one
         if t.hash not in fresh and runs.get(t.hash):
-            writer.adopt(client, runs[t.hash][0].info.run_id, parent)
+            writer.adopt(run.client, runs[t.hash][0].info.run_id, run.parent)
     ended: set[str] = set()  # trials whose run the worker or the callback closed
     try:
-        print(start_ray(args.address))
-        run_tune(grid, todo, root, where, make_callback(client, where, len(todo), ended),
-                 client.get_run(parent).info.run_name)
+        print(start_ray(run.options.address))
+        run_tune(run, todo, where, ended)
     except KeyboardInterrupt:
         pass
     finally:
@@ -356,6 +360,26 @@ def run_look(grid: Grid, trials: list[Trial], covered: list[Trial], args: argpar
     interrupted = False
     for t in todo:
         if t.hash not in ended:
-            writer.close(client, exp, parent, t.hash, "KILLED", names.FAILURE, "interrupted")
+            writer.close(run.client, where, t.hash, "KILLED", names.FAILURE, "interrupted")
             interrupted = True
-    return parent, interrupted
+    return interrupted
+
+
+def pending(run: Session, trials: list[Trial]) -> tuple[list[Trial], set[str], dict]:
+    """(the trials to train, costliest first; those restarted from scratch; the store's runs of
+    `trials` by hash): unfinished ones, finished ones with --force, stale ones with
+    --rerun-stale, and unfinished ones begun on other code (afresh, in new runs)."""
+    runs = reader.trial_runs(run.client, run.exp)
+    stale = stale_results(trials, runs, run.now)
+    say_stale(stale, run.now, run.options.rerun_stale)
+    fresh = {t.hash for t in trials if run.options.force or (run.options.rerun_stale
+                                                             and t.hash in stale)}
+    if again := restarted(trials, runs, run.now):
+        print(f"warning: {len(again)} unfinished trials started on other code than this "
+              "checkout; restarting them afresh, in new runs", file=sys.stderr, flush=True)
+    fresh |= again
+    for h in fresh:
+        shutil.rmtree(run.root / "trials" / h, ignore_errors=True)
+    todo = costliest_first([t for t in trials
+                            if t.hash in fresh or not reader.done_run(runs.get(t.hash, []))])
+    return todo, fresh, runs

@@ -14,24 +14,19 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-import variants
 from bench import data, provenance
 from bench.config import (
     PRESETS,
     Config,
     ConfigError,
-    canonical_axes,
     drop_untaken,
     merge,
     resolve,
     set_dotted,
     untaken,
 )
-from bench.findings.spec import Looks, seed_list
+from bench.experiment.grid import Grid, Looks, excluded, seed_list
 from bench.training import precision
-from bench.training.loop import load_corpus
-
-from .grid import Grid, excluded
 
 SECTIONS = ("model", "data", "train")  # what a base and a --set may hold
 
@@ -64,11 +59,17 @@ class Trial:
     vocab: int
     ignored: tuple[str, ...] = ()
     probes: tuple[str, ...] | None = None
-    earlier: tuple[str, ...] = ()  # its hash under each alias of its variant, as logged before
+    identity: dict | None = None  # what its corpus is (`Corpus.identity()`); None: not built
 
     @property
     def seed(self) -> int:
         return self.cfg.train.seed
+
+    @property
+    def provisional(self) -> bool:
+        """A dry run's trial whose corpus is not downloaded yet: its hash names the corpus by
+        its options, where the run's names it by its bytes."""
+        return self.identity is None
 
     @property
     def name(self) -> str:
@@ -105,8 +106,7 @@ def config_hash(cfg: Config) -> str:
     return _sha256_json(_identity_tree(cfg))
 
 
-def trial_hash(cfg: Config, identity: dict | None, precision_name: str,
-               variant: str | None = None) -> str:
+def trial_hash(cfg: Config, identity: dict | None, precision_name: str) -> str:
     """A trial's identity: the config's hash with its data section replaced by what the data is
     (`Corpus.identity()`: name, sha256, split sizes), so the same trial has the same identity in
     every checkout and on every machine, and other bytes under the same path do not; and the
@@ -114,11 +114,8 @@ def trial_hash(cfg: Config, identity: dict | None, precision_name: str,
     so a rerun elsewhere never reuses or averages with runs of the other precision. The worker
     refuses a trial whose precision it would resolve otherwise (`train(precision=...)`), so the
     identity is always what ran. None (a dry run that downloads nothing) hashes the data
-    section as written. `variant`: the hash the trial had when its variant was logged under
-    that name (an alias, before aliases resolved to the registered name)."""
+    section as written."""
     tree = _identity_tree(cfg)
-    if variant is not None:
-        tree["model"]["variant"] = variant
     if identity is not None:
         tree["data"] = identity
     return _sha256_json({**tree, "precision": precision_name})
@@ -185,7 +182,7 @@ def apply(grid: Grid, o: Overrides) -> Grid:
     axes = {}
     for key, values in grid.grid.items():  # a --set on a grid key pins that axis to one value
         found, value = _lookup(sets, key)
-        axes[key] = canonical_axes({key: [value]})[key] if found else values
+        axes[key] = [value] if found else values
     return grid.model_copy(update={
         "base": grid.base.model_copy(update={"preset": preset, **merge(base, sets)}),
         "grid": axes, "seeds": _seeds(grid, o)})
@@ -253,10 +250,8 @@ def resolve_trials(grid: Grid, o: Overrides, dry_run: bool) -> tuple[Grid, list[
             seen[key] = _corpus(cfg, dry_run, trial_name(values, cfg))
         vocab, identity, probes = seen[key]
         precision_name = resolved_precision(cfg)
-        earlier = tuple(trial_hash(cfg, identity, precision_name, alias)
-                        for alias in variants.aliases(cfg.model.variant))
         trials.append(Trial(values, cfg, trial_hash(cfg, identity, precision_name),
-                            precision_name, vocab, tuple(ignored), probes, earlier))
+                            precision_name, vocab, tuple(ignored), probes, identity))
     return grid, trials
 
 
@@ -266,7 +261,7 @@ def _corpus(cfg: Config, dry_run: bool, name: str) -> tuple[int, dict | None, tu
     if dry_run and "download" in data.options(d.name):
         cfg = cfg.model_copy(update={"data": d.model_copy(update={"download": False})})
     try:
-        corpus = load_corpus(cfg)
+        corpus = cfg.corpus()
         return corpus.vocab_size, corpus.identity(), tuple(corpus.target_floors())
     except (data.DataError, TypeError) as err:
         if not (dry_run and cfg.data is not d and "no cached copy" in str(err)):

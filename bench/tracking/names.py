@@ -32,6 +32,7 @@ RAY_NODE, RAY_GCS, TRIAL_DIR = "attnbench.ray_node_id", "attnbench.ray_gcs", "at
 # CUDA_VISIBLE_DEVICES showed the trial's process: the only devices it could use
 RAY_GPUS, VISIBLE = "attnbench.ray_gpu_ids", "attnbench.cuda_visible_devices"
 FLOPS_ERROR = "attnbench.flops_error"  # why counting FLOPs failed (the results are kept)
+MPS = "attnbench.mps"  # on a sweep's run: whether NVIDIA's MPS served its packed trials
 CLAIMS = "attnbench.claims_sha"  # on a trial run: the hash of the grid claims it serves
 CLAIM = "attnbench.claim."  # + claim id: the verdict, on the sweep's run
 PARENT = "mlflow.parentRunId"

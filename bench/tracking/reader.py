@@ -15,20 +15,15 @@ from mlflow.entities import Run
 from .names import FINAL_RENAMED, HASH, ROLE, STOPPED, TRIALS
 
 
-def trial_runs(client: MlflowClient, exp: str, renamed: Mapping[str, str] | None = None
-               ) -> dict[str, list[Run]]:
-    """Every trial run of the experiment by trial hash, newest first. `renamed` maps a trial's
-    earlier hash (its variant logged under an alias, as runs were before aliases resolved) to
-    its hash now: such runs are read back as that trial's."""
+def trial_runs(client: MlflowClient, exp: str) -> dict[str, list[Run]]:
+    """Every trial run of the experiment by trial hash, newest first."""
     out: dict[str, list[Run]] = {}
-    renamed = renamed or {}
     token = None
     while True:
         page = client.search_runs([exp], f"tags.`{ROLE}` = 'trial'", max_results=1000,
                                   order_by=["attributes.start_time DESC"], page_token=token)
         for run in page:
-            tag = run.data.tags[HASH]
-            out.setdefault(renamed.get(tag, tag), []).append(run)
+            out.setdefault(run.data.tags[HASH], []).append(run)
         token = page.token
         if not token:
             return out

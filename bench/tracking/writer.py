@@ -30,6 +30,7 @@ from bench.record import Evaluation, RunResult
 
 from .names import (
     CLAIM,
+    CLAIMS,
     DATASET_KEYS,
     EVAL_METRICS,
     FAILURE,
@@ -48,6 +49,7 @@ from .names import (
     TRIALS,
 )
 from .store import experiment_id, open_store, store_lock
+from .trial import TrialSpec, Where
 
 
 def source_tags(command: str, commit: str) -> dict[str, str]:
@@ -59,12 +61,18 @@ def source_tags(command: str, commit: str) -> dict[str, str]:
     return tags
 
 
+def sweep_source(grid_file: Path) -> str:
+    """The source name the MLflow UI shows for a sweep and its trials (a path's last part)."""
+    return f"bench.run {grid_file.name}"
+
+
 def start_sweep(client: MlflowClient, exp: str, grid: str, grid_file: Path, trials: list[str],
-                command: str, source: str) -> str:
+                command: str) -> str:
     """Create the sweep's parent run, described by its grid file and command line (the run's
-    description and the `command` param), with `source` as MLflow's source name, the grid file
-    and the hashes of every trial it covers (TRIALS, what its report selects) as artifacts;
-    returns its id."""
+    description and the `command` param), with `sweep_source` as MLflow's source name, the grid
+    file and the hashes of every trial it covers (TRIALS, what its report selects) as
+    artifacts; returns its id."""
+    source = sweep_source(grid_file)
     n_trials = len(trials)
     commit = provenance.git_commit()
     note = (f"Sweep of `{grid_file.resolve()}`, {n_trials} trials, commit `{commit}`.\n\n"
@@ -143,11 +151,12 @@ def log_report(client: MlflowClient, parent: str, paths: list[Path],
 
 
 def log_measurement(uri: str, experiment: str, params: dict[str, str],
-                    metrics: dict[str, float], table: pd.DataFrame, artifact: str,
-                    source: str) -> str:
-    """A measurement (e.g. bench.speed --mlflow) as one finished run of its own experiment:
-    `params`, the git commit and package versions, `metrics`, and `table` as the JSON artifact
-    `artifact` (artifacts beside an sqlite store, as the sweeps keep them); returns its id."""
+                    metrics: dict[str, float], table: pd.DataFrame) -> str:
+    """A measurement (e.g. bench.speed --mlflow) as one finished run of its own experiment,
+    source `bench.<experiment>`: `params`, the git commit and package versions, `metrics`, and
+    `table` as the JSON artifact `<experiment>.json` (artifacts beside an sqlite store, as the
+    sweeps keep them); returns its id."""
+    source, artifact = f"bench.{experiment}", f"{experiment}.json"
     client = open_store(uri)  # a new sqlite store is created and migrated under its lock
     exp = experiment_id(client, experiment, uri)
     commit = provenance.git_commit()
@@ -170,11 +179,11 @@ def sweep_run(client: MlflowClient, exp: str, parent: str, trial_hash: str) -> R
     return found[0] if found else None
 
 
-def close(client: MlflowClient, exp: str, parent: str, trial_hash: str, status: str, tag: str,
+def close(client: MlflowClient, where: Where, trial_hash: str, status: str, tag: str,
           reason: str) -> str:
     """End a trial's run that its worker left RUNNING (crashed, stopped, interrupted) with
     `status` and tag=reason; return how the run ended: its status and failure, if any."""
-    run = sweep_run(client, exp, parent, trial_hash)
+    run = sweep_run(client, where.experiment, where.parent, trial_hash)
     if run is None:
         return "no run"
     if run.info.status == "RUNNING":
@@ -251,23 +260,22 @@ class TrialRun:
         self.client = MlflowClient(uri)
 
     @classmethod
-    def open(cls, uri: str, exp: str, parent: str, spec: dict, tags: dict[str, str]
-             ) -> "TrialRun":
+    def open(cls, where: Where, spec: TrialSpec, tags: dict[str, str]) -> "TrialRun":
         """This sweep's run of the trial (a Ray retry or a run adopted from an earlier sweep),
         else a new one; marked RUNNING with its tags and config params."""
-        client = MlflowClient(uri)
-        run = sweep_run(client, exp, parent, spec["hash"])
+        client = MlflowClient(where.uri)
+        run = sweep_run(client, where.experiment, where.parent, spec.hash)
         if run is None:
-            run = client.create_run(exp, run_name=spec["name"], tags={
-                ROLE: "trial", GRID: spec["grid"], HASH: spec["hash"],
-                GRID_KEYS: ",".join(spec["grid_keys"]), PARENT: parent,
-                **({IGNORED: ",".join(spec["ignored"])} if spec["ignored"] else {})})
+            run = client.create_run(where.experiment, run_name=spec.name, tags={
+                ROLE: "trial", GRID: spec.grid, HASH: spec.hash,
+                GRID_KEYS: ",".join(spec.grid_keys), PARENT: where.parent, CLAIMS: spec.claims_sha,
+                **({IGNORED: ",".join(spec.ignored)} if spec.ignored else {})})
         elif FAILURE in run.data.tags:
             client.delete_tag(run.info.run_id, FAILURE)
-        trial = cls(uri, run.info.run_id)
+        trial = cls(where.uri, run.info.run_id)
         client.update_run(trial.run_id, status="RUNNING")
         client.log_batch(trial.run_id, tags=[RunTag(k, v) for k, v in tags.items()])
-        trial.log_params({**flatten(spec["cfg"]), "seed": str(spec["cfg"]["train"]["seed"])})
+        trial.log_params({**flatten(spec.cfg.model_dump(mode="json")), "seed": str(spec.seed)})
         return trial
 
     def log_params(self, params: dict[str, str]) -> None:

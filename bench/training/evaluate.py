@@ -33,9 +33,20 @@ class SplitScore:
         return float(np.mean([v for layer in self.head_spans for v in layer]))
 
 
+@dataclass(frozen=True)
+class Reading:
+    """How a split is read for scoring: `batch_size` streams in blocks of `block`, on `device`,
+    in bf16 autocast where `amp` (the precision the model trained in)."""
+
+    batch_size: int
+    block: int
+    device: torch.device
+    amp: bool = False
+
+
 @torch.no_grad()
-def evaluate(model: TransformerLM, split: np.ndarray, batch_size: int, block: int,
-             device: torch.device, max_tokens: int | None = None, amp: bool = False,
+def evaluate(model: TransformerLM, split: np.ndarray, how: Reading,
+             max_tokens: int | None = None,
              targets: dict[str, np.ndarray] | None = None) -> SplitScore:
     """bpc over a split (or its first max_tokens), every character once, with the cache; each
     stream first reads the model's reach of preceding text unscored, so the bpc does not depend
@@ -43,8 +54,8 @@ def evaluate(model: TransformerLM, split: np.ndarray, batch_size: int, block: in
     the split; sets may overlap) also scores each set's symbols apart, batched exactly as the
     text. Spans are
     averaged over the scored characters: a dynamic span's z_t + R is read from each forward as
-    it runs (adaptive-span Table 3: the mean over the dev set). `amp`: in bf16 autocast, the
-    precision the model trained in."""
+    it runs (adaptive-span Table 3: the mean over the dev set)."""
+    batch_size, block, device, amp = how.batch_size, how.block, how.device, how.amp
     was_training = model.training
     model.eval()
     split = split if max_tokens is None else split[: max_tokens + 1]

@@ -26,29 +26,25 @@ from collections.abc import Callable
 import torch
 import torch.nn.functional as F
 
-from bench.config import TrainConfig
-from bench.model import TransformerLM
-
 from . import precision
-from .step import clip_, scheduled_lr, train_step
+from .step import Learner, clip_, scheduled_lr, train_step
 
 Step = Callable[[torch.Tensor, torch.Tensor, list | None, int], tuple[torch.Tensor, float, list]]
 WARMUP = 3  # eager steps at the steady shape before capture
 
 
-def make_step(model: TransformerLM, step_fn: Callable, opt: torch.optim.Optimizer,
-              t: TrainConfig, amp: bool, device: torch.device) -> Step:
+def make_step(lrn: Learner, device: torch.device) -> Step:
     """The trainer's step, `(x, y, cache, step) -> (loss, lr, new cache)`: captured as a CUDA
     graph where train.compile is "graphs" and the device is CUDA, else the eager `train_step`
-    of `step_fn` (saying why where graphs were asked for)."""
-    if t.compile == "graphs" and device.type == "cuda":
-        return CapturedStep(model, opt, t, amp)
-    if t.compile == "graphs":
+    (saying why where graphs were asked for)."""
+    if lrn.t.compile == "graphs" and device.type == "cuda":
+        return CapturedStep(lrn)
+    if lrn.t.compile == "graphs":
         print(f"train.compile=graphs: CUDA graphs need a CUDA device, not {device.type}; "
               "running eagerly", file=sys.stderr)
 
     def eager(x: torch.Tensor, y: torch.Tensor, cache: list | None, step: int):
-        return train_step(model, step_fn, opt, t, x, y, cache, step, amp)
+        return train_step(lrn, x, y, cache, step)
 
     return eager
 
@@ -61,9 +57,9 @@ class CapturedStep:
     learning rate, and the new cache (the graph's own buffers: hand them back unchanged, or any
     other cache, which is copied in)."""
 
-    def __init__(self, model: TransformerLM, opt: torch.optim.Optimizer, t: TrainConfig,
-                 amp: bool) -> None:
-        self.model, self.opt, self.t, self.amp = model, opt, t, amp
+    def __init__(self, lrn: Learner) -> None:
+        self.lrn = lrn
+        self.model, self.opt, self.t, self.amp = lrn.model, lrn.opt, lrn.t, lrn.amp
         self.graph: torch.cuda.CUDAGraph | None = None
         self.shape: tuple | None = None  # the steady cache shapes: a step's in equals its out
         self.warm = 0
@@ -89,8 +85,7 @@ class CapturedStep:
         side = torch.cuda.Stream()
         side.wait_stream(torch.cuda.current_stream())
         with torch.cuda.stream(side):
-            loss, _, new = train_step(self.model, self.model, self.opt, self.t, x, y, cache,
-                                      step, self.amp)
+            loss, _, new = train_step(self.lrn, x, y, cache, step)
         torch.cuda.current_stream().wait_stream(side)
         return loss, new
 

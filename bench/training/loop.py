@@ -3,10 +3,9 @@ and checkpoints as it goes, then bpc on dev and test from the best checkpoint, a
 (`RunResult`, result.json; `summary.final_record`)."""
 
 import json
-import math
 import time
 from collections.abc import Callable
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict
 from pathlib import Path
 
 import numpy as np
@@ -23,80 +22,11 @@ from .checkpoint import load_checkpoint, rng_state, save_atomic, set_rng_state
 from .evaluate import LN2, evaluate
 from .graphs import make_step
 from .memory import keep_heap, peak_memory_mb, start_run
-from .step import make_optimizer, maybe_compile
+from .state import LoopState, Run
+from .step import Learner, make_optimizer, maybe_compile
 from .summary import final_record
 
 Report = Callable[[Evaluation, Path | None], None]
-
-
-class Diverged(RuntimeError):
-    """The training loss became NaN or infinite."""
-
-
-@dataclass
-class LoopState:
-    """Where a run is, saved in every checkpoint: optimiser steps taken, the data position, the
-    tokens and seconds trained, the best dev bpc so far and the evaluations since it improved
-    (for `train.patience`), each step's loss and each evaluation."""
-
-    step: int = 0
-    pos: int = 0
-    tokens: int = 0
-    train_time: float = 0.0
-    best_dev: float = math.inf
-    bad_evals: int = 0
-    losses: list[float] = field(default_factory=list)
-    history: list[Evaluation] = field(default_factory=list)
-
-    def advance(self, pos: int, tokens: int) -> None:
-        """Count one step that read up to `pos`."""
-        self.step += 1
-        self.pos = pos
-        self.tokens += tokens
-
-    def record(self, losses: list[float], seconds: float) -> None:
-        """The losses of the steps since the last record, which took `seconds`; Diverged at the
-        first loss that is not finite."""
-        for i, loss in enumerate(losses):
-            if not math.isfinite(loss):
-                raise Diverged(f"training loss is {loss} at step {self.step - len(losses) + i + 1}")
-        self.train_time += seconds
-        self.losses.extend(losses)
-
-    @property
-    def tokens_per_s(self) -> float:
-        return self.tokens / max(self.train_time, 1e-9)
-
-
-def load_corpus(cfg: Config) -> data.Corpus:
-    """The config's corpus (`bench.data.build`), checked against the model and the training
-    sizes: a DataError when a probe's episodes outgrow the span, a split cannot fill the blocks,
-    or the span is longer than a training stream can hold."""
-    d, t = cfg.data, cfg.train
-    corpus = data.build(d.name, **d.options)
-    need = t.batch_size * (t.block + 1)
-    if len(corpus.train) < need:
-        raise data.DataError(f"train.block={t.block} x train.batch_size={t.batch_size} needs "
-                             f"{need} training tokens; the {d.name} train split has "
-                             f"{len(corpus.train)}")
-    row = len(corpus.train) // t.batch_size  # each stream's characters (`train_batches`)
-    if cfg.model.span > row - t.block - 1:
-        raise data.DataError(f"model.span={cfg.model.span}: the {d.name} train split's "
-                             f"{t.batch_size} streams hold {row} characters each, so no "
-                             f"block of {t.block} sees {cfg.model.span} back (at most "
-                             f"{row - t.block - 1}); a longer corpus, a smaller "
-                             "train.batch_size or a shorter span")
-    for key, need in corpus.needs_span().items():
-        if cfg.model.span < need:
-            raise data.DataError(f"{key}: an episode needs model.span >= {need} (one head's "
-                                 "window must hold it from its last answer back to its "
-                                 f"delimiter); model.span is {cfg.model.span}: fewer keys or "
-                                 "queries, or a longer span")
-    for split in ("dev", "test"):
-        if len(corpus.split(split)) <= t.block:
-            raise data.DataError(f"train.block={t.block} is longer than the {d.name} {split} "
-                                 f"split ({len(corpus.split(split))} tokens)")
-    return corpus
 
 
 def train(cfg: Config, out_dir: Path, *, report: Report | None = None, progress: bool = True,
@@ -114,16 +44,17 @@ def train(cfg: Config, out_dir: Path, *, report: Report | None = None, progress:
     amp = _precision(t.amp, device, planned)
     keep_heap()
     start_run(device)  # a reused Ray worker: this run's own peak memory
-    corpus = load_corpus(cfg)
+    corpus = cfg.corpus()
     _describe(cfg, out_dir, corpus, amp, device)
     torch.manual_seed(t.seed)  # dropout; the weights are drawn per (seed, name, shape)
     model = create_model(cfg.model, corpus.vocab_size, t.seed).to(device)
-    step_fn = maybe_compile(model, t.compile is True, torch.zeros(
+    run = Run(cfg, corpus, model, device, amp, out_dir)
+    forward = maybe_compile(model, t.compile is True, torch.zeros(
         t.batch_size, t.block, dtype=torch.long, device=device))
     opt = make_optimizer(model, t)
     ckpt = out_dir / "checkpoint.pt"
     state, cache = _restore(ckpt, model, opt, device) if resume else (LoopState(), None)
-    step = make_step(model, step_fn, opt, t, amp, device)  # captured after the restore
+    step = make_step(Learner(model, forward, opt, t, amp), device)  # captured after the restore
     batches = data.train_batches(corpus.train, t.batch_size, t.block, start=state.pos,
                                  device=device)
     bar = tqdm(total=t.steps, initial=state.step, disable=not progress, dynamic_ncols=True,
@@ -144,8 +75,7 @@ def train(cfg: Config, out_dir: Path, *, report: Report | None = None, progress:
         state.record(torch.stack(pending).tolist(), time.perf_counter() - tic)
         bar.set_postfix(bpc=f"{state.losses[-1] / LN2:.3f}", tok_s=f"{state.tokens_per_s:,.0f}")
         if evaluates:
-            metrics, stopped_early = _evaluate(model, cfg, corpus, state, lr, amp, device,
-                                               out_dir)
+            metrics, stopped_early = _evaluate(run, state, lr)
             if progress:
                 bar.write(f"step {state.step}: dev bpc {metrics['dev_bpc']:.4f}")
             path = _checkpoint(ckpt, model, opt, state, cache, device)
@@ -155,8 +85,7 @@ def train(cfg: Config, out_dir: Path, *, report: Report | None = None, progress:
             _checkpoint(ckpt, model, opt, state, cache, device)
         pending, tic = [], time.perf_counter()
     bar.close()
-    result = final_record(cfg, model, corpus, out_dir / "best.pt", state.history, state.step,
-                          state.tokens, state.tokens_per_s, stopped_early, amp, device)
+    result = final_record(run, state, stopped_early)
     (out_dir / "result.json").write_text(result.to_json())
     return result
 
@@ -204,23 +133,21 @@ def _checkpoint(ckpt: Path, model: TransformerLM, opt: torch.optim.Optimizer, st
     return ckpt
 
 
-def _evaluate(model: TransformerLM, cfg: Config, corpus: data.Corpus, state: LoopState,
-              lr: float, amp: bool, device: torch.device, out_dir: Path
-              ) -> tuple[Evaluation, bool]:
+def _evaluate(run: Run, state: LoopState, lr: float) -> tuple[Evaluation, bool]:
     """Dev bpc on the first eval_tokens: best.pt kept where it improved, the evaluation recorded
     in the state; returns it and whether patience ran out."""
-    t = cfg.train
-    dev = evaluate(model, corpus.dev, t.eval_batch_size or t.batch_size, t.block, device,
-                   t.eval_tokens, amp, corpus.targets("dev"))
+    t = run.cfg.train
+    dev = evaluate(run.model, run.corpus.dev, run.reading, t.eval_tokens,
+                   run.corpus.targets("dev"))
     if dev.bpc < state.best_dev:
         state.best_dev, state.bad_evals = dev.bpc, 0
-        save_atomic({"model": model.state_dict()}, out_dir / "best.pt")
+        save_atomic({"model": run.model.state_dict()}, run.out_dir / "best.pt")
     else:
         state.bad_evals += 1
     metrics = Evaluation(
         step=state.step, tokens=state.tokens,
         train_bpc=float(np.mean(state.losses[-t.eval_every:])) / LN2, dev_bpc=dev.bpc, lr=lr,
         tokens_per_s=state.tokens_per_s, train_time_s=state.train_time,
-        mean_span=dev.mean_span, probe_bpc=dev.probes, **peak_memory_mb(device))
+        mean_span=dev.mean_span, probe_bpc=dev.probes, **peak_memory_mb(run.device))
     state.history.append(metrics)
     return metrics, t.patience is not None and state.bad_evals >= t.patience

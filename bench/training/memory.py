@@ -1,4 +1,5 @@
-"""The process's memory: glibc heap thresholds, and each run's own peak in a reused process.
+"""Memory: glibc heap thresholds, each run's own peak in a reused process, and the activations a
+training step keeps for backward (`saved_bytes`).
 
 glibc serves blocks above its mmap threshold (dynamic, <= 32 MiB) with fresh mmaps and unmaps
 them on free, so every large activation of every step is page-faulted in again: measured here,
@@ -17,6 +18,11 @@ import sys
 from pathlib import Path
 
 import torch
+import torch.nn.functional as F
+
+from bench.model import TransformerLM
+
+from . import precision
 
 M_TRIM_THRESHOLD, M_MMAP_THRESHOLD = -1, -3
 STATUS, CLEAR_REFS = Path("/proc/self/status"), Path("/proc/self/clear_refs")
@@ -80,3 +86,25 @@ def peak_memory_mb(device: torch.device) -> dict[str, float]:
         out["peak_cuda_mb"] = torch.cuda.max_memory_allocated(device) / 2**20
         torch.cuda.reset_peak_memory_stats(device)
     return out
+
+
+def saved_bytes(model: TransformerLM, x: torch.Tensor, cache: list | None,
+                amp: bool = False) -> int:
+    """Bytes of the distinct storages autograd keeps for backward in one forward, in the
+    precision the step runs in (`amp`: bf16 autocast, as the trainer's step): the activation
+    memory a training step holds at its peak (weights and the cache excluded; under autocast
+    the bf16 copies of the weights it saves are counted)."""
+    storages: dict[int, int] = {}
+    held = {t.untyped_storage().data_ptr() for t in [*model.parameters(), *(cache or [])]}
+
+    def pack(t: torch.Tensor) -> torch.Tensor:
+        s = t.untyped_storage()
+        if s.data_ptr() not in held:
+            storages[s.data_ptr()] = s.nbytes()
+        return t
+
+    with torch.autograd.graph.saved_tensors_hooks(pack, lambda t: t), precision.autocast(
+            x.device, amp):
+        logits, _ = model(x, cache)
+        F.cross_entropy(logits.flatten(0, 1).float(), x.flatten())
+    return sum(storages.values())

@@ -6,6 +6,7 @@ torch.compile of a model with a fallback to eager. `bench.measure` times exactly
 import math
 import sys
 from collections.abc import Callable
+from dataclasses import dataclass
 
 import torch
 import torch.nn.functional as F
@@ -78,20 +79,32 @@ def set_lr(opt: torch.optim.Optimizer, t: TrainConfig, step: int) -> float:
     return lr
 
 
-def train_step(model: TransformerLM, step_fn: Callable, opt: torch.optim.Optimizer,
-               t: TrainConfig, x: torch.Tensor, y: torch.Tensor, cache: list | None,
-               step: int, amp: bool = False) -> tuple[torch.Tensor, float, list]:
+@dataclass(frozen=True)
+class Learner:
+    """What a training step updates and how: the model, the forward it runs (the model, or its
+    torch.compile'd self: `maybe_compile`), its optimiser, the training config and whether the
+    forward runs in bf16 autocast (`amp`, bench.training.precision)."""
+
+    model: TransformerLM
+    forward: Callable
+    opt: torch.optim.Optimizer
+    t: TrainConfig
+    amp: bool = False
+
+
+def train_step(lrn: Learner, x: torch.Tensor, y: torch.Tensor, cache: list | None,
+               step: int) -> tuple[torch.Tensor, float, list]:
     """One optimiser step on x (B, M) -> y after `cache`: loss plus span penalty, backward, the
-    clipped step, the span clamp; the forward in bf16 autocast where `amp` (bench.precision).
-    Returns the LM loss (fp32, unsynced), learning rate, new cache."""
-    with precision.autocast(x.device, amp):
-        logits, cache = step_fn(x, cache)
+    clipped step, the span clamp. Returns the LM loss (fp32, unsynced), learning rate, new
+    cache."""
+    with precision.autocast(x.device, lrn.amp):
+        logits, cache = lrn.forward(x, cache)
         loss = F.cross_entropy(logits.flatten(0, 1).float(), y.flatten())
-    opt.zero_grad(set_to_none=True)
-    (loss + model.span_penalty()).backward()
-    lr = set_lr(opt, t, step)
-    opt.step()
-    model.clamp_()
+    lrn.opt.zero_grad(set_to_none=True)
+    (loss + lrn.model.span_penalty()).backward()
+    lr = set_lr(lrn.opt, lrn.t, step)
+    lrn.opt.step()
+    lrn.model.clamp_()
     return loss, lr, cache
 
 

@@ -3,13 +3,11 @@ splits from the best checkpoint, its cost (#FLOPS at the learned spans, counted 
 floors and probes, the whole run's memory peaks, and what the variant is."""
 
 import sys
-from pathlib import Path
 
 import numpy as np
 import torch
 
-from bench import data
-from bench.config import Config, ModelConfig
+from bench.config import ModelConfig
 from bench.model import TransformerLM
 from bench.model.body import reach
 from bench.model.cost import cost
@@ -18,6 +16,7 @@ from bench.record import Evaluation, RunResult
 
 from .evaluate import dynamic_trace, evaluate, mixing_matrices
 from .memory import peak_memory_mb
+from .state import LoopState, Run
 
 
 def limit_reach(m: ModelConfig) -> int:
@@ -48,23 +47,22 @@ def count_flops(model: TransformerLM) -> dict:
                 "flops_error": f"{type(err).__name__}: {err}"}
 
 
-def final_record(cfg: Config, model: TransformerLM, corpus: data.Corpus, best: Path,
-                 history: list[Evaluation], steps: int, tokens: int, tokens_per_s: float,
-                 stopped_early: bool, amp: bool, device: torch.device) -> RunResult:
-    """The run record of `model` with the weights of `best` loaded (in place), after `steps`
-    optimiser steps over `tokens` tokens."""
-    t = cfg.train
-    model.load_state_dict(torch.load(best, map_location=device, weights_only=True)["model"])
-    dev, test = (evaluate(model, corpus.split(split), t.eval_batch_size or t.batch_size,
-                          t.block, device, amp=amp, targets=corpus.targets(split))
-                 for split in ("dev", "test"))
+def final_record(run: Run, state: LoopState, stopped_early: bool) -> RunResult:
+    """The run record of the run's model with the weights of its best.pt loaded (in place),
+    after the state's steps and tokens."""
+    cfg, model, corpus, device = run.cfg, run.model, run.corpus, run.device
+    best = torch.load(run.out_dir / "best.pt", map_location=device, weights_only=True)
+    model.load_state_dict(best["model"])
+    dev, test = (evaluate(model, corpus.split(split), run.reading,
+                          targets=corpus.targets(split)) for split in ("dev", "test"))
     seen = limit_reach(cfg.model) + 1  # the floor of what this model can see: its reach and itself
     # spans and #FLOPS as measured over the dev split: for a dynamic span, the mean z_t + R and
     # the widest window its forwards computed (for the others, their spans and windows)
     mean_spans = [float(np.mean(h)) for h in dev.head_spans]
     return RunResult(
-        dev_bpc=dev.bpc, test_bpc=test.bpc, steps=steps, tokens=tokens,
-        stopped_early=stopped_early, tokens_per_s=tokens_per_s, **run_peaks(history, device),
+        dev_bpc=dev.bpc, test_bpc=test.bpc, steps=state.step, tokens=state.tokens,
+        stopped_early=stopped_early, tokens_per_s=state.tokens_per_s,
+        **run_peaks(state.history, device),
         **cost(model, mean_spans, dev.layer_max_span), **count_flops(model),
         mean_span=dev.mean_span, layer_max_span=dev.layer_max_span, head_spans=dev.head_spans,
         floor_bpc=corpus.floor_bpc(seen), probe_bpc=dev.probes, probe_bpc_test=test.probes,
@@ -73,5 +71,5 @@ def final_record(cfg: Config, model: TransformerLM, corpus: data.Corpus, best: P
         layer=model.blocks[0].attn.describe(),  # what the variant is, for tables and reports
         mixing=mixing_matrices(model),
         dynamic_trace=dynamic_trace(model, corpus.dev, corpus.meta.get("symbols"), device),
-        history=history,
+        history=state.history,
     )

@@ -1,6 +1,5 @@
 """Head-mixing policies: none, logits (P_l), weights (P_w), both (talking heads),
-dynamic-projections (talking heads with dynamic projections; its first name, `dynamic`, an
-alias), gbma."""
+dynamic-projections (talking heads with dynamic projections), gbma."""
 
 from .base import MixingPolicy
 from .dynamic import DynamicTalkingHeads
@@ -14,7 +13,6 @@ POLICIES = {"none": (MultiHead, {}),
             "weights": (TalkingHeads, {"mix_logits": False, "mix_weights": True}),
             "both": (TalkingHeads, {"mix_logits": True, "mix_weights": True}),
             "dynamic-projections": (DynamicTalkingHeads, {}), "gbma": (GBMA, {})}
-ALIASES = {"dynamic": "dynamic-projections"}  # an earlier name -> the name it stands for
 
-__all__ = ["ALIASES", "GBMA", "INITS", "POLICIES", "DynamicTalkingHeads", "HeadMix", "MixingPolicy",
+__all__ = ["GBMA", "INITS", "POLICIES", "DynamicTalkingHeads", "HeadMix", "MixingPolicy",
            "MultiHead", "TalkingHeads"]

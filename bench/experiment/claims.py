@@ -1,5 +1,5 @@
 """Claims as data: the findings a grid file declares, and their check against the grid before
-anything runs; `verdicts` computes them from the finished runs (never by hand).
+anything runs; `bench.findings.verdicts` computes them from the finished runs (never by hand).
 
 A claim names its rows by grid-key values, optionally a baseline (the same rows with some
 values changed), the metric and what is expected of it:
@@ -13,12 +13,14 @@ values changed), the metric and what is expected of it:
 `expect: less` / `greater` tests the claim's summary < margin / > margin one-sided (margin 0 by
 default); `expect: equivalent` is TOST: within +-margin. `margin: planted` is the farthest
 distance the corpus planted (a claim about planted structure: inconclusive on real text).
-`test` picks what the claim is about and its exact test (`stats`): `sign` (default), the median
-(the typical seed), valid for every claim; `sign-flip`, the mean, valid only where the null is
-symmetric: a difference from a baseline, or a slope (of differences, or of one row along evenly
-spaced values), against margin 0. `log_offset: c` analyses log(metric + c) per run (natural
-log), for a metric whose seeds spread over orders of magnitude (bits per answer near a floor of
-0): a difference is then a log ratio, and the margin is in log units.
+`test` picks what the claim is about and its exact test (`bench.findings.stats`): `sign`
+(default), the median (the typical seed), valid for every claim; `sign-flip`, an effect (its
+statistic the mean), valid only where the null is symmetric: a difference from a baseline, or
+a slope (of differences, or of one row along evenly spaced values), against margin 0.
+`log_offset: c` analyses log(metric + c) per run (natural log), for a metric whose seeds spread
+over orders of magnitude (bits per answer near a floor of 0): a difference is then a log ratio,
+and the margin is in log units. `floor` says what a span statistic that calls heads long or
+short is measured above (SPAN_SHAPE: `R`, the ramp every learned span has at least, or 0).
 
 A claim never reads the split that chose its run's checkpoint: training keeps the checkpoint
 with the best dev bpc, so claims score the test split (final_test_bpc, test_probe_bpc.<probe>,
@@ -34,12 +36,10 @@ import numpy as np
 import pandas as pd
 from pydantic import Field, TypeAdapter, ValidationError, field_validator, model_validator
 
-import variants
 from bench.config import Strict
 from bench.tracking.names import FINAL_RENAMED, FINAL_SAME
 
-from .numbers import num
-from .stats import STATISTIC
+STATISTIC: dict[str, str] = {"sign-flip": "mean", "sign": "median"}  # what `effect` is, per test
 
 MIN_SEEDS = 3  # paired seeds a test needs before its verdict counts
 # the report reads a final_<name> summary back under <name> (FINAL_RENAMED)
@@ -118,14 +118,6 @@ class Claim(Strict):
                              "difference or slope against margin 0)")
         return v
 
-    @field_validator("rows", "baseline")
-    @classmethod
-    def _canonical(cls, v: dict[str, Any] | None) -> dict[str, Any] | None:
-        """A variant named by an alias is named as registered (the runs record that name)."""
-        if v and isinstance(v.get("model.variant"), str):
-            return {**v, "model.variant": variants.canonical(v["model.variant"])}
-        return v
-
     @field_validator("at_each", mode="before")
     @classmethod
     def _listed(cls, v: Any) -> Any:
@@ -162,7 +154,12 @@ def parse(raw: Any) -> list[Claim]:
     return CLAIMS.validate_python(raw or [])
 
 
-# ---- checking a claim against its grid (the sweep's grid schema calls this)
+def num(v: object) -> str:
+    """A grid value as written: 3.0 -> '3', anything else as str."""
+    return str(int(v)) if isinstance(v, float) and v.is_integer() else str(v)
+
+
+# ---- checking a claim against its grid (the grid schema calls this)
 
 def cells(claim: Claim, axes: dict[str, list[Any]]) -> Iterator[tuple[str, dict, dict | None]]:
     """(test label, rows cell, baseline cell) per at_each (and along) combination; a cell holds
@@ -191,11 +188,6 @@ def check(claims: list[Claim], axes: dict[str, list[Any]],
             raise ValueError(f"{where}: unknown metric {c.metric!r}; known: {', '.join(METRICS)}"
                              ", and a probe's test_probe_bpc.<probe>, probe_floor.<probe>, "
                              "test_probe_gap.<probe>")
-        if c.metric in SPAN_SHAPE and c.floor is None:
-            raise ValueError(f"{where}: metric {c.metric} says which heads are long or short, "
-                             "and every learned span is at least the ramp R: declare `floor: R` "
-                             "(each head's span measured above R, what it learned) or `floor: 0` "
-                             "(the raw span, which R can fix by construction)")
         if instead := selected(c.metric):
             raise ValueError(f"{where}: metric {c.metric} is scored on the dev split, which "
                              f"chose each run's checkpoint (its best dev bpc): claim {instead}")

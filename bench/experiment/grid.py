@@ -1,14 +1,18 @@
-"""What a grid file may say: its schema, validated as it is read (`load_grid`). The trials it
-expands to are `bench.sweep.trials`'s.
+"""A grid file, the one schema of an experiment: the trials to run (a base config, axes, seeds),
+the claims it expects to find, their looks, and what its report draws. Parsed once (`load`, or
+`from_text` for the file a sweep logged to MLflow) and carried whole through the sweep, its
+looks and its report. The trials it expands to are `bench.sweep.trials`'s.
 """
 
 from pathlib import Path
-from typing import Any, Literal
+from typing import Annotated, Any, Literal
 
+import yaml
 from pydantic import (
     BaseModel,
+    Discriminator,
     Field,
-    PrivateAttr,
+    Tag,
     ValidationError,
     field_validator,
     model_validator,
@@ -19,14 +23,14 @@ from bench.config import (
     Config,
     ConfigError,
     Strict,
-    canonical_axes,
     format_error,
     read_yaml,
 )
-from bench.findings.claims import Claim
-from bench.findings.claims import check as check_claims
-from bench.findings.spec import ReportSpec, Seeds
 from bench.tracking.names import EVAL_METRICS
+
+from .claims import Claim
+from .claims import check as check_claims
+from .layouts import FIGURES, LAYOUTS
 
 FREE = ("model.attn.", "data.")  # typed by the variant's and the corpus's signatures
 
@@ -48,6 +52,66 @@ def check_key(key: str) -> None:
         schema = schema.model_fields[part].annotation
         if i < len(parts) - 1 and not (isinstance(schema, type) and issubclass(schema, BaseModel)):
             raise ValueError(f"{key}: {'.'.join(parts[:i + 1])} is a value, not a section")
+
+
+class Looks(Strict):
+    """`seeds: {looks: [3, 6, 10], start: 0, futility: 0.5}`: a group-sequential design. Look k
+    runs seeds start .. start + looks[k] - 1 of the settings an undecided claim reads; each
+    claim is tested at every look against its exact boundaries in both directions
+    (`bench.findings.sequential`), and stops for futility (non-binding) at an interim look
+    where neither direction's p is below `futility` (null: never)."""
+
+    looks: list[int] = Field(min_length=1)
+    start: int = 0
+    futility: float | None = Field(0.5, gt=0, lt=1)
+
+    @field_validator("looks")
+    @classmethod
+    def _increasing(cls, v: list[int]) -> list[int]:
+        if v[0] < 2:
+            raise ValueError(f"the first look has {v[0]} seeds; a paired test needs at least 2")
+        if any(b <= a for a, b in zip(v, v[1:], strict=False)):
+            raise ValueError(f"{v}: looks must be strictly increasing seed counts")
+        return v
+
+    @property
+    def seeds(self) -> list[int]:
+        """Every seed the last look runs, in order."""
+        return list(range(self.start, self.start + self.looks[-1]))
+
+
+# a fixed list (one look), or looks; errors name the form given (seeds.looks.futility)
+Seeds = Annotated[Annotated[list[int], Tag("list")] | Annotated[Looks, Tag("looks")],
+                  Discriminator(lambda v: "looks" if isinstance(v, dict | Looks) else "list")]
+
+
+def seed_list(seeds: Seeds) -> list[int]:
+    return seeds.seeds if isinstance(seeds, Looks) else list(seeds)
+
+
+class ReportSpec(Strict):
+    """`report:` of a grid file: a table layout (LAYOUTS; a grid that declares none gets the
+    generic table), the figures to draw (FIGURES; none declared: every figure the runs have
+    data for) and the baseline rows the table's significance markers compare with (grid values,
+    e.g. {model.variant: fixed}; default: the first value of the grid's first axis)."""
+
+    table: str = "generic"
+    figures: list[str] | None = None
+    baseline: dict[str, Any] | None = None  # grid values of the rows the table compares with
+
+    @field_validator("table")
+    @classmethod
+    def _layout(cls, v: str) -> str:
+        if v not in LAYOUTS:
+            raise ValueError(f"unknown table layout {v!r}; known: {', '.join(LAYOUTS)}")
+        return v
+
+    @field_validator("figures")
+    @classmethod
+    def _figures(cls, v: list[str] | None) -> list[str] | None:
+        if unknown := [f for f in v or [] if f not in FIGURES]:
+            raise ValueError(f"unknown figure {unknown[0]!r}; known: {', '.join(FIGURES)}")
+        return v
 
 
 class Base(Strict):
@@ -110,10 +174,9 @@ class Grid(Strict):
     metric: Literal[EVAL_METRICS] = "dev_bpc"
     mode: Literal["min", "max"] = "min"
     max_failures: int = Field(2, ge=0)  # Ray restarts of a crashed trial from its checkpoint
-    claims: list[Claim] = []  # the findings the grid tests (bench.findings.claims)
+    claims: list[Claim] = []  # the findings the grid tests (bench.experiment.claims)
     # the seeds the claims were designed from ([]: none); findings on them are exploratory
     design_seeds: list[int] | None = None
-    _claims_checked: bool = PrivateAttr(False)
     report: ReportSpec = ReportSpec()  # the table layout and figures of its report
     plugins: list[str] = []  # modules or .py files imported first, as $ATTNBENCH_PLUGINS
 
@@ -127,7 +190,9 @@ class Grid(Strict):
             check_key(key)
             if not values:
                 raise ValueError(f"{key}: empty list of values")
-        return canonical_axes(grid)
+            if len(set(map(repr, values))) < len(values):
+                raise ValueError(f"{key}: {values} lists a value twice")
+        return grid
 
     @field_validator("seeds")
     @classmethod
@@ -135,11 +200,6 @@ class Grid(Strict):
         if isinstance(v, list) and (not v or len(set(v)) < len(v)):
             raise ValueError("give at least one seed, each once (or {looks: [3, 6, 10]})")
         return v
-
-    @field_validator("exclude")
-    @classmethod
-    def _named(cls, rules: list[dict[str, Any]]) -> list[dict[str, Any]]:
-        return [canonical_axes(rule) for rule in rules]
 
     @model_validator(mode="after")
     def _rules(self) -> "Grid":
@@ -151,11 +211,20 @@ class Grid(Strict):
             if unknown := sorted(set(rule) - set(self.grid)):
                 raise ValueError(f"exclude.{i}: {unknown} are not grid keys; grid keys: "
                                  f"{', '.join(self.grid)}")
-        if not self._claims_checked:  # against the grid as written: a --set that pins an
-            # axis later leaves the claims on its other values inconclusive, not invalid
-            check_claims(self.claims, self.grid, lambda values: excluded(values, self.exclude))
-            self._claims_checked = True
+        # against the grid as written: a --set that pins an axis later (`model_copy`, which
+        # validates nothing) leaves the claims on its other values inconclusive, not invalid
+        check_claims(self.claims, self.grid, lambda values: excluded(values, self.exclude))
         return self
+
+    @property
+    def looks(self) -> Looks | None:
+        """The group-sequential design, where the grid declares one (None: one look)."""
+        return self.seeds if isinstance(self.seeds, Looks) else None
+
+    def look_seeds(self) -> list[list[int]]:
+        """The seeds each look runs: the first looks[k] of the grid's seeds (a list: one)."""
+        seeds = seed_list(self.seeds)
+        return [seeds[:n] for n in self.looks.looks] if self.looks else [seeds]
 
 
 def excluded(values: dict[str, Any], rules: list[dict[str, Any]]) -> bool:
@@ -167,9 +236,23 @@ def excluded(values: dict[str, Any], rules: list[dict[str, Any]]) -> bool:
     return any(all(match(k, v) for k, v in rule.items()) for rule in rules)
 
 
-def load_grid(path: Path) -> Grid:
-    raw = read_yaml(path, "grid file")
+def parse(raw: Any, where: str) -> Grid:
+    """A grid file's content -> its Grid; ConfigError naming `where` and the key."""
     try:
         return Grid.model_validate(raw)
     except ValidationError as err:
-        raise ConfigError(format_error(err, Grid, f"grid file {path}")) from None
+        raise ConfigError(format_error(err, Grid, where)) from None
+
+
+def load(path: Path) -> Grid:
+    """The grid file at `path`, validated."""
+    return parse(read_yaml(path, "grid file"), f"grid file {path}")
+
+
+def from_text(text: str, where: str) -> Grid:
+    """A grid file's text (as a sweep logged it), validated; `where` names it in errors."""
+    try:
+        raw = yaml.safe_load(text)
+    except yaml.YAMLError as err:
+        raise ConfigError(f"{where}: not YAML: {err}") from None
+    return parse(raw, where)

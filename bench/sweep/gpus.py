@@ -1,0 +1,97 @@
+"""A trial's share of a GPU: trials packed on each GPU by default, as many as fit in its memory
+and at most PACK, with NVIDIA's MPS where the machine has it.
+
+Small trials leave a GPU mostly idle: on one H100 a main-job trial trains at 0.9M tokens/s and
+eight at once reach 4.1M under MPS (results/speed/h100_gpu_check/). So a grid that does not set
+`resources.gpu` gets 1 / n of a GPU per trial where the machine or cluster has GPUs, n =
+min(PACK, GPU memory / a trial's memory). A trial's memory is estimated on the CPU before
+anything runs: its weights, gradients and AdamW's two moments (16 bytes a parameter), the
+activations one training step keeps for backward (`saved_bytes` of a forward at its batch and
+block, fp32: bf16 keeps less), and CONTEXT_MB for its process's CUDA context and allocator. A
+share set in the grid whose trials cannot fit (resources.gpu x the GPU's memory below a
+trial's) is refused before anything runs, naming resources.gpu.
+"""
+
+import json
+import os
+import shutil
+import subprocess
+from dataclasses import dataclass
+
+import torch
+
+from bench.config import ConfigError
+from bench.model import create_model
+from bench.training.memory import saved_bytes
+
+from .trials import Trial
+
+PACK = 8  # trials per GPU at most: eight main-job trials under MPS, 4.5x one alone (H100)
+CONTEXT_MB = 600.0  # a process's CUDA context and allocator slack, measured near 500 MB
+STATE_BYTES = 16  # per parameter: fp32 weight, gradient and AdamW's two moments
+
+
+def trial_mb(t: Trial) -> float:
+    """The GPU memory one trial needs, estimated on the CPU (see the module doc), in MB."""
+    model = create_model(t.cfg.model, t.vocab)
+    x = torch.zeros(t.cfg.train.batch_size, t.cfg.train.block, dtype=torch.long)
+    active = saved_bytes(model, x, None)
+    return (sum(p.numel() for p in model.parameters()) * STATE_BYTES + active) / 1e6 + CONTEXT_MB
+
+
+@dataclass(frozen=True)
+class Packing:
+    """How trials share a GPU: `share` (of one GPU per trial; 0: no GPU), how many run at once
+    on each, and why, in words."""
+
+    share: float
+    per_gpu: int
+    why: str
+
+
+def gpu_mb() -> float | None:
+    """This machine's first CUDA device's memory in MB (None: no CUDA here)."""
+    if not torch.cuda.is_available():
+        return None
+    return torch.cuda.get_device_properties(0).total_memory / 1e6
+
+
+def packing(trials: list[Trial], asked: float | None, memory: float | None,
+            gpus: float) -> Packing:
+    """The share each trial gets: `asked` (resources.gpu) where set, refused where a trial
+    cannot fit in it; else, on `gpus` GPUs of `memory` MB (None: not known here), as many
+    trials per GPU as fit, at most PACK."""
+    if not gpus:
+        return Packing(0.0, 0, "no GPU here: trials run on the CPU")
+    sizes = {json.dumps([t.cfg.model.model_dump(mode="json"), t.vocab, t.cfg.train.batch_size,
+                         t.cfg.train.block], sort_keys=True): t for t in trials}
+    need = max(trial_mb(t) for t in sizes.values())  # one estimate per distinct size
+    if asked is not None:
+        if memory is not None and 0 < asked < 1 and asked * memory < need:
+            raise ConfigError(f"resources.gpu={asked:g}: a trial needs about {need:,.0f} MB "
+                              f"(weights, optimiser, activations, CUDA context) and "
+                              f"{asked:g} of this GPU's {memory:,.0f} MB is {asked * memory:,.0f}"
+                              f"; set a larger share, or null to pack as many as fit")
+        per = int(1 // asked) if 0 < asked < 1 else 1
+        return Packing(asked, per, f"resources.gpu={asked:g} as the grid sets it")
+    fit = PACK if memory is None else max(1, min(PACK, int(memory // need)))
+    held = f"{memory:,.0f} MB" if memory is not None else "memory not known here"
+    return Packing(1 / fit, fit, f"{fit} trials per GPU ({held}; a trial about {need:,.0f} MB; "
+                   f"at most {PACK})")
+
+
+def start_mps(per_gpu: int) -> str:
+    """NVIDIA's MPS control daemon where trials share a GPU, this machine has one and it is
+    not running yet; returns what happened, in words (the sweep records it)."""
+    if per_gpu < 2:
+        return "MPS not needed: one trial per GPU"
+    control = shutil.which("nvidia-cuda-mps-control")
+    if control is None:
+        return "MPS not used: nvidia-cuda-mps-control is not on this machine"
+    pipe = os.environ.get("CUDA_MPS_PIPE_DIRECTORY", "/tmp/nvidia-mps")
+    if os.path.exists(os.path.join(pipe, "control")):
+        return "MPS used: its daemon was already running"
+    done = subprocess.run([control, "-d"], capture_output=True, text=True, timeout=30)
+    if done.returncode:
+        return f"MPS not used: starting it failed ({(done.stderr or done.stdout).strip()})"
+    return "MPS used: started for this sweep (stop it with: echo quit | nvidia-cuda-mps-control)"

@@ -1,0 +1,184 @@
+"""The offline bundle: what `python -m bench.run` needs beyond a GPU image's own Python stack,
+as one archive for a named Python version, to carry onto a machine without a package index.
+
+    python -m ci.bundle --python 3.12 [--out dist]      # where pip reaches PyPI
+    tar xJf attnbench-py3.12.tar.xz -C "$(python3 -m site --user-site)"  # there (made first)
+
+The image has torch and the scientific stack (IMAGE); the bundle holds the rest at the versions
+constraints.txt pins (NEEDED and what they need), built for that Python on manylinux x86_64:
+MLflow as `mlflow-skinny` with what opening an sqlite store imports, fvcore and iopath built as
+pure wheels, and Ray slimmed (`slim_ray`: its Java jar, dashboard web build, console scripts,
+examples, RLlib, Serve and LLM go, its native binaries stripped) and so is pyarrow, which Ray
+Tune imports (`slim_arrow`: its headers, tests, Flight and Gandiva go, its libraries stripped);
+every package loses its tests and the sources of its compiled parts (`slim_sources`).
+The archive also carries `attnbench_bundle.py` and a .pth that imports it: on any other Python it
+stops at start-up with both versions named, before a compiled wheel fails obscurely.
+docs/tracking.md says how to use it on an offline cluster.
+"""
+
+import argparse
+import hashlib
+import re
+import shutil
+import subprocess
+import sys
+import tarfile
+import tempfile
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+# what the GPU image already has (torch, the scientific stack): never bundled
+IMAGE = {"torch", "numpy", "pandas", "scipy", "seaborn", "matplotlib", "pyyaml", "tqdm",
+         "pillow", "contourpy", "cycler", "fonttools", "kiwisolver", "pyparsing",
+         "python-dateutil", "pytz", "tzdata", "six", "packaging", "filelock", "fsspec", "jinja2",
+         "markupsafe", "networkx", "sympy", "mpmath", "typing-extensions", "setuptools"}
+# what bench.run imports beyond the image, by distribution (MLflow's client alone, and what
+# opening an sqlite store with it imports)
+NEEDED = ("ray[tune]", "mlflow-skinny", "sqlalchemy", "alembic", "cryptography", "databricks-sdk",
+          "fastapi", "starlette", "fvcore", "iopath", "pydantic", "platformdirs", "tabulate")
+SOURCE_ONLY = ("fvcore", "iopath")  # sdists on PyPI: built here as pure wheels
+PLATFORMS = ("manylinux_2_28_x86_64", "manylinux_2_17_x86_64", "manylinux2014_x86_64")
+SOURCES = ("*.pyx", "*.pxd", "*.pxi", "*.c", "*.cc", "*.cpp", "*.h", "*.hpp")
+RAY_DROP = ("jars", "dashboard/client/build", "rllib", "serve", "llm")
+# pyarrow, which Ray Tune imports (its storage goes through pyarrow.fs): what a sweep never loads
+ARROW_DROP = ("include", "src", "tests", "*flight*", "*gandiva*", "*.pxd", "*.pyx")
+RAY_BINARIES = ("core/src/ray/raylet/raylet", "core/src/ray/gcs/gcs_server", "_raylet.so")
+GUARD = '''"""attnbench's offline bundle for Python {version}, imported at start-up (its .pth)."""
+import sys
+
+BUILT_FOR = {built!r}
+if sys.version_info[:2] != BUILT_FOR:
+    raise ImportError(
+        f"this attnbench bundle was built for Python {version}, and this is Python "
+        f"{{sys.version_info[0]}}.{{sys.version_info[1]}} ({{sys.executable}}): its compiled "
+        f"wheels cannot load here; build one for it: python -m ci.bundle --python "
+        f"{{sys.version_info[0]}}.{{sys.version_info[1]}}")
+'''
+
+
+def _project(wheel: Path) -> str:
+    """A wheel file's project name, normalised (Foo_Bar -> foo-bar)."""
+    return re.sub(r"[-_.]+", "-", wheel.name.split("-")[0]).lower()
+
+
+def download(python: str, dest: Path) -> list[Path]:
+    """NEEDED and what they need, pinned by constraints.txt, as wheels for `python` (sdists of
+    SOURCE_ONLY built as pure wheels), less what the image has."""
+    dest.mkdir(parents=True, exist_ok=True)
+    pins = ["-c", str(ROOT / "constraints.txt")]
+    target = ["--python-version", python, "--implementation", "cp", "--only-binary=:all:",
+              *[a for p in PLATFORMS for a in ("--platform", p)]]
+    binary = [n for n in NEEDED if n not in SOURCE_ONLY]
+    subprocess.run([sys.executable, "-m", "pip", "download", "-q", "-d", str(dest), *target,
+                    *pins, *binary], check=True)
+    for name in SOURCE_ONLY:  # pure Python: a wheel built here runs on any Python 3
+        subprocess.run([sys.executable, "-m", "pip", "wheel", "-q", "--no-deps", "-w", str(dest),
+                        *pins, name], check=True)
+    for wheel in dest.glob("*.whl"):
+        if _project(wheel) in IMAGE:
+            wheel.unlink()
+    return sorted(dest.glob("*.whl"))
+
+
+def unpack(wheels: list[Path], python: str, site: Path) -> None:
+    """The wheels installed into `site` as a site directory of `python` (no dependencies
+    resolved, nothing compiled: the archive is unpacked, not installed)."""
+    subprocess.run([sys.executable, "-m", "pip", "install", "-q", "--no-deps", "--no-index",
+                    "--no-compile", "--target", str(site), "--python-version", python,
+                    "--only-binary=:all:", *map(str, wheels)], check=True)
+
+
+def slim_sources(site: Path) -> int:
+    """Every package in `site` without its tests and the sources of its compiled parts (SOURCES:
+    Cython, C, headers), which nothing imports; returns the bytes saved."""
+    before = _size(site)
+    for found in [p for p in site.rglob("tests") if p.is_dir() and p.parent != site]:
+        shutil.rmtree(found, ignore_errors=True)
+    for pattern in SOURCES:
+        for found in site.rglob(pattern):
+            if found.is_file():
+                found.unlink()
+    return before - _size(site)
+
+
+def slim_ray(site: Path) -> int:
+    """Ray in `site` without what a sweep never loads (RAY_DROP, the console scripts, examples,
+    source maps, bytecode caches) and with its native binaries stripped; returns the bytes
+    saved."""
+    before = _size(site)
+    ray = site / "ray"
+    for part in RAY_DROP:
+        shutil.rmtree(ray / part, ignore_errors=True)
+    shutil.rmtree(site / "bin", ignore_errors=True)  # console scripts: `ray start` is not used
+    for found in [*ray.rglob("examples"), *ray.rglob("__pycache__")]:
+        shutil.rmtree(found, ignore_errors=True)
+    for found in ray.rglob("*.js.map"):
+        found.unlink()
+    for binary in RAY_BINARIES:
+        if (ray / binary).is_file() and shutil.which("strip"):
+            subprocess.run(["strip", "--strip-unneeded", str(ray / binary)], check=True)
+    return before - _size(site)
+
+
+def slim_arrow(site: Path) -> int:
+    """pyarrow in `site` without ARROW_DROP (headers, Cython sources, tests, Flight, Gandiva)
+    and with its shared libraries stripped; returns the bytes saved."""
+    before, arrow = _size(site), site / "pyarrow"
+    for pattern in ARROW_DROP:
+        for found in list(arrow.glob(pattern)):
+            shutil.rmtree(found) if found.is_dir() else found.unlink()
+    if shutil.which("strip"):
+        for lib in arrow.glob("*.so*"):
+            subprocess.run(["strip", "--strip-unneeded", str(lib)], check=True)
+    seen: dict[bytes, Path] = {}  # a wheel holds each soname's copies as files: link them
+    for lib in sorted(arrow.glob("lib*.so*"), key=lambda p: -len(p.name)):
+        digest = hashlib.sha256(lib.read_bytes()).digest()
+        if digest in seen:
+            lib.unlink()
+            lib.symlink_to(seen[digest].name)
+        else:
+            seen[digest] = lib
+    return before - _size(site)
+
+
+def _size(path: Path) -> int:
+    return sum(f.stat().st_size for f in path.rglob("*") if f.is_file() and not f.is_symlink())
+
+
+def guard(site: Path, python: str) -> None:
+    """attnbench_bundle.py and the .pth that imports it at start-up (see the module doc)."""
+    major, minor = map(int, python.split("."))
+    (site / "attnbench_bundle.py").write_text(GUARD.format(version=python, built=(major, minor)))
+    (site / "attnbench_bundle.pth").write_text("import attnbench_bundle\n")
+
+
+def pack(site: Path, out: Path) -> Path:
+    """The site directory's contents as one tar.xz (members relative to it)."""
+    out.parent.mkdir(parents=True, exist_ok=True)
+    with tarfile.open(out, "w:xz", preset=9) as tar:
+        for item in sorted(site.iterdir()):
+            tar.add(item, arcname=item.name)
+    return out
+
+
+def main(argv: list[str] | None = None) -> int:
+    p = argparse.ArgumentParser(prog="python -m ci.bundle", description=__doc__.split("\n")[0])
+    p.add_argument("--python", required=True, help="the target Python, e.g. 3.12")
+    p.add_argument("--out", type=Path, default=ROOT / "dist", help="where the archive goes")
+    args = p.parse_args(argv)
+    if not re.fullmatch(r"3\.\d+", args.python):
+        p.error(f"--python {args.python!r}: expected a version like 3.12")
+    with tempfile.TemporaryDirectory() as tmp:
+        wheels = download(args.python, Path(tmp) / "wheels")
+        site = Path(tmp) / "site"
+        unpack(wheels, args.python, site)
+        saved = slim_ray(site) + slim_arrow(site) + slim_sources(site)
+        guard(site, args.python)
+        out = pack(site, args.out / f"attnbench-py{args.python}.tar.xz")
+        print(f"{len(wheels)} wheels, {_size(site) / 1e6:.0f} MB unpacked (slimmed by "
+              f"{saved / 1e6:.0f} MB); {out}: {out.stat().st_size / 1e6:.1f} MB")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

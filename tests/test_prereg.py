@@ -81,13 +81,33 @@ def test_runs_without_start_times_are_not_checked(repo, tmp_path):
 def test_a_grid_file_outside_git_is_not_checked(tmp_path):
     (tmp_path / "g.yaml").write_text(yaml.safe_dump(GRID))
     spec = grids.load(tmp_path / "g.yaml")
-    got = prereg.check(tmp_path / "g.yaml", spec.claims,
-                       runs().assign(start_time="2026-01-02 11:00:00+00:00"), [])
+    got = prereg.check(tmp_path / "g.yaml", spec,
+                       runs().assign(start_time="2026-01-02 11:00:00+00:00"))
     assert got.late is None and "not in a git checkout" in got.line
 
 
 def test_runs_made_for_other_claims_are_counted():
     spec = grids.Grid.model_validate(GRID)
     data = runs().assign(start_time="2026-01-02 11:00:00+00:00", claims_sha="0" * 16)
-    got = prereg.check(None, spec.claims, data, [])
+    got = prereg.check(None, spec, data)
     assert "12 of the runs were run for other claims" in got.line
+
+
+def test_a_results_copy_is_registered_by_the_grid_file_it_was_run_from(repo, tmp_path):
+    """A result's grid.yaml is committed with the results, after its runs; the grid file it
+    was run from, ablations/<name>.yaml, was committed before them, and that registers them."""
+    (repo / "ablations").mkdir()
+    (repo / "ablations" / "g.yaml").write_text((repo / "g.yaml").read_text())
+    copy = repo / "results" / "g" / "grid.yaml"
+    copy.parent.mkdir(parents=True)
+    copy.write_text((repo / "g.yaml").read_text())
+    for path, when in (("ablations/g.yaml", "2026-01-02T10:00:00+00:00"),
+                       ("results/g/grid.yaml", "2026-01-03T10:00:00+00:00")):
+        git(repo, "add", path)
+        subprocess.run(["git", "-c", "user.name=t", "-c", "user.email=t@t", "commit", "-q",
+                        "-m", path], cwd=repo, check=True,
+                       env={"GIT_COMMITTER_DATE": when, "GIT_AUTHOR_DATE": when,
+                            "PATH": "/usr/bin:/bin"})
+    got = prereg.check(copy, grids.load(copy), runs().assign(
+        start_time="2026-01-02 11:00:00+00:00"))
+    assert got.late is None and "ablations/g.yaml with these claims" in got.line

@@ -3,8 +3,9 @@ run for, committed before the first confirmation trial started?
 
 Every trial records when it started (MLflow's start time: `start_time` in runs.csv, UTC) and
 the hash of the claims it was run to test (`claims_sha`, `claims_sha` below). The grid file's
-git history says when each version was committed (committer time): the earliest commit whose
-claims hash the same is the registration. Where it came after the first trial on a seed outside
+git history (or that of `ablations/<name>.yaml`, the file a result's copy was run from) says
+when each version was committed (committer time): the earliest commit whose claims hash the
+same is the registration. Where it came after the first trial on a seed outside
 `design_seeds`, or no commit holds these claims, the findings are exploratory. Runs that predate
 start times, and a grid file outside a git checkout, cannot be checked, and the findings say so.
 """
@@ -19,6 +20,7 @@ import pandas as pd
 import yaml
 
 from bench.experiment.claims import Claim, parse
+from bench.experiment.grid import Grid
 
 
 def claims_sha(claims: list[Claim]) -> str:
@@ -45,23 +47,12 @@ def _git(where: Path, *args: str) -> str | None:
     return out.stdout
 
 
-def _registered(grid_file: Path, sha: str) -> tuple[str, pd.Timestamp, str] | None | str:
-    """(commit, its time, the path in the repository) of the first commit of the grid file
-    whose claims hash to `sha`; None where none does; a reason string where git cannot say."""
-    folder = grid_file.resolve().parent
-    top = _git(folder, "rev-parse", "--show-toplevel")
-    if top is None:
-        return f"{grid_file} is not in a git checkout"
-    root = Path(top.strip())
-    rel = grid_file.resolve().relative_to(root).as_posix()
-    log = _git(root, "log", "--reverse", "--format=%H %cI", "--", rel)
-    if not log:
-        return f"{rel} has no git history here (a shallow clone, or never committed)"
-    for line in log.splitlines():
+def _first(root: Path, rel: str, sha: str) -> tuple[str, pd.Timestamp, str] | None:
+    """(commit, its time, rel) of the first commit of file `rel` whose claims hash to `sha`."""
+    for line in (_git(root, "log", "--reverse", "--format=%H %cI", "--", rel) or "").splitlines():
         commit, when = line.split()
-        text = _git(root, "show", f"{commit}:{rel}")
         try:
-            raw = yaml.safe_load(text or "") or {}
+            raw = yaml.safe_load(_git(root, "show", f"{commit}:{rel}") or "") or {}
             found = claims_sha(parse(raw.get("claims")))
         except (yaml.YAMLError, ValueError, AttributeError):
             continue
@@ -70,25 +61,42 @@ def _registered(grid_file: Path, sha: str) -> tuple[str, pd.Timestamp, str] | No
     return None
 
 
-def check(grid_file: Path | None, claims: list[Claim], runs: pd.DataFrame,
-          design_seeds: list[int] | None) -> Registration:
-    """Whether `grid_file` with `claims` was committed before the first trial of `runs` on a
-    seed outside the design seeds started (see the module doc)."""
-    if not claims:
+def _registered(grid_file: Path, name: str, sha: str
+                ) -> tuple[str, pd.Timestamp, str] | None | str:
+    """(commit, its time, the path in the repository) of the first commit of the grid file, or
+    of the repository's `ablations/<name>.yaml` (the file a result's copy was run from), whose
+    claims hash to `sha`; None where none does; a reason string where git cannot say."""
+    top = _git(grid_file.resolve().parent, "rev-parse", "--show-toplevel")
+    if top is None:
+        return f"{grid_file} is not in a git checkout"
+    root = Path(top.strip())
+    rels = dict.fromkeys([grid_file.resolve().relative_to(root).as_posix(),
+                          f"ablations/{name}.yaml"])
+    if not any(_git(root, "log", "-1", "--format=%H", "--", rel) for rel in rels):
+        return f"{', '.join(rels)}: no git history here (a shallow clone, or never committed)"
+    found = [f for rel in rels if (f := _first(root, rel, sha))]
+    return min(found, key=lambda f: f[1]) if found else None
+
+
+def check(grid_file: Path | None, grid: Grid, runs: pd.DataFrame) -> Registration:
+    """Whether `grid_file` (or `ablations/<name>.yaml` beside it in git) with the grid's claims
+    was committed before the first trial of `runs` on a seed outside its design seeds started
+    (see the module doc)."""
+    if not grid.claims:
         return Registration("")
     seeds = runs.get("seed", runs.get("train.seed", pd.Series(dtype=float)))
     starts = pd.to_datetime(runs.get("start_time", pd.Series(dtype=object)), utc=True,
-                            errors="coerce")[~seeds.isin(design_seeds or [])].dropna()
+                            errors="coerce")[~seeds.isin(grid.design_seeds or [])].dropna()
     if starts.empty:
         return Registration("Pre-registration: not checked (the runs record no start times: "
                             "they predate them).")
-    first, sha = starts.min(), claims_sha(claims)
+    first, sha = starts.min(), claims_sha(grid.claims)
     other = runs.get("claims_sha", pd.Series(dtype=object)).dropna()
     note = (f" {int((other != sha).sum())} of the runs were run for other claims."
             if (other != sha).any() else "")
     if grid_file is None:
         return Registration("Pre-registration: not checked (no grid file path)." + note)
-    found = _registered(grid_file, sha)
+    found = _registered(grid_file, grid.name, sha)
     if isinstance(found, str):
         return Registration(f"Pre-registration: not checked ({found})." + note)
     if found is None:

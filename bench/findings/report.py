@@ -138,7 +138,7 @@ def write_findings(name: str, grid: Grid, runs: pd.DataFrame, missing: pd.DataFr
     (`verdicts.evaluate`) on `runs` as `claim_runs` gives them (what runs.csv holds: a test
     recomputes every committed findings.csv from it), with whether `grid_file` pre-registered
     them (`prereg`); returns the paths, the table and the table as Markdown."""
-    registered = prereg.check(grid_file, grid.claims, runs, grid.design_seeds)
+    registered = prereg.check(grid_file, grid, runs)
     table = verdicts.evaluate(grid.claims, runs, missing, grid.looks, grid.design_seeds)
     if registered.late:
         table = verdicts.exploratory(table, registered.late)

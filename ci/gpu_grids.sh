@@ -8,7 +8,7 @@
 #                                                 adaptive_vs_dynamic span_enwik8_adamw)
 # BUNDLE (default dist/attnbench-py3.12.tar.xz, from `python -m ci.bundle --python 3.12`) is
 # unpacked into /tmp/attnbench-site first, and found there by a later call on the same machine
-# (the bundle, 58 MB, and the project fill a 64 MiB carry: a second call brings the real-text
+# (the bundle, 54 MB, and the project nearly fill a 64 MiB carry: a second call brings the real-text
 # grid's data instead, ../shared/data copied into an ignored carry/shared/, which the script
 # puts back at ../shared). heads_grid runs its step captured as one CUDA graph
 # (train.compile=graphs); the span grids' learned spans trim their windows, which a graph cannot

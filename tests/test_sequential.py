@@ -382,3 +382,21 @@ def test_binomial_tail_matches_the_count_rule():
     for n, c in ((8, 7), (6, 6)):
         look = sequential.design((n,) if n == 8 else (4, 6), "sign")[-1]
         assert look.rule == f"{c} of {n}" and look.level == pytest.approx(binom.sf(c - 1, n, .5))
+
+
+def test_an_equivalence_is_contradicted_at_most_alpha_on_its_worst_shape():
+    """Contradicting `within ±m` means showing the median beyond either margin. Half the seeds
+    beyond each margin keeps the claim true (the median, 0, is inside) while both opposite
+    sides sit at their nulls' boundary, so each side gets alpha / 2: 8 of 8 on one side, a
+    rate of 2/256. Seven of 8 on either side (each at alpha) would say contradicted 18/256 of
+    the time, over alpha; so 8 seeds contradict an equivalence with power 0.9^8 = 0.43 at
+    q = 0.1, and 10 seeds reach 0.74."""
+    tested = claim(expect="equivalent", margin=0.1)
+    ends: dict[str, float] = {}
+    for signs in itertools.product((-0.2, 0.2), repeat=8):  # every seed beyond a margin
+        v = verdict(tested, np.array(signs), (4, 8))
+        ends[v] = ends.get(v, 0.0) + 2.0 ** -8
+    assert ends["contradicted"] == pytest.approx(2 / 256)
+    assert 2 * binom.sf(6, 8, 0.5) == pytest.approx(18 / 256) and 18 / 256 > ALPHA
+    power = sequential.operating((4, 8), "sign", 0.1, 0.5, sides=2).ends["contradicted"]
+    assert power == pytest.approx(0.9 ** 8, abs=1e-9)

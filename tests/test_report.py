@@ -686,3 +686,25 @@ def test_committed_findings_recompute_from_their_per_seed_values(path):
             "offsets", "unlearned", "fixed_by_floor"]
     pd.testing.assert_frame_equal(again[cols].reset_index(drop=True), committed[cols],
                                   check_dtype=False)
+
+
+def test_findings_name_the_results_beside_them_that_share_their_trials(tmp_path):
+    """adaptive_vs_dynamic's sweep found 12 of span_limit's trials finished (the same hashes):
+    its findings, recomputed beside span_limit's runs.csv, say so, and beside nothing do not
+    (the committed findings say it too)."""
+    root = Path(__file__).resolve().parents[1] / "results"
+    for name in ("adaptive_vs_dynamic", "span_limit"):
+        (tmp_path / name).mkdir()
+        for f in ("runs.csv", "grid.yaml"):
+            (tmp_path / name / f).write_bytes((root / name / f).read_bytes())
+    here = tmp_path / "adaptive_vs_dynamic"
+
+    def findings() -> str:
+        with contextlib.redirect_stdout(io.StringIO()):
+            report.refind(here / "runs.csv", here / "grid.yaml", here)
+        return (here / "findings.md").read_text()
+
+    line = "Shared runs: of these 20 trials, 12 are trials of span_limit too"
+    assert line in findings() and line in (root / "adaptive_vs_dynamic" / "findings.md").read_text()
+    (tmp_path / "span_limit" / "runs.csv").unlink()
+    assert "Shared runs" not in findings()

@@ -23,6 +23,7 @@ from bench.tracking.names import CLAIMS, SEEDS
 from . import prereg, stats, verdicts
 from .figures import write_figures
 from .runs import Sweep, claim_runs, load_sweep, machine_line, missing_lines
+from .shared import shared_line
 from .tables import DATA_COLUMNS, data_line, write_tables
 
 
@@ -137,7 +138,8 @@ def write_findings(name: str, grid: Grid, runs: pd.DataFrame, missing: pd.DataFr
     """findings.md and findings.csv (columns verdicts.COLUMNS): the grid's claims' verdicts
     (`verdicts.evaluate`) on `runs` as `claim_runs` gives them (what runs.csv holds: a test
     recomputes every committed findings.csv from it), with whether `grid_file` pre-registered
-    them (`prereg`); returns the paths, the table and the table as Markdown."""
+    them (`prereg`) and which results beside out_dir share its trials (`shared_line`); returns
+    the paths, the table and the table as Markdown."""
     registered = prereg.check(grid_file, grid, runs)
     table = verdicts.evaluate(grid.claims, runs, missing, grid.looks, grid.design_seeds)
     if registered.late:
@@ -145,9 +147,11 @@ def write_findings(name: str, grid: Grid, runs: pd.DataFrame, missing: pd.DataFr
     md = findings_markdown(table)
     texts = [f"{i}. `{c.id}`: {c.text}" for i, c in enumerate(grid.claims, 1)]
     paths = [out_dir / "findings.md", out_dir / "findings.csv"]
+    shared = shared_line(runs, out_dir)
     paths[0].write_text("\n".join([
         f"# {name}: findings", "", data_line(runs), "", machine_line(runs), "",
-        registered.line, "", md, "", FINDINGS_NOTE.format(alpha=stats.ALPHA), "",
+        registered.line, "", *([shared, ""] if shared else []), md, "",
+        FINDINGS_NOTE.format(alpha=stats.ALPHA), "",
         "## Claims, in their test order", "", *texts, ""]))
     table.to_csv(paths[1], index=False)
     return paths, table, md

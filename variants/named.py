@@ -4,7 +4,7 @@ adaptive span with talking heads.
 
 "Dynamic" names two things: a span computed from each position's input (`dynamic-span`) and
 talking heads whose mixing projections are (`talking-heads-dynamic`, mixing
-`dynamic-projections`). Their first name, `dynamic`, is gone (`registry.RENAMED`; `python -m
+`dynamic-projections`). Their first name, `dynamic`, is gone (`names.RENAMED`; `python -m
 bench.retag` migrates records made under it)."""
 
 from .registry import register

@@ -8,7 +8,9 @@ import inspect
 from .attention import Attention, MixingArg, SpanArg, check_heads, layer_options, policy_class
 from .names import renamed
 
-_VARIANTS: dict[str, dict] = {}
+_VARIANTS: dict[str, dict] = {}  # name -> its span policy, mixing and option defaults
+
+
 def register(name: str, *, span_policy: SpanArg = "fixed", mixing: MixingArg = "none",
              **defaults) -> None:
     """Register variant `name`: a layer of `span_policy` and `mixing` (registered names or

@@ -59,7 +59,6 @@ DERIVED = {  # metric: what it is; computed per run by `derive`
     "head_span_spread": "longest head span / median head span, from head_spans",
     "long_head_fraction": "share of heads whose span is at least half the longest head's",
     "layer_span_ratio": "the first layer's mean head span / the last layer's, from head_spans",
-    # with `floor: R`, these three read each head's span above R (z = span - R)
     "covering_head_fraction": "share of heads whose span reaches the farthest planted distance "
                               "(dataset.planted), from head_spans",
 }
@@ -67,7 +66,8 @@ METRICS = (*FINAL, *DERIVED)
 HEAD_SPAN_METRICS = ("max_head_span", "head_span_spread", "long_head_fraction",
                      "layer_span_ratio", "covering_head_fraction")
 # span statistics that say "long" or "short": a claim on one names the floor its spans are
-# measured above (`floor`), since every learned span is at least the ramp R
+# measured above (`floor`), since every learned span is at least the ramp R; with `floor: R`
+# they read each head's span above R (z = span - R)
 SPAN_SHAPE = ("head_span_spread", "long_head_fraction", "layer_span_ratio")
 
 

@@ -86,6 +86,7 @@ Seeds = Annotated[Annotated[list[int], Tag("list")] | Annotated[Looks, Tag("look
 
 
 def seed_list(seeds: Seeds) -> list[int]:
+    """Every seed a grid's `seeds:` runs, in order (a list as given; looks: the last look's)."""
     return seeds.seeds if isinstance(seeds, Looks) else list(seeds)
 
 
@@ -133,7 +134,8 @@ class Base(Strict):
 class Resources(Strict):
     """What one trial holds on the cluster: CPUs (its torch threads: the whole part, at least
     1) and GPUs, a share of one (0.125: eight trials packed on a GPU, each seeing only its own)
-    or whole ones; None: one GPU per trial where the cluster has GPUs, else none."""
+    or whole ones; None: trials packed on each GPU where there are GPUs, as many as fit
+    (`bench.sweep.gpus`), else none."""
 
     cpu: float = Field(1, gt=0)
     gpu: float | None = Field(None, ge=0)

@@ -1,10 +1,10 @@
 """What a grid can do where it will run, checked before Ray or MLflow start: a claim naming a
 probe metric its corpus does not score, none of whose tests the data could decide (the setup
 fixes the outcome: `bench.findings.bounds`), on a span statistic without the floor it is
-measured above, or none of whose looks can reject (its exact
-test's rule at the last look is empty) is refused, naming the claim; what each look can decide,
-the design's exact rates and the claims that imply one another are printed; GPUs the grid asks
-for and the machine or cluster lacks, naming resources.gpu."""
+measured above, or none of whose looks can reject (its exact test's rule at the last look is
+empty) is refused, naming the claim; what each look can decide, the design's exact rates and
+the claims that imply one another are printed; GPUs the grid asks for and the machine or
+cluster lacks, naming resources.gpu."""
 
 import os
 from pathlib import Path

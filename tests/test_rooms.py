@@ -51,22 +51,14 @@ def functions() -> list[tuple[str, ast.FunctionDef]]:
     return out
 
 
-def options_of_a_corpus(node: ast.FunctionDef) -> bool:
-    """A corpus builder (`@register(...)`), whose keyword-only parameters are its options,
-    typed by its signature as a layer's are."""
-    return any(isinstance(d, ast.Call) and getattr(d.func, "id", "") == "register"
-               for d in node.decorator_list)
-
-
 def test_functions_are_short_and_take_few_parameters():
-    """No function over 60 lines, none with more than 6 parameters (self aside; the
-    keyword-only options of a corpus builder aside, as a layer's are): state travels as
-    objects, not argument lists."""
+    """No function over 60 lines, none with more than 6 parameters (self aside, keyword-only
+    ones counted): state travels as objects, not argument lists."""
     long, wide = [], []
     for where, node in functions():
         a = node.args
         params = [p.arg for p in [*a.posonlyargs, *a.args] if p.arg not in ("self", "cls")]
-        params += [] if options_of_a_corpus(node) else [p.arg for p in a.kwonlyargs]
+        params += [p.arg for p in a.kwonlyargs]
         if node.end_lineno - node.lineno + 1 > 60:
             long.append(where)
         if len(params) > 6:

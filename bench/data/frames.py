@@ -55,13 +55,13 @@ class Frames:
     right after it, within reach, hints at its last letter).
     """
 
-    alphabet: int
-    concentration: float
-    frame: int
-    p_copy: float
-    distances: tuple[int, ...]
-    distance_probs: tuple[float, ...]
-    seed: int
+    alphabet: int = 8
+    concentration: float = 0.1
+    frame: int = 8
+    p_copy: float = 0.5
+    distances: tuple[int, ...] = (16, 64, 128)
+    distance_probs: tuple[float, ...] = (1 / 3, 1 / 3, 1 / 3)
+    seed: int = 0
 
     def __post_init__(self) -> None:
         checks = {

@@ -19,8 +19,8 @@ leaves over its count. Without probes the stream is the frames' own, as it alway
 """
 
 import inspect
-from dataclasses import asdict, dataclass
-from typing import NamedTuple
+from dataclasses import asdict, dataclass, fields
+from typing import Any, NamedTuple, get_type_hints
 
 import numpy as np
 
@@ -232,32 +232,34 @@ class SyntheticCorpus(Corpus):
         return {f"data.{p.name}": p.length - 1 for p in self.gen.probes}
 
 
-def with_probe_options(fn: Builder) -> Builder:
-    """`fn`, whose `**probes` takes one option per class of PROBES, with a signature that names
-    them (`data.<name>`: an instance of the class, or None), so that `bench.data.options` types
-    each by its class and adding a probe is its class in probes.py."""
+def with_parts(fn: Builder) -> Builder:
+    """`fn`, whose `**parts` takes the options of the generator's parts, with a signature that
+    names them, so that `bench.data.options` types each: one per field of `Frames` (its type and
+    default: `data.p_copy`, ...) and one per class of PROBES (`data.<name>`: an instance of the
+    class, or None). Adding a probe is its class in probes.py; a frame option, a field of
+    Frames."""
     sig = inspect.signature(fn)
     fixed = [p for p in sig.parameters.values() if p.kind is not p.VAR_KEYWORD]
+    hints = get_type_hints(Frames)
+    frames = [inspect.Parameter(f.name, inspect.Parameter.KEYWORD_ONLY, default=f.default,
+                                annotation=hints[f.name]) for f in fields(Frames)]
     probes = [inspect.Parameter(P.name, inspect.Parameter.KEYWORD_ONLY, default=None,
                                 annotation=P | None) for P in PROBES]
-    fn.__signature__ = sig.replace(parameters=[*fixed, *probes])
+    fn.__signature__ = sig.replace(parameters=[*fixed, *frames, *probes])
     return fn
 
 
 @register("synthetic")
-@with_probe_options
+@with_parts
 def synthetic(*, n_chars: int = 2_000_000,
-              fractions: tuple[float, float, float] = STANDARD_FRACTIONS, alphabet: int = 8,
-              concentration: float = 0.1, frame: int = 8, p_copy: float = 0.5,
-              distances: tuple[int, ...] = (16, 64, 128),
-              distance_probs: tuple[float, ...] = (1 / 3, 1 / 3, 1 / 3),
-              seed: int = 0, **probes: Probe | None) -> SyntheticCorpus:
+              fractions: tuple[float, float, float] = STANDARD_FRACTIONS,
+              **parts: Any) -> SyntheticCorpus:
     """`n_chars` symbols of the generator, split by `fractions`, each split its own stream:
-    frames (`Frames`: alphabet .. distance_probs) and the probes (PROBES, by name) given a
-    positive rate, in PROBES' order."""
-    frames = Frames(alphabet=alphabet, concentration=concentration, frame=frame, p_copy=p_copy,
-                    distances=tuple(distances), distance_probs=tuple(distance_probs), seed=seed)
-    given = [p for P in PROBES if (p := probes.get(P.name)) is not None]
+    frames (`Frames`, from the parts named by its fields) and the probes (PROBES, by name) given
+    a positive rate, in PROBES' order."""
+    frames = Frames(**{f.name: tuple(v) if isinstance(v := parts[f.name], list) else v
+                       for f in fields(Frames) if f.name in parts})
+    given = [p for P in PROBES if (p := parts.get(P.name)) is not None]
     gen = Synthetic(frames=frames, probes=tuple(p for p in given if p.rate > 0))
     sizes = split_sizes(f"synthetic (n_chars={n_chars})", n_chars, fractions)
     streams = [gen.stream(size, split) for split, size in zip(SPLITS, sizes, strict=True)]

@@ -90,6 +90,14 @@ def seed_list(seeds: Seeds) -> list[int]:
     return seeds.seeds if isinstance(seeds, Looks) else list(seeds)
 
 
+def plan_of(seeds: Seeds) -> tuple[tuple[int, ...], float | None]:
+    """The seeds at each look and the futility bound of a grid's `seeds:` (a list: one look at
+    all of them, never stopped early)."""
+    if isinstance(seeds, Looks):
+        return tuple(seeds.looks), seeds.futility
+    return (len(seeds),), None
+
+
 class ReportSpec(Strict):
     """`report:` of a grid file: a table layout (LAYOUTS; a grid that declares none gets the
     generic table), the figures to draw (FIGURES; none declared: every figure the runs have

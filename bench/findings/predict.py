@@ -63,8 +63,7 @@ def same_again(c: Claim, values: list[np.ndarray], margin: float, plan: tuple[in
     runs = np.stack([_draw(np.asarray(d, float), c.expect, margin, c.test, plan[-1], rng)
                      for d in values])  # (parts, DRAWS, n)
     claim = sequential.design(plan, c.test)
-    parts = len(values) * (2 if c.expect == "equivalent" else 1)
-    opposite = sequential.against(plan, c.test, False, parts)
+    opposite = sequential.against(plan, c.test, False, len(values) * c.sides)
     end = np.full(DRAWS, "undecided", dtype=object)
     for k, n in enumerate(plan):
         p, p_opp = stats.p_values(runs[..., :n], c.expect, margin, c.test)

@@ -78,10 +78,9 @@ class Design:
 
     def __init__(self, c: Claim, plan: Plan, k: int, parts: int) -> None:
         exact = c.metric in EXACT
-        share = parts * (2 if c.expect == "equivalent" else 1)
         self.plan, self.k, self.futility = plan, k, plan.futility
         self.claim = sequential.design(plan.looks, c.test, exact)
-        self.opposite = sequential.against(plan.looks, c.test, exact, share)
+        self.opposite = sequential.against(plan.looks, c.test, exact, parts * c.sides)
         self.look, self.against = self.claim[k], self.opposite[k]
         self.last = k == len(plan.looks) - 1
 

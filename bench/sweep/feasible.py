@@ -6,7 +6,6 @@ empty) is refused, naming the claim; what each look can decide, the design's exa
 the claims that imply one another are printed; GPUs the grid asks for and the machine or
 cluster lacks, naming resources.gpu."""
 
-import os
 from pathlib import Path
 from typing import Any
 
@@ -16,7 +15,7 @@ import torch
 import variants
 from bench.config import ConfigError, read_yaml
 from bench.experiment.claims import EXACT, PROBE_METRIC, SPAN_SHAPE, Claim, cells, parse
-from bench.experiment.grid import Grid, Looks, Seeds, seed_list
+from bench.experiment.grid import Grid, Seeds, plan_of
 from bench.findings import sequential
 from bench.findings.bounds import Spans, decided
 from bench.findings.stats import ALPHA, min_seeds
@@ -76,14 +75,12 @@ def by_look(claims: list[Claim], axes: dict[str, list[Any]], seeds: Seeds) -> pd
     """Per claim and look: its seeds n, its exact rule each way (the claim's, the contrary's
     at alpha / parts), their levels, the error spent by then, and what the look can do:
     reject, stop for futility only, or nothing."""
-    plan = tuple(seeds.looks) if isinstance(seeds, Looks) else (len(seed_list(seeds)),)
-    futility = seeds.futility if isinstance(seeds, Looks) else None
+    plan, futility = plan_of(seeds)
     rows = []
     for i, c in enumerate(claims):
         exact, parts = c.metric in EXACT, _parts(c, axes)
-        share = parts * (2 if c.expect == "equivalent" else 1)
         mine, theirs = (sequential.design(plan, c.test, exact),
-                        sequential.against(plan, c.test, exact, share))
+                        sequential.against(plan, c.test, exact, parts * c.sides))
         for k, (look, opp) in enumerate(zip(mine, theirs, strict=True)):
             last = k == len(plan) - 1
             can = "reject" if look.can_reject or opp.can_reject else (
@@ -100,15 +97,13 @@ def rates(claims: list[Claim], axes: dict[str, list[Any]], seeds: Seeds) -> pd.D
     is the chance that a seed lands on the claimed side: the errors at q = 0.5 (reproduced,
     contradicted), the power at q = 0.8 and 0.9, the power to contradict at q = 0.1 (the
     opposite effect as large as q = 0.9's), and the looks that can never change a decision."""
-    plan = tuple(seeds.looks) if isinstance(seeds, Looks) else (len(seed_list(seeds)),)
-    futility = seeds.futility if isinstance(seeds, Looks) else None
+    plan, futility = plan_of(seeds)
     rows = []
     for c in claims:
         if c.metric in EXACT:
             rows.append({"claim": c.id, "rates": "none: a value fixed by the config"})
             continue
-        sides = 2 if c.expect == "equivalent" else 1
-        at = {q: sequential.operating(plan, c.test, q, futility, _parts(c, axes), sides)
+        at = {q: sequential.operating(plan, c.test, q, futility, _parts(c, axes), c.sides)
               for q in (0.5, 0.8, 0.9, 0.1)}
         idle = [str(k + 1) for k, share in enumerate(at[0.5].decided) if share == 0]
         rows.append({"claim": c.id, "test": c.test,
@@ -176,11 +171,11 @@ def check_restated(grid: Grid, results: Path = RESULTS) -> None:
 
 
 def check_gpus(grid: Grid, address: str | None) -> float:
-    """The GPUs trials can use (a machine's CUDA devices, or a cluster's GPUs, asked of Ray by
-    connecting, which starts nothing); ConfigError where the grid asks for more
+    """The GPUs trials can use: this machine's CUDA devices, or those of the Ray cluster at
+    `address` (--address, else $RAY_ADDRESS, as the command resolved it), asked of Ray by
+    connecting, which starts nothing; ConfigError where the grid asks for more
     (resources.gpu) than there are."""
     gpu = grid.resources.gpu
-    address = address or os.environ.get("RAY_ADDRESS")
     if address is None:
         have = float(torch.cuda.device_count())
         where = "this machine has no CUDA device and no --address names a Ray cluster with GPUs"

@@ -1,6 +1,7 @@
 """The command-line arguments the commands share, defined once: `--set` and `--preset` (train,
-run, speed, anchors), what turns a grid file into its trials (`add_trial_args`), and the
-argparse types that check a value before anything runs, and how a measurement prints (`emit`)."""
+run, speed, anchors), `--tracking-uri` (run, report, retag), what turns a grid file into its
+trials (`add_trial_args`), the argparse types that check a value before anything runs, and how
+a measurement prints (`emit`)."""
 
 import argparse
 import json
@@ -52,6 +53,13 @@ positive = checked(int, "a positive int", lambda v: v >= 1)
 int_list = checked(_ints, "comma-separated positive ints", lambda v: min(v) >= 1)  # 256,1024
 fraction = checked(float, "a fraction of S in (0, 1]", lambda v: 0 < v <= 1)
 seeds_arg = checked(_ints, "integers like 0,1,2")
+
+
+def add_tracking_uri(p: argparse.ArgumentParser, store: str = "runs/mlflow.db") -> None:
+    """--tracking-uri, the MLflow store (`bench.tracking.store.tracking_uri` resolves it: this,
+    else $MLFLOW_TRACKING_URI, else the sqlite file `store`), into args.tracking_uri."""
+    p.add_argument("--tracking-uri", help=f"MLflow tracking URI (default: $MLFLOW_TRACKING_URI, "
+                   f"else sqlite:///{store})")
 
 
 def add_trial_args(p: argparse.ArgumentParser) -> None:

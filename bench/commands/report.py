@@ -22,15 +22,14 @@ from bench.provenance import LOCAL
 from bench.tracking.reader import StoreError
 from bench.tracking.store import tracking_uri
 
-from .args import VERDICTS
+from .args import VERDICTS, add_tracking_uri
 
 
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(prog="python -m bench.report", description=__doc__.split("\n")[0],
                                 epilog=VERDICTS)
     p.add_argument("target", help="grid YAML (its name) or an MLflow experiment name")
-    p.add_argument("--tracking-uri", help="MLflow tracking URI (default: $MLFLOW_TRACKING_URI, "
-                   "else sqlite:///runs/mlflow.db)")
+    add_tracking_uri(p)
     p.add_argument("--sweep", metavar="RUN_ID", help="the sweep's MLflow run (default: the "
                    "experiment's newest sweep)")
     p.add_argument("--out", type=Path, help="output folder (default runs/<grid>/; with "

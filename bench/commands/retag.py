@@ -21,12 +21,13 @@ from bench.tracking import retag
 from bench.tracking.reader import StoreError
 from bench.tracking.store import tracking_uri
 
+from .args import add_tracking_uri
+
 
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(prog="python -m bench.retag", description=__doc__.split("\n")[0])
     p.add_argument("grids", nargs="*", type=Path, help="grid files whose trials the store holds")
-    p.add_argument("--tracking-uri", help="the store (default: $MLFLOW_TRACKING_URI, else "
-                   "sqlite:///runs/mlflow.db)")
+    add_tracking_uri(p)
     p.add_argument("--results", nargs="+", type=Path, default=[], metavar="DIR",
                    help="result folders (runs.csv, grid.yaml) to rewrite instead")
     args = p.parse_args(argv)

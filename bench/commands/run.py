@@ -23,7 +23,7 @@ from bench.sweep.plan import print_plan
 from bench.sweep.runner import SweepOptions, reads, sweep
 from bench.sweep.trials import Overrides, resolve_trials
 
-from .args import VERDICTS, add_trial_args
+from .args import VERDICTS, add_tracking_uri, add_trial_args
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -34,8 +34,7 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--dry-run", action="store_true",
                    help="print the trials and the estimated cost, then exit")
     p.add_argument("--address", help="an existing Ray cluster (default: $RAY_ADDRESS, else local)")
-    p.add_argument("--tracking-uri", help="MLflow tracking URI (default: $MLFLOW_TRACKING_URI, "
-                   "else sqlite:///<results-dir>/mlflow.db)")
+    add_tracking_uri(p, "<results-dir>/mlflow.db")
     p.add_argument("--results-dir", type=Path, default=LOCAL,
                    help="where <grid>/ and the default MLflow db go (default runs/, which git "
                    "ignores; the committed results are written with --results-dir results)")

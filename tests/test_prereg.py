@@ -1,8 +1,9 @@
-"""Pre-registration checked by the machine (`bench.findings.prereg`): a grid file committed with
-its claims before the first confirmation trial started is confirmatory; committed after it, or
-never with these claims, exploratory (its verdicts `holds (exploratory)`); runs without start
-times, or a grid file outside git, are said not to be checked. A real git repository in a
-temporary folder; no Ray, no training."""
+"""Pre-registration checked by the machine (`bench.findings.prereg`), in a real git repository
+in a temporary folder (no Ray, no training): trials record the plan they serve as a sweep's
+driver records it (`prereg.record`); a plan committed before they ran, and run clean from a
+commit that holds it, is confirmatory; the four spoofs an outside review passed through the
+old check (a backdated commit, claims reverted after the trials, looks changed after the data,
+the start times dropped) come out exploratory or unverified."""
 
 import subprocess
 
@@ -15,8 +16,10 @@ from bench.findings import prereg, report
 
 CLAIM = {"id": "lower", "text": "a is below b", "rows": {"model.variant": "a"},
          "baseline": {"model.variant": "b"}, "metric": "final_test_bpc", "expect": "less"}
-GRID = {"name": "g", "grid": {"model.variant": ["a", "b"]}, "seeds": [0, 1, 2, 3, 4, 5],
+GRID = {"name": "g", "grid": {"model.variant": ["a", "b"]},
+        "seeds": {"looks": [6], "start": 0, "replications": [100]},
         "design_seeds": [], "claims": [CLAIM]}
+BEFORE, RAN = "2026-01-02T10:00:00+00:00", "2026-01-02 11:00:00+00:00"
 
 
 def git(repo, *args: str) -> str:
@@ -24,90 +27,124 @@ def git(repo, *args: str) -> str:
                           text=True).stdout
 
 
+def commit(repo, grid: dict, when: str, path: str = "g.yaml") -> None:
+    """Write `grid` to `path` and commit it with committer and author time `when`."""
+    (repo / path).write_text(yaml.safe_dump(grid))
+    git(repo, "add", path)
+    subprocess.run(["git", "-c", "user.name=t", "-c", "user.email=t@t", "commit", "-q", "-m",
+                    f"{path} at {when}"], cwd=repo, check=True,
+                   env={"GIT_COMMITTER_DATE": when, "GIT_AUTHOR_DATE": when,
+                        "PATH": "/usr/bin:/bin"})
+
+
 @pytest.fixture
 def repo(tmp_path):
-    """A repository with the grid file committed at a known time (2026-01-02 10:00 UTC)."""
-    git(tmp_path, "init", "-q")
-    (tmp_path / "g.yaml").write_text(yaml.safe_dump(GRID))
-    git(tmp_path, "add", "g.yaml")
-    env = "2026-01-02T10:00:00+00:00"
-    subprocess.run(["git", "-c", "user.name=t", "-c", "user.email=t@t", "commit", "-q", "-m",
-                    "grid"], cwd=tmp_path, check=True,
-                   env={"GIT_COMMITTER_DATE": env, "GIT_AUTHOR_DATE": env, "PATH": "/usr/bin:/bin"})
-    return tmp_path
+    """A repository with the grid file committed at BEFORE."""
+    repo = tmp_path / "repo"
+    repo.mkdir()
+    git(repo, "init", "-q")
+    commit(repo, GRID, BEFORE)
+    return repo
 
 
-def runs() -> pd.DataFrame:
-    """Six seeds on which row a is below b in every one."""
-    return pd.DataFrame([{"model.variant": v, "seed": s, "final_test_bpc": 1.0 if v == "a"
-                          else 2.0} for s in range(6) for v in "ab"])
+def trials(repo, start: int = 0, path: str = "g.yaml") -> pd.DataFrame:
+    """Six seeds on which row a is below b in every one, each trial recording the plan as the
+    sweep's driver would from the repository as it is now, started at RAN."""
+    spec = grids.load(repo / path)
+    if start != spec.seeds.start:
+        spec = spec.model_copy(update={"seeds": spec.seeds.model_copy(update={"start": start})})
+    rec = prereg.record(spec, repo / path, {})
+    return pd.DataFrame([{"model.variant": v, "seed": start + s, "trial": f"{v}{start + s}",
+                          "final_test_bpc": 1.0 if v == "a" else 2.0, "start_time": RAN, **rec}
+                         for s in range(6) for v in "ab"])
 
 
-def findings(repo, start: str | None, tmp_path) -> tuple[str, pd.DataFrame]:
-    spec = grids.load(repo / "g.yaml")
-    data = runs() if start is None else runs().assign(
-        start_time=start, claims_sha=prereg.claims_sha(spec.claims))
-    _, table, _ = report.write_findings("g", spec, data, pd.DataFrame(), tmp_path,
-                                        repo / "g.yaml")
-    return (tmp_path / "findings.md").read_text(), table
+def findings(repo, data: pd.DataFrame, out, path: str = "g.yaml") -> tuple[str, pd.DataFrame]:
+    spec = grids.load(repo / path)
+    _, table, _ = report.write_findings("g", spec, data, pd.DataFrame(), out, repo / path)
+    return (out / "findings.md").read_text(), table
 
 
-def test_committed_before_the_first_trial_is_confirmatory(repo, tmp_path):
-    md, table = findings(repo, "2026-01-02 11:00:00+00:00", tmp_path)
-    assert "Pre-registration: g.yaml with these claims" in md and "before the first" in md
+def test_a_plan_committed_before_its_trials_is_confirmatory(repo, tmp_path):
+    md, table = findings(repo, trials(repo), tmp_path)
+    assert "Pre-registration: confirmatory" in md and "before the first confirmation" in md
     assert table["verdict"].iloc[0] == "reproduced" and table["evidence"].iloc[0] == "confirmatory"
 
 
-def test_committed_after_the_first_trial_is_exploratory(repo, tmp_path):
-    md, table = findings(repo, "2026-01-02 09:59:00+00:00", tmp_path)
-    assert "Pre-registration: exploratory" in md and "after the first confirmation trial" in md
+def test_a_backdated_commit_of_a_plan_run_uncommitted_is_exploratory(repo, tmp_path):
+    """The trials ran from an edited grid file; its commit, made after them, is backdated."""
+    edited = {**GRID, "claims": [{**CLAIM, "margin": 0.5}]}
+    (repo / "g.yaml").write_text(yaml.safe_dump(edited))
+    data = trials(repo)
+    commit(repo, edited, "2026-01-02T10:30:00+00:00")  # before RAN, but made after the trials
+    md, table = findings(repo, data, tmp_path)
+    assert "exploratory" in md and "working tree that differed from its commit" in md
     assert table["verdict"].iloc[0] == "holds (exploratory)"
-    assert "after the first confirmation trial" in table["reason"].iloc[0]
-
-
-def test_claims_edited_since_the_commit_are_exploratory(repo, tmp_path):
-    (repo / "g.yaml").write_text(yaml.safe_dump({**GRID, "claims": [{**CLAIM, "margin": 0.5}]}))
-    md, table = findings(repo, "2026-01-02 11:00:00+00:00", tmp_path)
-    assert "no commit of g.yaml holds these claims" in md
     assert table["evidence"].iloc[0] == "exploratory"
 
 
-def test_runs_without_start_times_are_not_checked(repo, tmp_path):
-    md, table = findings(repo, None, tmp_path)
-    assert "Pre-registration: not checked (the runs record no start times" in md
-    assert table["verdict"].iloc[0] == "reproduced"
+def test_claims_reverted_after_the_trials_are_exploratory(repo, tmp_path):
+    """Claims A committed, then B; the trials run under B; then the file reverted to A."""
+    commit(repo, {**GRID, "claims": [{**CLAIM, "margin": 0.5}]}, "2026-01-02T10:10:00+00:00")
+    data = trials(repo)
+    commit(repo, GRID, "2026-01-02T12:00:00+00:00")
+    md, table = findings(repo, data, tmp_path)
+    assert "ran under another plan" in md and "trial a0" in md
+    assert table["evidence"].iloc[0] == "exploratory"
 
 
-def test_a_grid_file_outside_git_is_not_checked(tmp_path):
+@pytest.mark.parametrize("change", [{"seeds": {"looks": [3, 6], "start": 0}},
+                                    {"seeds": {"looks": [6], "start": 0, "futility": 0.2}},
+                                    {"design_seeds": [50]}])
+def test_looks_futility_or_design_seeds_changed_after_the_data_are_exploratory(
+        repo, tmp_path, change):
+    data = trials(repo)
+    commit(repo, {**GRID, **change}, "2026-01-02T12:00:00+00:00")
+    md, table = findings(repo, data, tmp_path)
+    assert "ran under another plan" in md
+    assert table["evidence"].iloc[0] == "exploratory"
+
+
+def test_runs_without_start_times_or_records_are_unverified(repo, tmp_path):
+    for data in (trials(repo).drop(columns="start_time"), trials(repo)[["model.variant",
+                                                                        "seed", "final_test_bpc"]]):
+        md, table = findings(repo, data, tmp_path)
+        assert "Pre-registration: unverified" in md and "predate the plan records" in md
+        assert table["evidence"].iloc[0] == "unverified"
+        assert table["verdict"].iloc[0] == "reproduced"  # the numbers stand; the label does not
+
+
+def test_a_grid_file_outside_git_is_unverified(tmp_path):
     (tmp_path / "g.yaml").write_text(yaml.safe_dump(GRID))
     spec = grids.load(tmp_path / "g.yaml")
-    got = prereg.check(tmp_path / "g.yaml", spec,
-                       runs().assign(start_time="2026-01-02 11:00:00+00:00"))
-    assert got.late is None and "not in a git checkout" in got.line
+    got = prereg.check(tmp_path / "g.yaml", spec, trials(tmp_path))
+    assert got.evidence == "unverified" and "not in a git checkout" in got.why
 
 
-def test_runs_made_for_other_claims_are_counted():
-    spec = grids.Grid.model_validate(GRID)
-    data = runs().assign(start_time="2026-01-02 11:00:00+00:00", claims_sha="0" * 16)
-    got = prereg.check(None, spec, data)
-    assert "12 of the runs were run for other claims" in got.line
+def test_a_registered_replication_start_is_confirmatory_and_another_is_not(repo, tmp_path):
+    md, table = findings(repo, trials(repo, start=100), tmp_path)
+    assert "Pre-registration: confirmatory" in md and "seeds from 100" in md
+    md, table = findings(repo, trials(repo, start=300), tmp_path)
+    assert "seed start 300 is not registered" in md
+    assert table["evidence"].iloc[0] == "exploratory"
+
+
+def test_a_command_line_override_is_another_plan(repo, tmp_path):
+    spec = grids.load(repo / "g.yaml")
+    rec = prereg.record(spec, repo / "g.yaml", {"sets": {"train": {"steps": 10}}})
+    data = trials(repo).assign(plan_sha=rec["plan_sha"])
+    md, table = findings(repo, data, tmp_path)
+    assert "ran under another plan" in md and table["evidence"].iloc[0] == "exploratory"
 
 
 def test_a_results_copy_is_registered_by_the_grid_file_it_was_run_from(repo, tmp_path):
-    """A result's grid.yaml is committed with the results, after its runs; the grid file it
-    was run from, ablations/<name>.yaml, was committed before them, and that registers them."""
+    """A result's grid.yaml is committed with the results, after its runs; the trials record
+    the grid file they were run from, ablations/g.yaml, committed before them."""
     (repo / "ablations").mkdir()
-    (repo / "ablations" / "g.yaml").write_text((repo / "g.yaml").read_text())
-    copy = repo / "results" / "g" / "grid.yaml"
-    copy.parent.mkdir(parents=True)
-    copy.write_text((repo / "g.yaml").read_text())
-    for path, when in (("ablations/g.yaml", "2026-01-02T10:00:00+00:00"),
-                       ("results/g/grid.yaml", "2026-01-03T10:00:00+00:00")):
-        git(repo, "add", path)
-        subprocess.run(["git", "-c", "user.name=t", "-c", "user.email=t@t", "commit", "-q",
-                        "-m", path], cwd=repo, check=True,
-                       env={"GIT_COMMITTER_DATE": when, "GIT_AUTHOR_DATE": when,
-                            "PATH": "/usr/bin:/bin"})
-    got = prereg.check(copy, grids.load(copy), runs().assign(
-        start_time="2026-01-02 11:00:00+00:00"))
-    assert got.late is None and "ablations/g.yaml with these claims" in got.line
+    commit(repo, GRID, BEFORE, "ablations/g.yaml")
+    data = trials(repo, path="ablations/g.yaml")
+    (repo / "results" / "g").mkdir(parents=True)
+    commit(repo, GRID, "2026-01-03T10:00:00+00:00", "results/g/grid.yaml")
+    got = prereg.check(repo / "results/g/grid.yaml", grids.load(repo / "results/g/grid.yaml"),
+                       data)
+    assert got.evidence == "confirmatory" and "ablations/g.yaml" not in got.why

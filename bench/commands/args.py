@@ -13,7 +13,7 @@ from bench.config import PRESETS
 T = TypeVar("T")
 # the --help epilog of the commands that print verdicts: the words are defined once, in docs/
 VERDICTS = ("Claims, their test order, looks, exact rules and the verdict words (reproduced, "
-            "contradicted, inconclusive, not tested; p_same, offsets, detectable, seeds) are "
+            "contradicted, inconclusive, not tested; offsets, detectable, seeds) are "
             "defined in docs/claims.md.")
 
 

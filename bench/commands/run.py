@@ -17,6 +17,7 @@ from pathlib import Path
 from bench import plugins
 from bench.config import ConfigError, parse_sets
 from bench.experiment import grid as grids
+from bench.findings import prereg
 from bench.provenance import LOCAL
 from bench.sweep import feasible, gpus
 from bench.sweep.plan import print_plan
@@ -49,7 +50,7 @@ def main(argv: list[str] | None = None) -> int:
         grid = grid.model_copy(update={"plugins": plugins.load(grid.plugins)})
         overrides = Overrides(parse_sets(args.sets), args.preset, args.data, args.seeds,
                               args.seed_start)
-        grid, trials = resolve_trials(grid, overrides, args.dry_run)
+        read, (grid, trials) = grid, resolve_trials(grid, overrides, args.dry_run)
         feasible.check(grid.claims, grid.grid, trials)
         feasible.check_restated(grid)
         levels = feasible.by_look(grid.claims, grid.grid, grid.seeds)
@@ -67,6 +68,8 @@ def main(argv: list[str] | None = None) -> int:
         looks = grid.look_seeds()
         first = [t for t in trials if t.seed in looks[0]]
         print_plan(first, grid, levels, feasible.rates(grid.claims, grid.grid, grid.seeds))
+        if grid.claims:
+            print(feasible.worst_line(grid.claims, grid.grid, grid.seeds))
         if len(looks) > 1:
             later = [t for t in trials if t.seed not in looks[0]
                      and reads(grid.claims, grid.grid, t.values)]
@@ -81,5 +84,7 @@ def main(argv: list[str] | None = None) -> int:
     return sweep(grid, trials, SweepOptions(
         args.grid, args.results_dir, command, tracking_uri=args.tracking_uri,
         address=args.address, force=args.force, rerun_stale=args.rerun_stale,
-        report=not args.no_report, gpu=packed.share, mps=mps))
+        report=not args.no_report, gpu=packed.share, mps=mps,
+        plan=tuple(prereg.record(read.model_copy(update={"seeds": grid.seeds}), args.grid, {
+            k: v for k, v in vars(overrides).items() if v and k != "seed_start"}).items())))
 

@@ -252,14 +252,16 @@ def selected(metric: str) -> str | None:
 
 
 def expectation(c: Claim) -> str:
-    """What a claim expects, in words: "mean difference < 0", "median slope within ±0.01"."""
+    """What a claim's test rejects for it, in words: "an effect against none (exchangeable):
+    mean difference < 0, one-sided", "median slope within ±0.01 (two one-sided tests)"."""
     what = STATISTIC[c.test] + " " + ("slope" if c.type == "trend" else
                                   "difference" if c.baseline else "value")
     what += f" of log(y + {c.log_offset:g})" if c.log_offset else ""
     margin = c.margin if c.margin == "planted" else f"{c.margin:g}"
     if c.expect == "equivalent":
-        return f"{what} within ±{margin}"
-    return f"{what} {'<' if c.expect == 'less' else '>'} {margin}"
+        return f"{what} within ±{margin} (two one-sided tests)"
+    said = f"{what} {'<' if c.expect == 'less' else '>'} {margin}, one-sided"
+    return f"an effect against none (exchangeable), {said}" if c.test == "sign-flip" else said
 
 
 def describe(claims: list[Claim]) -> pd.DataFrame:

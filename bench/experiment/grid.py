@@ -55,15 +55,18 @@ def check_key(key: str) -> None:
 
 
 class Looks(Strict):
-    """`seeds: {looks: [3, 6, 10], start: 0, futility: 0.5}`: a group-sequential design. Look k
-    runs seeds start .. start + looks[k] - 1 of the settings an undecided claim reads; each
-    claim is tested at every look against its exact boundaries in both directions
-    (`bench.findings.sequential`), and stops for futility (non-binding) at an interim look
-    where neither direction's p is below `futility` (null: never)."""
+    """`seeds: {looks: [3, 6, 10], start: 0, futility: 0.5, replications: [200]}`: a
+    group-sequential design. Look k runs seeds start .. start + looks[k] - 1 of the settings an
+    undecided claim reads; each claim is tested at every look against its exact boundaries in
+    both directions (`bench.findings.sequential`), and stops for futility (non-binding) at an
+    interim look where neither direction's p is below `futility` (null: never).
+    `replications`: the seed starts registered for running the same plan again on fresh seeds
+    (`--seed-start N`; `bench.findings.prereg`)."""
 
     looks: list[int] = Field(min_length=1)
     start: int = 0
     futility: float | None = Field(0.5, gt=0, lt=1)
+    replications: list[int] = []
 
     @field_validator("looks")
     @classmethod

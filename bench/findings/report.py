@@ -13,12 +13,13 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
+from bench.config import ConfigError
 from bench.experiment import grid as grids
 from bench.experiment.claims import METRICS, PROBE_METRIC
 from bench.experiment.grid import Grid
 from bench.provenance import identity
 from bench.tracking import reader, writer
-from bench.tracking.names import CLAIMS, SEEDS
+from bench.tracking.names import PLAN, SEEDS
 
 from . import prereg, stats, verdicts
 from .figures import write_figures
@@ -52,8 +53,7 @@ FINDINGS_NOTE = (
     "below the bound); `not tested`: decided by construction, or after the sequence stopped. "
     "On seeds the claims were designed from, or from a grid file not committed before they "
     "ran (`evidence` exploratory), the words are `holds (exploratory)` and `fails "
-    "(exploratory)`. `p_same`: the predictive chance that a fresh run of the design ends the "
-    "same way. `offsets`: the log offsets of a fixed ladder at which the verdict stands. "
+    "(exploratory)`. `offsets`: the log offsets of a fixed ladder at which the verdict stands. "
     "`detectable`: for a mean, the smallest effect beyond the margin the seeds could detect "
     "(80% power), for a median the smallest share of seeds satisfying the claim; `seeds`: how "
     "many would detect what was seen. `unlearned`: in how many seeds each cell answered a probe "
@@ -68,10 +68,10 @@ def per_seed(sweep: Sweep, runs: pd.DataFrame) -> pd.DataFrame:
     (`verdicts.evaluate` over it gives the same table)."""
     metrics = sorted(c for c in runs if c in METRICS or PROBE_METRIC.match(c)
                      or c.startswith(("layer.", "dataset.planted", "dataset.no_recall")))
-    runs = runs.rename(columns={f"tags.{CLAIMS}": "claims_sha"})
+    runs = runs.rename(columns={f"tags.{PLAN}{k}": k for k in prereg.RECORDS})
     keys = [k for k in [*sweep.axes, *SEEDS, "trial", "precision", "cpu_capability",
                         *DATA_COLUMNS, "model.span", "floor_bpc", "head_spans", "start_time",
-                        "claims_sha"] if k in runs]
+                        *prereg.RECORDS] if k in runs]
     out = runs[list(dict.fromkeys([*keys, *metrics]))].copy()
     if "head_spans" in out:
         out["head_spans"] = out["head_spans"].map(
@@ -79,9 +79,46 @@ def per_seed(sweep: Sweep, runs: pd.DataFrame) -> pd.DataFrame:
     return out
 
 
+def _numbers(df: pd.DataFrame, path: Path) -> None:
+    """ConfigError naming the row (its line in the file) and column of the first value that is
+    not a number where runs.csv holds a metric or a seed."""
+    for col in df:
+        if not (col in METRICS or PROBE_METRIC.match(col) or col in (*SEEDS, "floor_bpc")):
+            continue
+        bad = df[col].notna() & pd.to_numeric(df[col], errors="coerce").isna()
+        if bad.any():
+            i = int(bad.idxmax())
+            raise ConfigError(f"{path}: line {i + 2}, column {col}: {df.at[i, col]!r} is not a "
+                              "number")
+        df[col] = pd.to_numeric(df[col])
+
+
+def _once(df: pd.DataFrame, path: Path) -> None:
+    """ConfigError naming a trial that runs.csv holds twice, with the values that differ."""
+    if "trial" not in df:
+        return
+    twice = df[df["trial"].duplicated(keep=False)]
+    for trial, rows in twice.groupby("trial", sort=False):
+        first, again = (rows.iloc[k].map(lambda v: v.item() if isinstance(v, np.generic)
+                                         else v) for k in (0, 1))
+        differ = [c for c in df if not (pd.isna(first[c]) and pd.isna(again[c]))
+                  and first[c] != again[c]]
+        what = (f"{differ[0]} {first[differ[0]]!r} on line {rows.index[0] + 2} and "
+                f"{again[differ[0]]!r} on line {rows.index[1] + 2}" if differ else
+                f"on lines {rows.index[0] + 2} and {rows.index[1] + 2}")
+        raise ConfigError(f"{path}: trial {trial} appears {len(rows)} times ({what}); each "
+                          "trial is one row")
+
+
 def read_per_seed(path: Path) -> pd.DataFrame:
-    """runs.csv back as evaluate() reads runs (head spans as lists)."""
-    df = pd.read_csv(path)
+    """runs.csv back as evaluate() reads runs (head spans as lists); ConfigError for a value
+    that is not a number where one belongs, or a trial held twice."""
+    try:
+        df = pd.read_csv(path)
+    except (OSError, pd.errors.ParserError, UnicodeDecodeError) as err:
+        raise ConfigError(f"{path}: not a runs.csv ({err})") from None
+    _numbers(df, path)
+    _once(df, path)
     if "head_spans" in df:
         df["head_spans"] = df["head_spans"].map(lambda v: json.loads(v) if isinstance(v, str)
                                                 else v)
@@ -123,7 +160,7 @@ def findings_markdown(table: pd.DataFrame) -> str:
         "look": text("look"), "n": table["n"].map(lambda v: num(v, ".0f")),
         "seeds run": text("seed_range"), "evidence": text("evidence"),
         "test": text("test"), "verdict": table["verdict"],
-        "p_same": table["p_same"].map(lambda v: num(v, ".2f")), "offsets": text("offsets"),
+        "offsets": text("offsets"),
         "detectable": table["detectable"].map(num),
         "seeds": table["seeds_needed"].map(lambda v: num(v, ".0f")),
         "unlearned": text("unlearned"), "fixed": text("fixed_by_floor"),
@@ -133,6 +170,19 @@ def findings_markdown(table: pd.DataFrame) -> str:
     return md.to_markdown(index=False, disable_numparse=True)
 
 
+def judge(grid: Grid, runs: pd.DataFrame, missing: pd.DataFrame, grid_file: Path | None
+          ) -> tuple[pd.DataFrame, prereg.Registration]:
+    """The grid's claims' verdicts on `runs` (`verdicts.evaluate`), labelled by what the
+    pre-registration check (`prereg.check`) found: exploratory or unverified where it says so."""
+    registered = prereg.check(grid_file, grid, runs)
+    table = verdicts.evaluate(grid.claims, runs, missing, grid.looks, grid.design_seeds)
+    if registered.evidence == "exploratory":
+        table = verdicts.exploratory(table, registered.why)
+    elif registered.evidence == "unverified":
+        table = verdicts.unverified(table, registered.why)
+    return table, registered
+
+
 def write_findings(name: str, grid: Grid, runs: pd.DataFrame, missing: pd.DataFrame,
                    out_dir: Path, grid_file: Path | None) -> tuple[list[Path], pd.DataFrame, str]:
     """findings.md and findings.csv (columns verdicts.COLUMNS): the grid's claims' verdicts
@@ -140,10 +190,7 @@ def write_findings(name: str, grid: Grid, runs: pd.DataFrame, missing: pd.DataFr
     recomputes every committed findings.csv from it), with whether `grid_file` pre-registered
     them (`prereg`) and which results beside out_dir share its trials (`shared_line`); returns
     the paths, the table and the table as Markdown."""
-    registered = prereg.check(grid_file, grid, runs)
-    table = verdicts.evaluate(grid.claims, runs, missing, grid.looks, grid.design_seeds)
-    if registered.late:
-        table = verdicts.exploratory(table, registered.late)
+    table, registered = judge(grid, runs, missing, grid_file)
     md = findings_markdown(table)
     texts = [f"{i}. `{c.id}`: {c.text}" for i, c in enumerate(grid.claims, 1)]
     paths = [out_dir / "findings.md", out_dir / "findings.csv"]

@@ -13,9 +13,9 @@ from bench.tracking.names import FAILURE, SEEDS, STOPPED
 
 from .bounds import Spans
 from .numbers import flag
+from .stats import holds
 
 ABOVE_R = ".above_R"  # a span statistic's column measured above the ramp R
-FIXED = "fixed_by_floor."  # per run: the floor R fixed the raw statistic
 
 
 class Unavailable(Exception):
@@ -51,9 +51,6 @@ def derive(runs: pd.DataFrame) -> pd.DataFrame:
         runs["head_span_spread" + suffix] = z.map(_spread)
         runs["long_head_fraction" + suffix] = z.map(_long)
         runs["layer_span_ratio" + suffix] = zl.map(_layer_ratio)
-    # raw spans: every head is at least R, so with the longest under 2R every head is "long"
-    runs[FIXED + "long_head_fraction"] = [s is not None and bool(s.max() < 2 * r)
-                                          for s, r in zip(spans, ramp, strict=True)]
     far = col("dataset.planted").map(lambda v: max(json.loads(v), default=np.nan)
                                      if isinstance(v, str) else np.nan)
     runs["covering_head_fraction"] = [np.nan if s is None or np.isnan(d) else float(np.mean(
@@ -84,20 +81,24 @@ def column(claim: Claim) -> str:
     return claim.metric + (ABOVE_R if claim.floor == "R" else "")
 
 
-def fixed(claim: Claim, runs: pd.DataFrame, cells: list[dict], seeds: list[Any]) -> str:
-    """For a claim on a statistic its floor can fix (the raw long-head share, 1 whenever the
-    longest head is under 2R), in how many of its seeds the floor fixed it; "" otherwise."""
-    flag_col = FIXED + claim.metric
-    if claim.floor == "R" or flag_col not in runs:
-        return ""
-    col = seed_col(runs)
-    out = []
-    for cell in cells:
-        sub = runs[match(runs, cell)]
-        sub = sub[sub[col].isin(seeds)] if col else sub
-        if hit := int(sub[flag_col].astype(bool).sum()):
-            out.append(f"{label(cell)}: {hit}/{len(sub)}")
-    return "; ".join(out)
+def fixed(claim: Claim, runs: pd.DataFrame, missing: pd.DataFrame, pairs: list,
+          seeds: list[Any]) -> pd.Series | None:
+    """For a claim on a raw span statistic (SPAN_SHAPE without `floor: R`: every head's span is
+    at least the ramp R, so R pulls the raw statistic): per seed, whether the floor decides its
+    side of the margin, its raw value on the claimed side and its value above R not, or the
+    reverse (None: not such a claim, or no ramp recorded)."""
+    if claim.metric not in SPAN_SHAPE or claim.floor == "R":
+        return None
+    raw = sample(claim, runs, missing, pairs, seeds)[0]
+    try:
+        above = sample(claim.model_copy(update={"floor": "R"}), runs, missing, pairs, seeds)[0]
+    except Unavailable:
+        return None
+    if above.isna().all():
+        return None
+    margin = float(claim.margin)
+    return pd.Series(np.asarray(holds(raw, claim.expect, margin)) != np.asarray(
+        holds(above.reindex(raw.index), claim.expect, margin)), raw.index)
 
 
 def match(df: pd.DataFrame, cell: dict[str, Any]) -> pd.Series:

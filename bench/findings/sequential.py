@@ -27,6 +27,18 @@ stops only when neither direction's p is below the bound, so the seeds at hand l
 and a stop never hides a contrary result. The opposite of a claim with m parts (any part
 contradicted, a union) is tested at alpha / m per part (Bonferroni; an equivalence's two outer
 sides count as two parts). Claims form a fixed sequence (Glimm, Maurer and Bretz 2010).
+
+The family's alpha is shared between the two directions (`family`), so that the chance of any
+wrong verdict in the sequence, a false claim reproduced or a true one contradicted, is at most
+alpha whatever the dependence between the claims (two claims on one metric included). A wrong
+verdict needs the first false claim j reproduced (at most its level a_j, the sequence having
+reached it) or a true claim i before it contradicted (at most its contrary's error c_i), so the
+family errs with chance at most a_j + sum_{i<j} c_i. Each claim's contrary gets alpha / (2m)
+of a family of m, or the least with which it can reject at all where that is more (`least`),
+never more than is left; the last claim's gets what is left of alpha; each claim is
+reproduced at alpha less what the contraries before it may spend: a_j = alpha - sum_{i<j} c_i.
+An equivalence's contrary ("beyond a margin") is one exact test of both sides (`outside`), not
+two halves.
 docs/claims.md states the standard; `operating` computes a design's exact rates.
 """
 
@@ -36,7 +48,7 @@ from functools import cache
 import numpy as np
 from scipy.stats import binom, norm
 
-from .stats import ALPHA, Test, tail
+from .stats import ALPHA, Test, outside_level, outside_table, tail
 
 FINAL = ("reproduced", "contradicted", "futile", "inconclusive")  # how a claim can end
 SLACK = 1e-9  # relative: a p equal to a level in exact arithmetic is at the level in floats
@@ -109,10 +121,79 @@ def design(looks: tuple[int, ...], test: Test = "sign", exact: bool = False,
     return (_fixed if exact else _sign if test == "sign" else _flip)(looks, alpha)
 
 
-def against(looks: tuple[int, ...], test: Test, exact: bool, parts: int) -> tuple[Look, ...]:
-    """The boundaries of a claim's opposite direction, tested in each of `parts` parts at
-    alpha / parts (Bonferroni)."""
-    return design(looks, test, exact, ALPHA / max(parts, 1))
+def _outside(looks: tuple[int, ...], alpha: float) -> tuple[Look, ...]:
+    """An equivalence's contrary, "beyond a margin" (`stats.outside`): at its last look only,
+    at the largest attainable p within alpha (its worst case over the whole region where the
+    claim holds); earlier looks cannot contradict it."""
+    n = looks[-1]
+    level, rule = outside_level(n, alpha)
+    none = [Look(k, 0.0, "none", 0.0) for k in looks[:-1]]
+    return (*none, Look(n, level, rule, level))
+
+
+@cache
+def against(looks: tuple[int, ...], test: Test, exact: bool, parts: int,
+            alpha: float = ALPHA, equivalent: bool = False) -> tuple[Look, ...]:
+    """The boundaries of a claim's opposite direction at `alpha` (its share of the family's,
+    `family`), tested in each of `parts` parts at alpha / parts (Bonferroni); an equivalence's
+    by `_outside`."""
+    if equivalent and not exact:
+        return _outside(looks, alpha / max(parts, 1))
+    return design(looks, test, exact, alpha / max(parts, 1))
+
+
+@dataclass(frozen=True)
+class Contrary:
+    """What a claim's opposite direction is, for its share of the family's alpha: its test,
+    whether the config fixes its metric, its parts and whether it is an equivalence."""
+
+    test: Test
+    exact: bool = False
+    parts: int = 1
+    equivalent: bool = False
+
+
+@dataclass(frozen=True)
+class Budget:
+    """A claim's share of the family's alpha: `claim`, the alpha its reproduction spends over
+    its looks; `contrary`, the alpha its opposite direction may spend (over its parts)."""
+
+    claim: float
+    contrary: float
+
+
+def least(c: Contrary, n: int) -> float:
+    """The smallest alpha at which a contrary with n seeds can reject at all: 2^-n per part
+    (an equivalence's: its most extreme outcome's p per part); 0 for a metric the config fixes."""
+    if c.exact:
+        return 0.0
+    return c.parts * (float(np.nanmin(outside_table(n))) if c.equivalent else 2.0 ** -n)
+
+
+def family(claims: list[Contrary], looks: tuple[int, ...], alpha: float = ALPHA
+           ) -> list[Budget]:
+    """Each claim's budget in a fixed sequence (module doc): contrary alpha / (2m), the last
+    claim's what is left; each claim reproduced at alpha less the error its predecessors'
+    contraries can spend (exact for the sign test; the sum of the levels for sign-flip)."""
+    out, spent = [], 0.0
+    for i, c in enumerate(claims):
+        share = alpha - spent if i == len(claims) - 1 else min(
+            max(alpha / (2 * len(claims)), least(c, looks[-1])), alpha - spent)
+        opposite = against(looks, c.test, c.exact, c.parts, share, c.equivalent)
+        out.append(Budget(alpha - spent, share))
+        spent += min(share, opposite[-1].error * c.parts)
+    return out
+
+
+def worst(budgets: list[Budget], claims: list[Contrary], looks: tuple[int, ...]) -> float:
+    """The family's chance of any wrong verdict in its worst case over every dependence between
+    the claims: max over j of (claim j's reproduction error + the contraries' before it), and
+    every claim true (every contrary's)."""
+    errors = [(design(looks, c.test, c.exact, b.claim)[-1].error,
+               against(looks, c.test, c.exact, c.parts, b.contrary, c.equivalent)[-1].error
+               * c.parts) for b, c in zip(budgets, claims, strict=True)]
+    before = np.cumsum([0.0, *(e[1] for e in errors)])
+    return float(max(*(e[0] + before[j] for j, e in enumerate(errors)), before[-1]))
 
 
 def judge(p: np.ndarray, p_opposite: np.ndarray, look: Look, opposite: Look, last: bool,
@@ -139,13 +220,17 @@ class Operating:
     decided: tuple[float, ...]
 
 
-def operating(looks: tuple[int, ...], test: Test, q: float, futility: float | None,
-              parts: int = 1, sides: int = 1) -> Operating:
-    """The design's rates, parts independent and each at q. Sign test: exact, by walking the
-    counts of every part through `judge` (seeds never tie; an equivalence, `sides` 2, has every
-    seed off the claimed side on one side of it). Sign-flip: REPS draws (seeded) of normal
-    per-seed values whose chance of the claimed side is q, through the test and `judge`."""
-    claim, opposite = design(looks, test), against(looks, test, False, parts * sides)
+def operating(looks: tuple[int, ...], c: Contrary, q: float, futility: float | None,
+              budget: Budget | None = None) -> Operating:
+    """The design's rates at its `budget` (default: alpha both ways, a family of one), parts
+    independent and each at q. Sign test: exact, by walking the counts of every part through
+    `judge` (seeds never tie; an equivalence has every seed off the claimed side beyond one
+    margin). Sign-flip: REPS draws (seeded) of normal per-seed values whose chance of the
+    claimed side is q, through the test and `judge`."""
+    budget = budget or Budget(ALPHA, ALPHA)
+    test, parts = c.test, c.parts
+    claim = design(looks, test, False, budget.claim)
+    opposite = against(looks, test, False, parts, budget.contrary, c.equivalent)
     ends, at = dict.fromkeys(FINAL, 0.0), []
     if test == "sign":
         mass, before = np.ones((1,) * parts), 0
@@ -158,7 +243,9 @@ def operating(looks: tuple[int, ...], test: Test, q: float, futility: float | No
             for axis in range(parts):
                 mass = np.apply_along_axis(np.convolve, axis, mass, step)
             before, hits = n, np.indices(mass.shape)
-            p, p_opp = binom.sf(hits - 1, n, 0.5), binom.sf(n - hits - 1, n, 0.5)
+            p = binom.sf(hits - 1, n, 0.5)
+            p_opp = outside_table(n)[n - hits, 0] if c.equivalent else binom.sf(n - hits - 1, n,
+                                                                                 0.5)
         else:
             p, p_opp = (tail(x[..., :n], 0.0, side, test) for side in ("greater", "less"))
         state = judge(p, p_opp, claim[k], opposite[k], k == len(looks) - 1, futility)

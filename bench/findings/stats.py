@@ -34,11 +34,13 @@ statsmodels' (`multipletests`, `TTestPower`), which the harness does not need at
 
 import warnings
 from dataclasses import dataclass
+from functools import cache
 from typing import Literal
 
 import numpy as np
 import pandas as pd
 from scipy.optimize import brentq
+from scipy.special import gammaln, xlogy
 from scipy.stats import binom, chi2, nct, permutation_test, quantile_test, ttest_1samp
 from scipy.stats import t as student
 
@@ -105,17 +107,66 @@ def tail(d: np.ndarray, margin: float, alternative: str, test: Test) -> np.ndarr
     return np.minimum(1.0, res.pvalue)
 
 
+GRID = np.linspace(0.0, 0.5, 201)  # the shares beyond each margin `outside` maximises over
+
+
+@cache
+def outside_table(n: int) -> np.ndarray:
+    """p[up, lo] of an equivalence's contrary with n seeds, `up` beyond the upper margin and `lo`
+    beyond the lower (up + lo <= n; NaN elsewhere). Outcomes are ordered by s = max(up, lo),
+    then by fewer t = min(up, lo) beyond the other margin: "7 of 8 beyond one margin and none
+    beyond the other" is more extreme than "7 of 8 and 1". p is the largest chance, over every
+    pair of shares
+    beyond the two margins at which the claim holds (each at most 1/2: GRID, corners
+    included), of an outcome at least as extreme: the test's worst case over its whole null."""
+    up, lo = (a.ravel() for a in np.indices((n + 1, n + 1)))
+    ok = up + lo <= n
+    up, lo = up[ok], lo[ok]
+    s, t = np.maximum(up, lo), np.minimum(up, lo)
+    pu, pl = (a.ravel()[:, None] for a in np.meshgrid(GRID, GRID))
+    inside = np.clip(1.0 - pu - pl, 0.0, 1.0)
+    rest = n - up - lo
+    log_coef = gammaln(n + 1) - gammaln(up + 1) - gammaln(lo + 1) - gammaln(rest + 1)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        pmf = np.exp(log_coef + xlogy(up, pu) + xlogy(lo, pl) + xlogy(rest, inside))
+    extreme = (s[None, :] > s[:, None]) | ((s[None, :] == s[:, None]) & (t[None, :] <= t[:, None]))
+    worst = (pmf @ extreme.T.astype(float)).max(axis=0)  # per outcome: sup over the null
+    table = np.full((n + 1, n + 1), np.nan)
+    table[up, lo] = np.minimum(worst, 1.0)
+    return table
+
+
+def outside_level(n: int, alpha: float) -> tuple[float, str]:
+    """The largest p of `outside_table(n)` at most alpha (0: none), and its rule in words."""
+    table = outside_table(n)
+    fits = np.argwhere(table <= alpha * (1 + 1e-9))
+    if not fits.size:
+        return 0.0, "none"
+    up, lo = max(fits.tolist(), key=lambda ul: table[ul[0], ul[1]])
+    s, t = max(up, lo), min(up, lo)
+    return float(table[up, lo]), (f"{s} of {n} beyond one margin, at most {t} beyond the other"
+                                + (f" (or {s + 1} beyond one)" if s < n else ""))
+
+
+def outside(d: np.ndarray, margin: float) -> np.ndarray:
+    """The p of an equivalence's contrary, "beyond a margin" (`outside_table`), of per-seed
+    values d (..., n): a seed at or beyond +-margin counts as beyond it."""
+    x = np.asarray(d, dtype=float)
+    up, lo = (x >= margin).sum(axis=-1), (x <= -margin).sum(axis=-1)
+    return outside_table(x.shape[-1])[up, lo]
+
+
 def p_values(d: np.ndarray, expect: Expect, margin: float, test: Test
              ) -> tuple[np.ndarray, np.ndarray]:
     """(p, p_opposite) of per-seed values d (..., n) against `margin`, vectorised over the
     leading axes. less / greater: one-sided, and the other side as the opposite; equivalent:
-    TOST (the larger p of > -margin and < margin), its opposite "outside the margin" a union of
-    two one-sided tests (the smaller p, which `sequential.against` tests at half the level)."""
+    TOST (the larger p of > -margin and < margin), its opposite "beyond a margin" one exact
+    test of both sides (`outside`)."""
     with warnings.catch_warnings():  # nearly identical values: scipy warns of precision loss
         warnings.simplefilter("ignore", RuntimeWarning)
         if expect == "equivalent":
             return (np.maximum(tail(d, -margin, "greater", test), tail(d, margin, "less", test)),
-                    np.minimum(tail(d, margin, "greater", test), tail(d, -margin, "less", test)))
+                    outside(d, margin))
         opposite = "greater" if expect == "less" else "less"
         return tail(d, margin, expect, test), tail(d, margin, opposite, test)
 

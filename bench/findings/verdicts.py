@@ -2,9 +2,12 @@
 family per grid, paired by seed, tested look by look in both directions (docs/claims.md states
 the standard).
 
-- The family is the grid's `claims:` in their written order, a fixed sequence: each claim is
-  tested at the full alpha; the sequence stops at the first claim not reproduced, and the
-  claims after it are `not tested (sequence stopped at <id>)`.
+- The family is the grid's `claims:` in their written order, a fixed sequence; the sequence
+  stops at the first claim not reproduced, and the claims after it are `not tested (sequence
+  stopped at <id>)`. Alpha is shared between the two directions (`sequential.family`): each
+  claim's contrary gets its share, and each claim is reproduced at alpha less what the
+  contraries before it may spend, so the chance of any wrong verdict, either way, in the whole
+  family is at most alpha whatever the dependence between the claims.
 - A claim with several parts (one test per value of its `at_each` keys) is one hypothesis, the
   conjunction: it is reproduced when every part's test rejects at the level (an
   intersection-union test, whose level needs no correction: Berger 1982), and contradicted
@@ -17,8 +20,7 @@ the standard).
   overlap the grid's `design_seeds` (or of a grid that does not name them, or whose grid file
   was not committed before its first confirmation trial started: `prereg`) is exploratory, its
   verdicts `holds (exploratory)` / `fails (exploratory)`, never reproduced or contradicted.
-- Each decided claim reports `p_same`, the predictive chance that a fresh run of the design
-  ends the same way (`predict`); a claim with a log offset the offsets of a fixed ladder at
+- A claim with a log offset reports the offsets of a fixed ladder at
   which its verdict stands; an inconclusive part what its seeds could detect and the seeds that
   would detect what it saw; a claim on a probe's bits per answer in how many seeds each cell
   did not learn the probe; a raw span statistic in how many seeds its floor fixed it.
@@ -35,13 +37,13 @@ import pandas as pd
 from bench.experiment.claims import EXACT, MIN_SEEDS, Claim, cells, expectation, num
 from bench.experiment.grid import Looks
 
-from . import predict, samples, sequential, stats
+from . import samples, sequential, stats
 from .bounds import SPAN_METRICS, decided
 from .samples import Unavailable
 
 COLUMNS = ["claim", "about", "null", "effect", "ci_low", "ci_high", "p", "level", "rule",
            "p_opposite", "level_opposite", "verdict", "look", "n", "seed_range", "evidence",
-           "test", "p_same", "offsets", "detectable", "seeds_needed", "unlearned",
+           "test", "offsets", "detectable", "seeds_needed", "unlearned",
            "fixed_by_floor", "metric", "expect", "reason", "text"]
 NOT_TESTED = "not tested"
 EXPLORATORY = {"reproduced": "holds (exploratory)", "contradicted": "fails (exploratory)"}
@@ -53,7 +55,7 @@ OFFSETS = (0.0005, 0.001, 0.002, 0.005, 0.01, 0.02, 0.05)  # the log offsets a v
 class Plan:
     """The grid's looks: seeds per look (one look: every seed the runs have) and the futility
     bound (None: never stops early); `describe`: compute what the verdicts do not need
-    (p_same, offsets, what an inconclusive test could detect), the slow part."""
+    (offsets, what an inconclusive test could detect), the slow part."""
 
     looks: tuple[int, ...]
     futility: float | None = None
@@ -73,14 +75,17 @@ class Seen:
 
 
 class Design:
-    """A claim's boundaries in both directions at look k of the plan: `look` (the claim's),
-    `against` (the contrary's, at alpha / parts), whether it is the last, and the plan."""
+    """A claim's boundaries in both directions at look k of the plan, at its share of the
+    family's alpha (`sequential.family`): `look` (the claim's), `against` (the contrary's, over
+    its parts), whether it is the last, and the plan."""
 
-    def __init__(self, c: Claim, plan: Plan, k: int, parts: int) -> None:
+    def __init__(self, c: Claim, plan: Plan, k: int, parts: int,
+                 budget: sequential.Budget) -> None:
         exact = c.metric in EXACT
-        self.plan, self.k, self.futility = plan, k, plan.futility
-        self.claim = sequential.design(plan.looks, c.test, exact)
-        self.opposite = sequential.against(plan.looks, c.test, exact, parts * c.sides)
+        self.plan, self.k, self.futility, self.budget = plan, k, plan.futility, budget
+        self.claim = sequential.design(plan.looks, c.test, exact, budget.claim)
+        self.opposite = sequential.against(plan.looks, c.test, exact, parts, budget.contrary,
+                                           c.expect == "equivalent")
         self.look, self.against = self.claim[k], self.opposite[k]
         self.last = k == len(plan.looks) - 1
 
@@ -122,23 +127,53 @@ def _part(c: Claim, margin: float | None, pairs: list, seen: Seen, alpha: float)
            "values": values.to_numpy(dtype=float), "reason": shape}
     if counts := samples.unlearned(c, runs, pairs, seeds, UNLEARNED):
         out["unlearned"] = counts
-    if floored := samples.fixed(c, runs, [cell for pair in pairs for cell in pair if cell],
-                                seeds):
-        out["fixed_by_floor"] = floored
+    out |= _floor(c, margin, pairs, seen, (values, est, alpha))
+    out["reason"] = "; ".join(filter(None, [shape, out.pop("decided_by_floor", "")]))
     if est.n < MIN_SEEDS:  # the numbers are shown, the verdict waits
         return out | {"reason": f"{est.n} paired seeds; a verdict needs {MIN_SEEDS}"}
     return out | {"usable": True}
 
 
-def _parts(c: Claim, seen: Seen, plan: Plan, k: int) -> tuple[list[dict], Design]:
-    """The claim's parts at look k, one row each (numbers, or a reason), and its design."""
+def _floor(c: Claim, margin: float, pairs: list, seen: Seen, got: tuple) -> dict:
+    """For a raw span statistic: in how many seeds the floor R decides the side of the margin
+    (`samples.fixed`), and, where the same test on the values above R would decide otherwise
+    at this level, that the verdict is the floor's. `got`: (values, estimate, level)."""
+    values, est, level = got
+    flips = samples.fixed(c, seen.runs, seen.missing, pairs, seen.seeds)
+    if flips is None or not flips.any():
+        return {}
+    above = samples.sample(c.model_copy(update={"floor": "R"}), seen.runs, seen.missing, pairs,
+                           seen.seeds)[0]
+    alt = stats.estimate(above, c.expect, margin, test=c.test, alpha=level)
+    said = {"fixed_by_floor": f"{int(flips.sum())} of {len(values)} seeds"}
+    if any((a <= level) != (b <= level) for a, b in ((est.p, alt.p),
+                                                     (est.p_opposite, alt.p_opposite))):
+        said["decided_by_floor"] = (f"decided by the floor R: measured above R the same test "
+                                    f"gives p {alt.p:.3g}, opposite p {alt.p_opposite:.3g}")
+    return said
+
+
+def _tests(c: Claim, runs: pd.DataFrame, missing: pd.DataFrame) -> dict[str, list]:
+    """The claim's tests, one per part: label -> its (rows, baseline) cell pairs."""
     keys = [*c.rows, *(c.baseline or {}), *c.at_each, *([c.along] if c.along else [])]
-    axes = samples.axes(seen.runs, seen.missing, keys)
+    axes = samples.axes(runs, missing, keys)
     tests: dict[str, list] = {}
     if all(k in axes for k in keys):
         for label, rows, base in cells(c, axes):
             tests.setdefault(label, []).append((rows, base))
-    d = Design(c, plan, k, len(tests) or 1)
+    return tests
+
+
+def contrary(c: Claim, parts: int) -> sequential.Contrary:
+    """What the claim's opposite direction is, for its share of the family's alpha."""
+    return sequential.Contrary(c.test, c.metric in EXACT, parts, c.expect == "equivalent")
+
+
+def _parts(c: Claim, seen: Seen, plan: Plan, k: int, budget: sequential.Budget
+           ) -> tuple[list[dict], Design]:
+    """The claim's parts at look k, one row each (numbers, or a reason), and its design."""
+    tests = _tests(c, seen.runs, seen.missing)
+    d = Design(c, plan, k, len(tests) or 1, budget)
     margin = samples.planted(seen.runs) if c.margin == "planted" else c.margin
     out = []
     for label, pairs in (tests or {"": []}).items():
@@ -199,8 +234,8 @@ def _notes(t: dict, state: str, d: Design, parts: int) -> list[str]:
 
 def _report(c: Claim, parts: list[dict], state: str, d: Design, seen: Seen) -> list[dict]:
     """The claim's rows as printed: each part's verdict in words (a part is reproduced only
-    with its claim), when it settled, the claim's predictive chance of the same end, what an
-    inconclusive part could detect; and a summary row for a claim of several parts."""
+    with its claim), when it settled, what an inconclusive part could detect; and a summary row
+    for a claim of several parts."""
     counted = [t for t in parts if t.get("usable")]
     describe = d.plan.describe and state in sequential.FINAL
     word = (lambda v: EXPLORATORY.get(v, v)) if seen.evidence == "exploratory" else (
@@ -220,18 +255,12 @@ def _report(c: Claim, parts: list[dict], state: str, d: Design, seen: Seen) -> l
         note = _notes(t, state, d, len(counted)) if t["verdict"] == "inconclusive" else []
         t["reason"] = "; ".join(filter(None, [t["reason"], *note]))
         t["verdict"] = word(t["verdict"])
-    again = float("nan")
-    if describe and counted:
-        again = predict.same_again(c, [t["values"] for t in counted], counted[0]["margin"],
-                                   d.plan.looks, d.futility, state)
     if len(parts) < 2:
-        for t in counted:
-            t["p_same"] = again
         return parts
     summary = {"claim": c.id, "id": c.id, "about": stats.ABOUT[c.test], "metric": c.metric,
                "null": stats.NULL[c.test], "expect": expectation(c) + " at each", "text": c.text,
                "test": parts[0]["test"], "level": d.look.level, "rule": d.look.rule,
-               "level_opposite": d.against.level, "p_same": again, **common,
+               "level_opposite": d.against.level, **common,
                "verdict": word(state if state in ("reproduced", "contradicted", NOT_TESTED)
                                else "inconclusive"), "reason": _tally(parts, d)}
     if counted:
@@ -278,13 +307,25 @@ def exploratory(table: pd.DataFrame, why: str) -> pd.DataFrame:
     return table
 
 
+def unverified(table: pd.DataFrame, why: str) -> pd.DataFrame:
+    """The findings `evaluate` gave, whose pre-registration cannot be checked (`prereg`): every
+    confirmatory row's evidence `unverified`, with the reason; the verdicts' words stand."""
+    table = table.copy()
+    mine = table["evidence"] == "confirmatory"
+    table.loc[mine, "evidence"] = "unverified"
+    table.loc[mine, "reason"] = ["; ".join(filter(None, [r if isinstance(r, str) else "", why]))
+                                 for r in table.loc[mine, "reason"]]
+    return table
+
+
 def offsets(c: Claim, seen: Seen, d: Design, state: str) -> str:
     """The offsets of the OFFSETS ladder at which a claim with a log offset is decided as
     `state` at the same look on the same seeds, as a range ("0.002-0.05 of 0.0005-0.05"), with
     what it is at the others."""
     same, other = [], []
     for offset in OFFSETS:
-        parts, now_d = _parts(c.model_copy(update={"log_offset": offset}), seen, d.plan, d.k)
+        parts, now_d = _parts(c.model_copy(update={"log_offset": offset}), seen, d.plan, d.k,
+                              d.budget)
         now = _judge(parts, now_d)
         (same if now == state else other).append(f"{offset:g}" + ("" if now == state else
                                                                   f" ({now})"))
@@ -305,7 +346,7 @@ def evaluate(claims: list[Claim], runs: pd.DataFrame, missing: pd.DataFrame | No
     failure tags) so an inconclusive verdict can say what happened; looks: the grid's
     group-sequential design (None: one look at every seed the runs have); design: the seeds the
     claims were designed from (None: not named); describe: compute what the verdicts do not
-    need (p_same, offsets, what an inconclusive test could detect), the slow part. Never raises
+    need (offsets, what an inconclusive test could detect), the slow part. Never raises
     on data.
     """
     rows = _sequence(claims, runs, missing, looks, design, describe)[0]
@@ -332,13 +373,15 @@ def _sequence(claims: list[Claim], runs: pd.DataFrame, missing: pd.DataFrame | N
     plan = Plan(tuple(looks.looks) if looks else (len(seeds),),
                 looks.futility if looks else None, describe)
     reached = [n for n in plan.looks if n <= len(seeds)] or list(plan.looks[:1])
+    budgets = sequential.family([contrary(c, len(_tests(c, runs, missing)) or 1)
+                                 for c in claims], plan.looks)
     out: list[dict] = []
     i = 0
     for k, n in enumerate(reached):
         seen = Seen(runs, missing, seeds[:n], *evidence_of(seeds[:n], design))
         while i < len(claims):
             c = claims[i]
-            parts, d = _parts(c, seen, plan, k)
+            parts, d = _parts(c, seen, plan, k, budgets[i])
             state = _judge(parts, d)
             if state == "undecided" or state == "unavailable" and not d.last:
                 break

@@ -71,49 +71,79 @@ def _parts(c: Claim, axes: dict[str, list[Any]]) -> int:
     return len({label for label, *_ in cells(c, axes)})
 
 
+def family(claims: list[Claim], axes: dict[str, list[Any]], seeds: Seeds
+           ) -> tuple[list[sequential.Contrary], list[sequential.Budget]]:
+    """Each claim's contrary and its share of the family's alpha (`sequential.family`)."""
+    plan, _ = plan_of(seeds)
+    contraries = [sequential.Contrary(c.test, c.metric in EXACT, _parts(c, axes),
+                                      c.expect == "equivalent") for c in claims]
+    return contraries, sequential.family(contraries, plan)
+
+
 def by_look(claims: list[Claim], axes: dict[str, list[Any]], seeds: Seeds) -> pd.DataFrame:
-    """Per claim and look: its seeds n, its exact rule each way (the claim's, the contrary's
-    at alpha / parts), their levels, the error spent by then, and what the look can do:
-    reject, stop for futility only, or nothing."""
+    """Per claim and look: its seeds n, its exact rule each way (the claim's at its share of
+    the family's alpha, the contrary's at its share over its parts), their levels, the error
+    spent by then, and what the look can do: reject, stop for futility only, or nothing."""
     plan, futility = plan_of(seeds)
+    contraries, budgets = family(claims, axes, seeds)
     rows = []
-    for i, c in enumerate(claims):
-        exact, parts = c.metric in EXACT, _parts(c, axes)
-        mine, theirs = (sequential.design(plan, c.test, exact),
-                        sequential.against(plan, c.test, exact, parts * c.sides))
+    for i, (c, o, b) in enumerate(zip(claims, contraries, budgets, strict=True)):
+        mine = sequential.design(plan, c.test, o.exact, b.claim)
+        theirs = sequential.against(plan, c.test, o.exact, o.parts, b.contrary, o.equivalent)
         for k, (look, opp) in enumerate(zip(mine, theirs, strict=True)):
             last = k == len(plan) - 1
             can = "reject" if look.can_reject or opp.can_reject else (
                 "futility only" if not last and futility is not None else "nothing")
             rows.append({"claim": c.id, "index": i, "look": f"{k + 1} of {len(plan)}",
-                         "n": look.n, "reproduced if": look.rule, "level": look.level,
-                         "error by then": look.error, "contradicted if": opp.rule,
+                         "n": look.n, "alpha": b.claim, "reproduced if": look.rule,
+                         "level": look.level, "error by then": look.error,
+                         "contrary alpha": b.contrary, "contradicted if": opp.rule,
                          "opposite level": opp.level, "can": can})
     return pd.DataFrame(rows)
 
 
 def rates(claims: list[Claim], axes: dict[str, list[Any]], seeds: Seeds) -> pd.DataFrame:
-    """Per claim: its design's exact rates (`sequential.operating`, parts independent), where q
-    is the chance that a seed lands on the claimed side: the errors at q = 0.5 (reproduced,
-    contradicted), the power at q = 0.8 and 0.9, the power to contradict at q = 0.1 (the
-    opposite effect as large as q = 0.9's), and the looks that can never change a decision."""
+    """Per claim: its worst-case errors over the region where it holds or fails (a claim of
+    several parts: one part at its boundary, the rest decided; exact for the sign test, a
+    bound for sign-flip), its power (`sequential.operating`, parts independent; q is the
+    chance that a seed lands on the claimed side) to reproduce at q = 0.8 and 0.9 with every
+    part true, and to contradict at q = 0.1 with one part false (alone at its level), and the
+    looks that can never change a decision."""
     plan, futility = plan_of(seeds)
+    contraries, budgets = family(claims, axes, seeds)
     rows = []
-    for c in claims:
-        if c.metric in EXACT:
-            rows.append({"claim": c.id, "rates": "none: a value fixed by the config"})
+    for c, o, b in zip(claims, contraries, budgets, strict=True):
+        if o.exact:
+            rows.append({"claim": c.id, "test": "none: a value fixed by the config"})
             continue
-        at = {q: sequential.operating(plan, c.test, q, futility, _parts(c, axes), c.sides)
-              for q in (0.5, 0.8, 0.9, 0.1)}
-        idle = [str(k + 1) for k, share in enumerate(at[0.5].decided) if share == 0]
+        one = sequential.Contrary(o.test, parts=1, equivalent=o.equivalent)
+        alone = sequential.Budget(b.claim, b.contrary / o.parts)
+        at = {q: sequential.operating(plan, o, q, futility, b) for q in (0.5, 0.8, 0.9)}
         rows.append({"claim": c.id, "test": c.test,
-                     "error (reproduced at q 0.5)": at[0.5].ends["reproduced"],
-                     "error (contradicted at q 0.5)": at[0.5].ends["contradicted"],
+                     "worst error: reproduced": sequential.design(plan, c.test, False,
+                                                                  b.claim)[-1].error,
+                     "worst error: contradicted": sequential.against(
+                         plan, c.test, False, o.parts, b.contrary, o.equivalent)[-1].error
+                     * o.parts,
                      "power q 0.8": at[0.8].ends["reproduced"],
                      "power q 0.9": at[0.9].ends["reproduced"],
-                     "contradicts at q 0.1": at[0.1].ends["contradicted"],
-                     "looks that never decide": ", ".join(idle) or "-"})
+                     "contradicts at q 0.1, one part false": sequential.operating(
+                         plan, one, 0.1, futility, alone).ends["contradicted"],
+                     "looks that never decide": ", ".join(
+                         str(k + 1) for k, share in enumerate(at[0.5].decided) if share == 0)
+                     or "-"})
     return pd.DataFrame(rows)
+
+
+def worst_line(claims: list[Claim], axes: dict[str, list[Any]], seeds: Seeds) -> str:
+    """The family's chance of any wrong verdict, either way, at its worst over every dependence
+    between the claims (`sequential.worst`), in words."""
+    plan, _ = plan_of(seeds)
+    contraries, budgets = family(claims, axes, seeds)
+    bound = sequential.worst(budgets, contraries, plan)
+    return (f"the family's chance of any wrong verdict (a false claim reproduced or a true one "
+            f"contradicted), at its worst over every dependence between the claims: at most "
+            f"{bound:.4g} (alpha {ALPHA:g})")
 
 
 def implied(claims: list[Claim]) -> list[str]:
@@ -149,23 +179,30 @@ def check_looks(table: pd.DataFrame) -> None:
                           f"that could is {min_seeds(ALPHA)} (2^-n <= {ALPHA:g})")
 
 
+def _tested(c: Claim) -> Claim:
+    """What a claim tests: the claim without its words."""
+    return c.model_copy(update={"text": ""})
+
+
 def check_restated(grid: Grid, results: Path = RESULTS) -> None:
     """ConfigError for a claim that reuses the id of a claim confirmation seeds have run with
-    other wording or test: a committed result of the same grid name (its grid.yaml beside a
-    findings.csv with a confirmatory row) names that id. A restated claim needs a new id;
-    restating after design runs (exploratory findings) is how claims are written."""
+    another test (its words aside: `text` may be reworded to say what the test rejects): a
+    committed result of the same grid name (its grid.yaml beside a findings.csv with a
+    confirmatory or unverified row) names that id. A restated claim needs a new id; restating
+    after design runs (exploratory findings) is how claims are written."""
     mine = {c.id: (i, c) for i, c in enumerate(grid.claims)}
     for path in sorted(results.rglob("grid.yaml")):
         raw = read_yaml(path, "committed grid file")
         found = path.with_name("findings.csv")
         if not isinstance(raw, dict) or raw.get("name") != grid.name or not found.is_file():
             continue
-        if "confirmatory" not in set(pd.read_csv(found).get("evidence", pd.Series(dtype=str))):
+        ran = set(pd.read_csv(found).get("evidence", pd.Series(dtype=str)))
+        if not ran & {"confirmatory", "unverified"}:  # confirmation seeds ran
             continue
         for old in parse(raw.get("claims")):
-            if old.id in mine and mine[old.id][1] != old:
+            if old.id in mine and _tested(mine[old.id][1]) != _tested(old):
                 raise ConfigError(f"claims.{mine[old.id][0]} ({old.id}): a claim with this id, "
-                                  f"worded or tested otherwise, has run on confirmation seeds "
+                                  f"tested otherwise, has run on confirmation seeds "
                                   f"({path.parent.relative_to(results.parent)}); a restated "
                                   "claim needs a new id, in a new grid file")
 

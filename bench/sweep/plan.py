@@ -73,11 +73,14 @@ def print_plan(trials: list[Trial], grid: Grid, levels: pd.DataFrame | None = No
               "p its test must reach), the level it stands for, and the error spent by then:\n")
         print(levels.drop(columns=["index"]).to_markdown(index=False, floatfmt=".3g"))
     if grid.claims and rates is not None:
-        print("\nEach claim's exact rates (q: the chance a seed lands on the claimed side; "
-              "errors at q = 0.5, the null's boundary; parts independent; sign-flip: normal "
+        print("\nEach claim's worst-case errors (one part at its boundary) and power (q: the "
+              "chance a seed lands on the claimed side; parts independent; sign-flip: normal "
               "per-seed values, 4000 draws):\n")
         print(rates.to_markdown(index=False, floatfmt=".3g"))
     if grid.claims:
         seeds = seed_list(grid.seeds)
         evidence, why = evidence_of(seeds, grid.design_seeds)
-        print(f"\nseeds {seed_range(seeds)}: {evidence}" + (f" ({why})" if why else ""))
+        print(f"\nseeds {seed_range(seeds)}: {evidence}" + (f" ({why})" if why else (
+            " if the grid file, as it is, is committed before the first trial starts and every "
+            "trial runs from a commit that holds it, with no other change (the findings check "
+            "it; `python -m bench.verify`)")))

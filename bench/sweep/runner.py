@@ -25,7 +25,6 @@ from bench import data, plugins, provenance
 from bench.config import ConfigError
 from bench.experiment.claims import Claim, cells
 from bench.experiment.grid import Grid
-from bench.findings.prereg import claims_sha
 from bench.findings.runs import waiting
 from bench.record import Evaluation, RunResult
 from bench.tracking import names, reader, store, writer
@@ -53,6 +52,7 @@ class SweepOptions:
     report: bool = True
     gpu: float = 0.0  # each trial's share of a GPU (`gpus.packing`; 0: none)
     mps: str | None = None  # whether NVIDIA's MPS serves the packed trials, in words
+    plan: tuple[tuple[str, str], ...] = ()  # what each trial records (`prereg.record`)
 
 
 @dataclass
@@ -107,10 +107,11 @@ def trainable(config: dict, specs: dict[str, TrialSpec], where: Where) -> None:
     run.finish(result, spec.out_dir)
 
 
-def trial_spec(t: Trial, grid: Grid, root: Path) -> TrialSpec:
+def trial_spec(t: Trial, run: Session) -> TrialSpec:
+    grid = run.grid
     return TrialSpec(t.hash, t.name, grid.name, tuple(grid.grid), t.cfg, t.precision,
-                     root / "trials" / t.hash, max(1, int(grid.resources.cpu)),
-                     tuple(grid.plugins), tuple(t.ignored), claims_sha(grid.claims))
+                     run.root / "trials" / t.hash, max(1, int(grid.resources.cpu)),
+                     tuple(grid.plugins), tuple(t.ignored), dict(run.options.plan))
 
 
 def start_ray(address: str | None) -> str:
@@ -183,7 +184,7 @@ def run_tune(run: Session, todo: list[Trial], where: Where, ended: set[str]) -> 
     # `metric` is checked by the schema; a trial that diverges before its first evaluation
     # ends with a result that has no metric, which must not stop the sweep.
     os.environ["TUNE_DISABLE_STRICT_METRIC_CHECKING"] = "1"
-    specs = {t.hash: trial_spec(t, grid, run.root) for t in todo}
+    specs = {t.hash: trial_spec(t, run) for t in todo}
     tuner = tune.Tuner(
         tune.with_resources(tune.with_parameters(trainable, specs=specs, where=where),
                             {"cpu": grid.resources.cpu, "gpu": gpu}),

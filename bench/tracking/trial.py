@@ -23,7 +23,8 @@ class TrialSpec:
     """One trial as its worker trains it and its run records it: identity (`hash`, its
     `name`, the grid's name and axes), the resolved config, the precision the driver planned
     it in (the worker refuses another), its folder, torch threads, the plugins to import
-    first, the grid options its variant ignores and the hash of the claims it serves."""
+    first, the grid options its variant ignores and what it records of the plan it serves
+    (`bench.findings.prereg.record`)."""
 
     hash: str
     name: str
@@ -35,7 +36,7 @@ class TrialSpec:
     threads: int
     plugins: tuple[str, ...]
     ignored: tuple[str, ...]
-    claims_sha: str
+    plan: dict[str, str]
 
     @property
     def seed(self) -> int:

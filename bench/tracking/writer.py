@@ -30,7 +30,6 @@ from bench.record import Evaluation, RunResult
 
 from .names import (
     CLAIM,
-    CLAIMS,
     DATASET_KEYS,
     EVAL_METRICS,
     FAILURE,
@@ -43,6 +42,7 @@ from .names import (
     IGNORED,
     LOST,
     PARENT,
+    PLAN,
     ROLE,
     RUN_MACHINE,
     SWEEP_PROCESS,
@@ -268,7 +268,8 @@ class TrialRun:
         if run is None:
             run = client.create_run(where.experiment, run_name=spec.name, tags={
                 ROLE: "trial", GRID: spec.grid, HASH: spec.hash,
-                GRID_KEYS: ",".join(spec.grid_keys), PARENT: where.parent, CLAIMS: spec.claims_sha,
+                GRID_KEYS: ",".join(spec.grid_keys), PARENT: where.parent,
+                **{PLAN + k: v for k, v in spec.plan.items()},
                 **({IGNORED: ",".join(spec.ignored)} if spec.ignored else {})})
         elif FAILURE in run.data.tags:
             client.delete_tag(run.info.run_id, FAILURE)

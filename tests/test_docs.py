@@ -20,13 +20,11 @@ from unittest import mock
 import pandas as pd
 import pytest
 
-from bench.experiment import grid as grids
-from bench.findings import prereg
-
 ROOT = Path(__file__).resolve().parents[1]
 DOCS = [ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md"))]
 CLIS = ("bench.run", "bench.train", "bench.report", "bench.speed", "bench.anchors",
-        "bench.th_layer", "bench.flops", "bench.retag", "ci.regression", "ci.bundle")
+        "bench.th_layer", "bench.flops", "bench.retag", "bench.verify", "ci.regression",
+        "ci.bundle")
 # The top-level entries a repository path may start with.
 TOPS = ("bench", "variants", "ablations", "results", "examples", "docs", "tests", "ci", ".ci",
         "runs")
@@ -251,9 +249,10 @@ def test_a_footnote_is_written_for_the_columns_it_explains():
 def test_the_add_a_claim_commands_run_as_written_and_leave_a_clone_clean():
     """docs/claims.md's worked "Adding a claim": its commands, as written, in a fresh clone
     (runs/ as they write it): the dry run shows the claim and its look, the sweep decides it
-    (and its trials record when they started and the claims they serve, which the findings
-    check against the clone's git history), the report recomputes the same findings from
-    runs.csv, and `git status` shows nothing after them."""
+    (and its trials record when they started, the plan they serve, the clone's commit and a
+    clean tree, which the findings check against the clone's git history: confirmatory), the
+    report recomputes the same findings from runs.csv, and `git status` shows nothing after
+    them."""
     text = (ROOT / "docs" / "claims.md").read_text()
     block = re.search(r"<!-- commands: add a claim -->\n```bash\n(.*?)```", text, re.S)
     commands = [shlex.split(line) for line in block.group(1).splitlines() if line.strip()]
@@ -275,16 +274,18 @@ def test_the_add_a_claim_commands_run_as_written_and_leave_a_clone_clean():
                 found.append(pd.read_csv(runs / "findings.csv"))
         status = subprocess.run(["git", "status", "--porcelain"], cwd=clone,
                                 capture_output=True, text=True, check=True).stdout
+        head = subprocess.run(["git", "rev-parse", "HEAD"], cwd=clone, capture_output=True,
+                              text=True, check=True).stdout.strip()
         assert status == "", status
         per_seed = pd.read_csv(runs / "runs.csv")
         registered = (runs / "findings.md").read_text()
     dry = outs[0]
     assert "th_not_much_worse" in dry and "seeds 100-104: confirmatory" in dry
-    assert re.search(r"\| th_not_much_worse \| 1 of 1 \| +5 \| 5 of 5 +\| +0\.0312 ", dry), dry
+    assert re.search(r"\| th_not_much_worse \| 1 of 1 \| +5 \| +0\.05 \| 5 of 5 +\| +0\.0312 ",
+                     dry), dry
     assert found[0].loc[0, "verdict"] == "reproduced" and found[0].loc[0, "seed_range"] == "100-104"
     pd.testing.assert_frame_equal(found[0], found[1])  # recomputed from runs.csv: the same
-    claims = grids.load(ROOT / "examples" / "add_a_claim.yaml").claims
-    assert per_seed["start_time"].notna().all()
-    assert (per_seed["claims_sha"] == prereg.claims_sha(claims)).all()
-    assert "Pre-registration: examples/add_a_claim.yaml with these claims" in registered \
-        or "not checked" in registered  # a shallow checkout has no history to read
+    assert per_seed["start_time"].notna().all() and (per_seed["run_commit"] == head).all()
+    assert per_seed["run_clean"].all() and per_seed["plan_file"].eq(
+        "examples/add_a_claim.yaml").all() and per_seed["plan_sha"].nunique() == 1
+    assert "Pre-registration: confirmatory" in registered  # committed before the clone ran

@@ -17,8 +17,9 @@ import variants
 from bench.commands import report as report_cli
 from bench.experiment import grid as grids
 from bench.experiment.layouts import FIGURES
-from bench.findings import figures, report, tables, verdicts
+from bench.findings import figures, report, tables
 from bench.findings.runs import Sweep, _derive, machine_line
+from bench.findings.verify import verify
 from bench.record import RunResult
 from bench.tracking.names import TRIALS
 from bench.tracking.writer import flatten
@@ -455,8 +456,10 @@ def test_findings_from_the_sweeps_grid_file(store, tmp_path):
                        "spread": "reproduced", "same_bpc": "not tested"}
     assert csv.set_index("claim").loc["same_bpc", "reason"] == "sequence stopped at fewer_flops"
     spec = grids.from_text(CLAIMED, "test")
-    again = verdicts.evaluate(spec.claims, report.read_per_seed(tmp_path / "out" / "runs.csv"))
-    cols = ["claim", "effect", "p", "level_opposite", "verdict", "evidence", "p_same"]
+    again, registered = report.judge(spec, report.read_per_seed(tmp_path / "out" / "runs.csv"),
+                                     pd.DataFrame(), None)
+    assert registered.evidence == "unverified"  # these runs record no plan
+    cols = ["claim", "effect", "p", "level_opposite", "verdict", "evidence"]
     pd.testing.assert_frame_equal(again[cols].iloc[:3], csv[cols].iloc[:3])  # done trials
     reason = csv.set_index("claim").loc["fewer_flops [span=128]", "reason"]
     assert "seed 2: failed (Diverged: training loss is nan)" in reason
@@ -675,17 +678,52 @@ COMMITTED = sorted(p for p in (Path(__file__).resolve().parents[1] / "results").
 
 @pytest.mark.parametrize("path", COMMITTED, ids=[str(p.parent.name) for p in COMMITTED])
 def test_committed_findings_recompute_from_their_per_seed_values(path):
-    """Every committed findings.csv is what its grid's claims give on the runs.csv beside it
-    (grid.yaml: the grid file the sweep ran, as the report wrote it there)."""
-    spec = grids.load(path.parent / "grid.yaml")
-    again = verdicts.evaluate(spec.claims, report.read_per_seed(path), looks=spec.looks,
-                              design=spec.design_seeds)
-    committed = pd.read_csv(path.parent / "findings.csv")
-    cols = ["claim", "about", "null", "effect", "p", "level", "rule", "p_opposite",
-            "level_opposite", "verdict", "look", "n", "seed_range", "evidence", "p_same",
-            "offsets", "unlearned", "fixed_by_floor"]
-    pd.testing.assert_frame_equal(again[cols].reset_index(drop=True), committed[cols],
-                                  check_dtype=False)
+    """Every committed findings.csv is what `python -m bench.verify` recomputes from the
+    runs.csv and grid.yaml beside it and git: the claims' verdicts and the pre-registration."""
+    checked = verify(path.parent)
+    assert checked.differ == [] and len(checked.lines) == len(
+        grids.load(path.parent / "grid.yaml").claims)
+
+
+def test_verify_exits_2_on_a_folder_it_cannot_read(tmp_path, capsys):
+    """A folder without runs.csv, a runs.csv with a trial twice (the review's three
+    talking-heads h = 8 rows appended with 5.0 bits) or text for a number: exit 2, one line
+    naming the file, the trial or the row and column; bench.report --runs alike."""
+    from bench.commands import report as report_cmd
+    from bench.commands import verify as verify_cmd
+
+    root = Path(__file__).resolve().parents[1] / "results" / "heads_grid"
+    bad = tmp_path / "heads_grid"
+    bad.mkdir()
+    (bad / "grid.yaml").write_bytes((root / "grid.yaml").read_bytes())
+    (bad / "findings.csv").write_bytes((root / "findings.csv").read_bytes())
+    assert verify_cmd.main([str(bad)]) == 2
+    assert "no runs.csv" in capsys.readouterr().err
+    runs = pd.read_csv(root / "runs.csv")
+    th8 = runs[(runs["model.variant"] == "talking-heads") & (runs["model.n_heads"] == 8)]
+    pd.concat([runs, th8.head(3).assign(**{"test_probe_bpc.recall": 5.0})]).to_csv(
+        bad / "runs.csv", index=False)
+    for main in (lambda: verify_cmd.main([str(bad)]), lambda: report_cmd.main(
+            [str(bad / "grid.yaml"), "--runs", str(bad / "runs.csv"), "--out", str(tmp_path)])):
+        assert main() == 2
+        err = capsys.readouterr().err
+        assert f"trial {th8['trial'].iloc[0]} appears 2 times" in err and "5.0" in err
+    text = runs.astype({"test_probe_bpc.recall": object})
+    text.loc[3, "test_probe_bpc.recall"] = "abc"
+    text.to_csv(bad / "runs.csv", index=False)
+    assert verify_cmd.main([str(bad)]) == 2
+    assert "line 5, column test_probe_bpc.recall: 'abc' is not a number" in capsys.readouterr().err
+
+
+def test_verify_exits_2_for_unverified_results_unless_allowed(capsys):
+    """The committed main job's runs predate the plan records: unverified, exit 2; with
+    --allow-unverified (CI), exit 0 where the findings agree."""
+    from bench.commands import verify as verify_cmd
+
+    folder = str(Path(__file__).resolve().parents[1] / "results" / "heads_grid")
+    assert verify_cmd.main([folder]) == 2
+    assert "th_beats_mh_at_8: reproduced, unverified" in capsys.readouterr().out
+    assert verify_cmd.main([folder, "--allow-unverified"]) == 0
 
 
 def test_findings_name_the_results_beside_them_that_share_their_trials(tmp_path):

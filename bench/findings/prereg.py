@@ -171,15 +171,17 @@ def check(grid_file: Path | None, grid: Grid, runs: pd.DataFrame) -> Registratio
     conf = _confirmation(grid, runs)
     if not grid.claims or conf.empty:
         return Registration("")
-    lacking = [k for k in ("start_time", *RECORDS) if k not in conf or conf[k].isna().any()]
+    lacking = [k for k in ("start_time", "plan_sha", "run_commit", "run_clean")
+               if k not in conf or conf[k].isna().any()]
     if lacking:
         why = (f"{len(conf)} confirmation trials do not record {', '.join(lacking)} (they "
                "predate the plan records)")
         return Registration(f"Pre-registration: unverified: {why}.", "unverified", why)
-    files = set(conf["plan_file"].astype(str))
+    files = set(conf["plan_file"].fillna("").astype(str))
     top = _git((grid_file or ROOT).resolve().parent, "rev-parse", "--show-toplevel")
-    if top is None or len(files) != 1:
+    if top is None or len(files) != 1 or "" in files:
         why = (f"{grid_file} is not in a git checkout" if top is None else
+               "the trials ran from a grid file outside a git checkout" if "" in files else
                f"the trials ran from {len(files)} grid files ({', '.join(sorted(files))})")
         return Registration(f"Pre-registration: unverified: {why}.", "unverified", why)
     repo = _Repo(Path(top.strip()), files.pop())

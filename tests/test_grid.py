@@ -53,6 +53,13 @@ BAD = {
                            "--seed-start"),
     "a negative GPU share": ({"resources": {"gpu": -0.5}}, [], "resources.gpu"),
     "more than one GPU, not whole": ({"resources": {"gpu": 1.5}}, [], "a share of one GPU"),
+    "superseded without its replacement": ({"status": "superseded", "why": "old"}, [],
+                                           "status superseded: needs superseded_by"),
+    "a primary grid naming `of`": ({"of": "heads_grid"}, [], "of: not a key of a grid with "
+                                   "status primary"),
+    "an unknown status": ({"status": "retired"}, [], "status"),
+    "a superseded grid": ({"status": "superseded", "superseded_by": "heads_grid",
+                           "why": "a test"}, [], "grid smoke is replaced by heads_grid (a test)"),
     "a value twice": ({"grid": {"model.variant": ["fixed", "fixed"]}}, [], "lists a value twice"),
     "an earlier name": ({"grid": {"model.variant": ["dynamic"]}}, [],
                         "'dynamic' was renamed 'dynamic-span'"),

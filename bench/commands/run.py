@@ -46,6 +46,7 @@ def main(argv: list[str] | None = None) -> int:
     args = p.parse_args(argv)
     try:
         grid = grids.load(args.grid)  # its plugins, and $ATTNBENCH_PLUGINS, imported first
+        grids.check_runnable(grid, args.grid)
         grid = grid.model_copy(update={"plugins": plugins.load(grid.plugins)})
         overrides = Overrides(parse_sets(args.sets), args.preset, args.data, args.seeds,
                               args.seed_start)
@@ -64,6 +65,7 @@ def main(argv: list[str] | None = None) -> int:
         print(f"warning: {warning}", file=sys.stderr)
     print(f"GPUs: {packed.why}")
     if args.dry_run:
+        print(f"grid {grid.name}: {grid.said} (docs/grids.md)")
         looks = grid.look_seeds()
         first = [t for t in trials if t.seed in looks[0]]
         print_plan(first, grid, levels, feasible.rates(grid.claims, grid.grid, grid.seeds))

@@ -171,10 +171,20 @@ class Scheduler(Strict):
         return {"type": v} if isinstance(v, str) else v
 
 
-class Grid(Strict):
-    """A grid file: the cross product of `grid` (minus `exclude`) x `seeds`, on top of `base`."""
+NAME = r"^[A-Za-z0-9_.-]+$"  # a grid's name: its results folder and MLflow experiment
 
-    name: str = Field(pattern=r"^[A-Za-z0-9_.-]+$")
+
+class Grid(Strict):
+    """A grid file: the cross product of `grid` (minus `exclude`) x `seeds`, on top of `base`;
+    its `status` says what its results are (docs/grids.md): the `primary` grid of an experiment
+    (the experiment is named after it), a `replication` or `design` data `of` one, or
+    `superseded` by another grid (`superseded_by`, with `why`), which `bench.run` refuses."""
+
+    name: str = Field(pattern=NAME)
+    status: Literal["primary", "replication", "design", "superseded"] = "primary"
+    of: str | None = Field(None, pattern=NAME)  # a replication's or design grid's primary
+    superseded_by: str | None = Field(None, pattern=NAME)  # the grid that replaces this one
+    why: str | None = None  # why it was superseded
     base: Base = Base()
     grid: dict[str, list[Any]]
     exclude: list[dict[str, Any]] = []  # a trial matching every key of a rule is dropped
@@ -212,6 +222,18 @@ class Grid(Strict):
         return v
 
     @model_validator(mode="after")
+    def _status(self) -> "Grid":
+        needs = {"replication": ["of"], "design": ["of"], "superseded": ["superseded_by", "why"]}
+        wanted = needs.get(self.status, [])
+        if missing := [k for k in wanted if getattr(self, k) is None]:
+            raise ValueError(f"status {self.status}: needs {' and '.join(missing)}")
+        if extra := [k for k in ("of", "superseded_by", "why")
+                     if k not in wanted and getattr(self, k) is not None]:
+            raise ValueError(f"{extra[0]}: not a key of a grid with status {self.status} (of: "
+                             "replication or design; superseded_by and why: superseded)")
+        return self
+
+    @model_validator(mode="after")
     def _rules(self) -> "Grid":
         if self.claims and self.design_seeds is None:
             raise ValueError("design_seeds: required with claims: the seeds whose runs the "
@@ -227,6 +249,13 @@ class Grid(Strict):
         return self
 
     @property
+    def said(self) -> str:
+        """Its status in words, one line (the dry run's and the findings')."""
+        if self.status == "superseded":
+            return f"superseded by {self.superseded_by}: {self.why}"
+        return self.status if self.of is None else f"{self.status} of {self.of}"
+
+    @property
     def looks(self) -> Looks | None:
         """The group-sequential design, where the grid declares one (None: one look)."""
         return self.seeds if isinstance(self.seeds, Looks) else None
@@ -235,6 +264,17 @@ class Grid(Strict):
         """The seeds each look runs: the first looks[k] of the grid's seeds (a list: one)."""
         seeds = seed_list(self.seeds)
         return [seeds[:n] for n in self.looks.looks] if self.looks else [seeds]
+
+
+def check_runnable(grid: Grid, path: Path) -> None:
+    """ConfigError for a superseded grid (`bench.run` refuses it), naming the grid that
+    replaces it, its file where it lies beside `path`, and why."""
+    if grid.status != "superseded":
+        return
+    beside = path.with_name(f"{grid.superseded_by}.yaml")
+    then = f"python -m bench.run {beside}" if beside.is_file() else "its grid file"
+    raise ConfigError(f"{path}: status superseded: grid {grid.name} is replaced by "
+                      f"{grid.superseded_by} ({grid.why}); run {then}")
 
 
 def excluded(values: dict[str, Any], rules: list[dict[str, Any]]) -> bool:

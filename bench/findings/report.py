@@ -150,6 +150,7 @@ def write_findings(name: str, grid: Grid, runs: pd.DataFrame, missing: pd.DataFr
     shared = shared_line(runs, out_dir)
     paths[0].write_text("\n".join([
         f"# {name}: findings", "", data_line(runs), "", machine_line(runs), "",
+        f"Grid status: {grid.said} (docs/grids.md).", "",
         registered.line, "", *([shared, ""] if shared else []), md, "",
         FINDINGS_NOTE.format(alpha=stats.ALPHA), "",
         "## Claims, in their test order", "", *texts, ""]))

@@ -289,3 +289,19 @@ def test_the_add_a_claim_commands_run_as_written_and_leave_a_clone_clean():
     assert (per_seed["claims_sha"] == prereg.claims_sha(claims)).all()
     assert "Pre-registration: examples/add_a_claim.yaml with these claims" in registered \
         or "not checked" in registered  # a shallow checkout has no history to read
+
+
+@pytest.mark.parametrize("name", ["run", "report", "grids", "train", "retag", "speed", "anchors",
+                                  "th_layer", "flops"])
+def test_help_describes_each_command_in_whole_sentences(name, capsys):
+    """`--help` opens with the command module's first paragraph, whole: never cut at its first
+    line, mid-sentence."""
+    import importlib
+
+    command = importlib.import_module(f"bench.commands.{name}")
+    with pytest.raises(SystemExit) as done:
+        command.main(["--help"])
+    assert done.value.code == 0
+    shown = " ".join(capsys.readouterr().out.split())
+    first = " ".join((command.__doc__ or "").split("\n\n")[0].split())
+    assert first.endswith(".") and first in shown, (first, shown[:400])

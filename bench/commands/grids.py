@@ -13,13 +13,13 @@ from bench.config import ConfigError
 from bench.experiment.catalogue import entries, render
 from bench.provenance import RESULTS, ROOT
 
+from .args import about
+
 TABLE = ROOT / "docs" / "grids.md"
 
 
 def main(argv: list[str] | None = None) -> int:
-    p = argparse.ArgumentParser(prog="python -m bench.grids",
-                                description="Write docs/grids.md, the table of every grid file "
-                                "in ablations/: its experiment, status, results and verdicts.")
+    p = argparse.ArgumentParser(prog="python -m bench.grids", description=about(__doc__))
     p.add_argument("--check", action="store_true", help="write nothing; exit 1 if the "
                    "committed docs/grids.md is not what the grid files and results give")
     args = p.parse_args(argv)

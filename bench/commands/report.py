@@ -1,5 +1,5 @@
-"""Paper-style tables, figures and findings of a sweep, read back from MLflow (the findings
-room, `bench.findings`).
+"""Write a finished sweep's paper-style tables, figures and findings again, read back from
+MLflow (the findings room, `bench.findings`).
 
 python -m bench.report ablations/span_limit.yaml          # or an experiment (grid) name
 python -m bench.report span_limit --tracking-uri sqlite:///runs/mlflow.db --out DIR
@@ -22,11 +22,11 @@ from bench.provenance import LOCAL
 from bench.tracking.reader import StoreError
 from bench.tracking.store import tracking_uri
 
-from .args import VERDICTS, add_tracking_uri
+from .args import VERDICTS, about, add_tracking_uri
 
 
 def main(argv: list[str] | None = None) -> int:
-    p = argparse.ArgumentParser(prog="python -m bench.report", description=__doc__.split("\n")[0],
+    p = argparse.ArgumentParser(prog="python -m bench.report", description=about(__doc__),
                                 epilog=VERDICTS)
     p.add_argument("target", help="grid YAML (its name) or an MLflow experiment name")
     add_tracking_uri(p)

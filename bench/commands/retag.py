@@ -21,11 +21,11 @@ from bench.tracking import retag
 from bench.tracking.reader import StoreError
 from bench.tracking.store import tracking_uri
 
-from .args import add_tracking_uri
+from .args import about, add_tracking_uri
 
 
 def main(argv: list[str] | None = None) -> int:
-    p = argparse.ArgumentParser(prog="python -m bench.retag", description=__doc__.split("\n")[0])
+    p = argparse.ArgumentParser(prog="python -m bench.retag", description=about(__doc__))
     p.add_argument("grids", nargs="*", type=Path, help="grid files whose trials the store holds")
     add_tracking_uri(p)
     p.add_argument("--results", nargs="+", type=Path, default=[], metavar="DIR",

@@ -1,5 +1,5 @@
-"""Ablation sweeps: a YAML grid of configs, trained in parallel by Ray Tune, tracked in MLflow
-(the sweep room, `bench.sweep`).
+"""Run a grid file's sweep: its trials trained in parallel by Ray Tune and tracked in MLflow,
+then its table, figures and findings (the sweep room, `bench.sweep`).
 
 python -m bench.run ablations/heads_grid.yaml [--set train.steps=500] [--preset small]
     [--data enwik8] [--seeds 0,1,2 | --seed-start 20] [--dry-run] [--address HOST:PORT]
@@ -23,11 +23,11 @@ from bench.sweep.plan import print_plan
 from bench.sweep.runner import SweepOptions, reads, sweep
 from bench.sweep.trials import Overrides, resolve_trials
 
-from .args import VERDICTS, add_tracking_uri, add_trial_args
+from .args import VERDICTS, about, add_tracking_uri, add_trial_args
 
 
 def main(argv: list[str] | None = None) -> int:
-    p = argparse.ArgumentParser(prog="python -m bench.run", description=__doc__.split("\n")[0],
+    p = argparse.ArgumentParser(prog="python -m bench.run", description=about(__doc__),
                                 epilog=VERDICTS)
     p.add_argument("grid", type=Path, help="grid file, e.g. ablations/heads_grid.yaml")
     add_trial_args(p)

@@ -426,11 +426,11 @@ SHIPPED = ["heads_grid", "span_limit", "adaptive_vs_dynamic", "projections", "sp
 def test_shipped_grids_designs_hold_alpha_and_can_decide(name):
     """Every shipped grid with claims: each claim's last look can reject, and its design's
     exact errors (reproduced and contradicted at the null's boundary) are at most alpha."""
-    from bench.experiment.grid import load as load_grid
+    from bench.experiment.open import open_grid
     from bench.sweep import feasible
     from tests.test_grid import ROOT
 
-    grid = load_grid(ROOT / "ablations" / f"{name}.yaml")
+    grid = open_grid(ROOT / "ablations" / f"{name}.yaml")
     assert len(grid.claims) >= 2 and grid.design_seeds is not None
     table = feasible.by_look(grid.claims, grid.grid, grid.seeds)
     feasible.check_looks(table)

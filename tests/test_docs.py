@@ -20,7 +20,7 @@ from unittest import mock
 import pandas as pd
 import pytest
 
-from bench.experiment import grid as grids
+from bench.experiment.open import open_grid
 from bench.findings import prereg
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -284,7 +284,7 @@ def test_the_add_a_claim_commands_run_as_written_and_leave_a_clone_clean():
     assert re.search(r"\| th_not_much_worse \| 1 of 1 \| +5 \| 5 of 5 +\| +0\.0312 ", dry), dry
     assert found[0].loc[0, "verdict"] == "reproduced" and found[0].loc[0, "seed_range"] == "100-104"
     pd.testing.assert_frame_equal(found[0], found[1])  # recomputed from runs.csv: the same
-    claims = grids.load(ROOT / "examples" / "add_a_claim.yaml").claims
+    claims = open_grid(ROOT / "examples" / "add_a_claim.yaml").claims
     assert per_seed["start_time"].notna().all()
     assert (per_seed["claims_sha"] == prereg.claims_sha(claims)).all()
     assert "Pre-registration: examples/add_a_claim.yaml with these claims" in registered \

@@ -11,6 +11,7 @@ import pytest
 import yaml
 
 from bench.experiment import grid as grids
+from bench.experiment.open import open_grid
 from bench.findings import prereg, report
 
 CLAIM = {"id": "lower", "text": "a is below b", "rows": {"model.variant": "a"},
@@ -44,7 +45,7 @@ def runs() -> pd.DataFrame:
 
 
 def findings(repo, start: str | None, tmp_path) -> tuple[str, pd.DataFrame]:
-    spec = grids.load(repo / "g.yaml")
+    spec = open_grid(repo / "g.yaml")
     data = runs() if start is None else runs().assign(
         start_time=start, claims_sha=prereg.claims_sha(spec.claims))
     _, table, _ = report.write_findings("g", spec, data, pd.DataFrame(), tmp_path,
@@ -80,7 +81,7 @@ def test_runs_without_start_times_are_not_checked(repo, tmp_path):
 
 def test_a_grid_file_outside_git_is_not_checked(tmp_path):
     (tmp_path / "g.yaml").write_text(yaml.safe_dump(GRID))
-    spec = grids.load(tmp_path / "g.yaml")
+    spec = open_grid(tmp_path / "g.yaml")
     got = prereg.check(tmp_path / "g.yaml", spec,
                        runs().assign(start_time="2026-01-02 11:00:00+00:00"))
     assert got.late is None and "not in a git checkout" in got.line
@@ -108,6 +109,6 @@ def test_a_results_copy_is_registered_by_the_grid_file_it_was_run_from(repo, tmp
                         "-m", path], cwd=repo, check=True,
                        env={"GIT_COMMITTER_DATE": when, "GIT_AUTHOR_DATE": when,
                             "PATH": "/usr/bin:/bin"})
-    got = prereg.check(copy, grids.load(copy), runs().assign(
+    got = prereg.check(copy, open_grid(copy), runs().assign(
         start_time="2026-01-02 11:00:00+00:00"))
     assert got.late is None and "ablations/g.yaml with these claims" in got.line

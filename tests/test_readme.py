@@ -9,7 +9,7 @@ import yaml
 
 import variants
 from bench.experiment import claims
-from bench.experiment import grid as grids
+from bench.experiment.open import open_grid
 from variants import registry
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -44,5 +44,5 @@ def test_add_a_claim_example():
     block = re.search(r"<!-- example: add a claim -->\n```yaml\n(.*?)```", README.read_text(), re.S)
     assert block, "README lost its add-a-claim example"
     shown = claims.parse(yaml.safe_load(block.group(1))["claims"])
-    ran = grids.load(ROOT / "examples" / "add_a_claim.yaml").claims
+    ran = open_grid(ROOT / "examples" / "add_a_claim.yaml").claims
     assert shown == ran

@@ -15,8 +15,8 @@ from scipy.stats import ttest_rel
 
 import variants
 from bench.commands import report as report_cli
-from bench.experiment import grid as grids
 from bench.experiment.layouts import FIGURES
+from bench.experiment.open import GridText, open_grid
 from bench.findings import figures, report, tables, verdicts
 from bench.findings.runs import Sweep, _derive, machine_line
 from bench.record import RunResult
@@ -454,7 +454,7 @@ def test_findings_from_the_sweeps_grid_file(store, tmp_path):
                        "fewer_flops [span=128]": "inconclusive", "fewer_flops": "inconclusive",
                        "spread": "reproduced", "same_bpc": "not tested"}
     assert csv.set_index("claim").loc["same_bpc", "reason"] == "sequence stopped at fewer_flops"
-    spec = grids.from_text(CLAIMED, "test")
+    spec = open_grid(GridText(CLAIMED, "test", tmp_path))
     again = verdicts.evaluate(spec.claims, report.read_per_seed(tmp_path / "out" / "runs.csv"))
     cols = ["claim", "effect", "p", "level_opposite", "verdict", "evidence", "p_same"]
     pd.testing.assert_frame_equal(again[cols].iloc[:3], csv[cols].iloc[:3])  # done trials
@@ -677,7 +677,7 @@ COMMITTED = sorted(p for p in (Path(__file__).resolve().parents[1] / "results").
 def test_committed_findings_recompute_from_their_per_seed_values(path):
     """Every committed findings.csv is what its grid's claims give on the runs.csv beside it
     (grid.yaml: the grid file the sweep ran, as the report wrote it there)."""
-    spec = grids.load(path.parent / "grid.yaml")
+    spec = open_grid(path.parent / "grid.yaml")
     again = verdicts.evaluate(spec.claims, report.read_per_seed(path), looks=spec.looks,
                               design=spec.design_seeds)
     committed = pd.read_csv(path.parent / "findings.csv")

@@ -14,9 +14,8 @@ import argparse
 import sys
 from pathlib import Path
 
-from bench import plugins
 from bench.config import ConfigError
-from bench.experiment import grid as grids
+from bench.experiment.open import open_grid
 from bench.findings.report import ReportError, refind, render_sweep
 from bench.provenance import LOCAL
 from bench.tracking.reader import StoreError
@@ -49,8 +48,7 @@ def main(argv: list[str] | None = None) -> int:
             paths = refind(args.runs, grid_file, args.out or args.runs.parent)
             print("wrote", *map(str, paths), sep="\n  ")
             return 0
-        plugins.load(plugins.from_grid(grid_file))
-        grid = grids.load(grid_file) if grid_file else None
+        grid = open_grid(grid_file) if grid_file else None  # else the sweep's, from the store
         name = grid.name if grid else args.target
         paths = render_sweep(tracking_uri(args.tracking_uri), name, args.out or LOCAL / name,
                              args.sweep, grid, grid_file)

@@ -14,14 +14,14 @@ import shlex
 import sys
 from pathlib import Path
 
-from bench import plugins
 from bench.config import ConfigError, parse_sets
 from bench.experiment import grid as grids
+from bench.experiment.open import Overrides, open_grid, read
 from bench.provenance import LOCAL
 from bench.sweep import feasible, gpus
 from bench.sweep.plan import print_plan
 from bench.sweep.runner import SweepOptions, reads, sweep
-from bench.sweep.trials import Overrides, resolve_trials
+from bench.sweep.trials import resolve_trials
 
 from .args import VERDICTS, about, add_tracking_uri, add_trial_args
 
@@ -45,12 +45,11 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--no-report", action="store_true", help="skip bench.report at the end")
     args = p.parse_args(argv)
     try:
-        grid = grids.load(args.grid)  # its plugins, and $ATTNBENCH_PLUGINS, imported first
-        grids.check_runnable(grid, args.grid)
-        grid = grid.model_copy(update={"plugins": plugins.load(grid.plugins)})
+        grids.check_runnable(read(args.grid), args.grid)
         overrides = Overrides(parse_sets(args.sets), args.preset, args.data, args.seeds,
                               args.seed_start)
-        grid, trials = resolve_trials(grid, overrides, args.dry_run)
+        grid = open_grid(args.grid, overrides)  # its plugins, and $ATTNBENCH_PLUGINS, first
+        trials = resolve_trials(grid, args.dry_run)
         feasible.check(grid.claims, grid.grid, trials)
         feasible.check_restated(grid)
         levels = feasible.by_look(grid.claims, grid.grid, grid.seeds)

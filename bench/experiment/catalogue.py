@@ -14,7 +14,8 @@ import pandas as pd
 
 from bench.config import ConfigError
 
-from .grid import Grid, load
+from .grid import Grid
+from .open import read
 
 HEADER = """# The grids
 
@@ -40,7 +41,7 @@ def _owner(folder: Path, names: set[str]) -> str | None:
     """The grid a results folder holds runs of: its grid.yaml's name, else the grid it is named
     after (`name` or `name-<variant>`); None: not a results folder."""
     if (folder / "grid.yaml").is_file():
-        return load(folder / "grid.yaml").name
+        return read(folder / "grid.yaml").name
     if not any(p.is_file() for p in folder.iterdir()):
         return None
     return next((n for n in names if folder.name == n or folder.name.startswith(f"{n}-")), None)
@@ -48,7 +49,7 @@ def _owner(folder: Path, names: set[str]) -> str | None:
 
 def entries(ablations: Path, results: Path) -> list[Entry]:
     """Every grid file in `ablations`, with the folders under `results` holding its runs."""
-    grids = {path: load(path) for path in sorted(ablations.glob("*.yaml"))}
+    grids = {path: read(path) for path in sorted(ablations.glob("*.yaml"))}
     names = {g.name for g in grids.values()}
     held: dict[str, list[Path]] = {}
     for folder in sorted(p for p in results.rglob("*") if p.is_dir()):

@@ -1,13 +1,12 @@
 """A grid file, the one schema of an experiment: the trials to run (a base config, axes, seeds),
-the claims it expects to find, their looks, and what its report draws. Parsed once (`load`, or
-`from_text` for the file a sweep logged to MLflow) and carried whole through the sweep, its
-looks and its report. The trials it expands to are `bench.sweep.trials`'s.
+the claims it expects to find, their looks, and what its report draws. Opened once
+(`bench.experiment.open`: a file, or the text a sweep logged to MLflow) and carried whole
+through the sweep, its looks and its report. The trials it expands to are `bench.sweep.trials`'s.
 """
 
 from pathlib import Path
 from typing import Annotated, Any, Literal
 
-import yaml
 from pydantic import (
     BaseModel,
     Discriminator,
@@ -24,7 +23,6 @@ from bench.config import (
     ConfigError,
     Strict,
     format_error,
-    read_yaml,
 )
 from bench.tracking.names import EVAL_METRICS
 
@@ -199,6 +197,8 @@ class Grid(Strict):
     design_seeds: list[int] | None = None
     report: ReportSpec = ReportSpec()  # the table layout and figures of its report
     plugins: list[str] = []  # modules or .py files imported first, as $ATTNBENCH_PLUGINS
+    # axes a --set pinned to one value, with the values the file lists (a sweep's logged plan)
+    pinned: dict[str, list[Any]] = {}
 
     @field_validator("grid")
     @classmethod
@@ -243,9 +243,10 @@ class Grid(Strict):
             if unknown := sorted(set(rule) - set(self.grid)):
                 raise ValueError(f"exclude.{i}: {unknown} are not grid keys; grid keys: "
                                  f"{', '.join(self.grid)}")
-        # against the grid as written: a --set that pins an axis later (`model_copy`, which
-        # validates nothing) leaves the claims on its other values inconclusive, not invalid
-        check_claims(self.claims, self.grid, lambda values: excluded(values, self.exclude))
+        # against the grid as written: a --set that pins an axis (`pinned` keeps the values the
+        # file lists) leaves the claims on its other values inconclusive, not invalid
+        check_claims(self.claims, {**self.grid, **self.pinned},
+                     lambda values: excluded(values, self.exclude))
         return self
 
     @property
@@ -292,17 +293,3 @@ def parse(raw: Any, where: str) -> Grid:
         return Grid.model_validate(raw)
     except ValidationError as err:
         raise ConfigError(format_error(err, Grid, where)) from None
-
-
-def load(path: Path) -> Grid:
-    """The grid file at `path`, validated."""
-    return parse(read_yaml(path, "grid file"), f"grid file {path}")
-
-
-def from_text(text: str, where: str) -> Grid:
-    """A grid file's text (as a sweep logged it), validated; `where` names it in errors."""
-    try:
-        raw = yaml.safe_load(text)
-    except yaml.YAMLError as err:
-        raise ConfigError(f"{where}: not YAML: {err}") from None
-    return parse(raw, where)

@@ -11,10 +11,10 @@ import torch
 
 from bench.commands import run
 from bench.config import ConfigError
-from bench.experiment import grid as grids
+from bench.experiment.open import open_grid
 from bench.model import create_model
 from bench.sweep import gpus
-from bench.sweep.trials import Overrides, resolve_trials
+from bench.sweep.trials import resolve_trials
 from tests.test_grid import write_grid
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -22,8 +22,7 @@ ROOT = Path(__file__).resolve().parents[1]
 
 @pytest.fixture(scope="module")
 def main_job_trials():
-    grid = grids.load(ROOT / "ablations" / "heads_grid.yaml")
-    return resolve_trials(grid, Overrides(), True)[1]
+    return resolve_trials(open_grid(ROOT / "ablations" / "heads_grid.yaml"), True)
 
 
 def test_a_trial_needs_its_state_activations_and_a_context(main_job_trials):

@@ -24,8 +24,8 @@ import yaml
 from mlflow import MlflowClient
 
 from bench.config import parse_sets
-from bench.experiment.grid import load as load_grid
-from bench.sweep.trials import Overrides, resolve_trials
+from bench.experiment.open import Overrides, open_grid
+from bench.sweep.trials import resolve_trials
 from bench.tracking import names, reader, store
 from tests.test_grid import write_grid
 
@@ -70,7 +70,7 @@ def trial_runs(tmp: Path, grid: str) -> list:
 
 def expected_hashes(grid_file: Path, sets: tuple = (), seeds: list | None = None) -> set[str]:
     overrides = Overrides(parse_sets(list(sets)), seeds=seeds)
-    _, found = resolve_trials(load_grid(grid_file), overrides, dry_run=False)
+    found = resolve_trials(open_grid(grid_file, overrides), dry_run=False)
     return {t.hash for t in found}
 
 
@@ -272,7 +272,7 @@ def test_a_corrupted_checkpoint_restarts_and_a_diverging_trial_fails_alone(short
     and the sweep goes on (exit 1: a trial failed)."""
     grid = write_grid(short_tmp, "cut_and_nan", grid={"train.lr": [0.07, 1.0e30]})
     trials = {float(t.cfg.train.lr): t.hash for t in resolve_trials(
-        load_grid(grid), Overrides(), dry_run=False)[1]}
+        open_grid(grid), dry_run=False)}
     folder = short_tmp / "results" / "cut_and_nan" / "trials" / trials[0.07]
     folder.mkdir(parents=True)
     (folder / "checkpoint.pt").write_bytes(b"PK\x03\x04 not a checkpoint" * 100)

@@ -15,10 +15,10 @@ from mlflow.entities import Param
 from bench import data, provenance
 from bench.config import parse_sets, resolve
 from bench.data.synthetic import synthetic as synthetic_corpus
-from bench.experiment.grid import load as load_grid
+from bench.experiment.open import Overrides, open_grid
 from bench.findings import report
 from bench.sweep import runner
-from bench.sweep.trials import Overrides, Trial, resolve_trials
+from bench.sweep.trials import Trial, resolve_trials
 from bench.tracking import names, reader, store, writer
 from bench.training.checkpoint import load_checkpoint
 from bench.training.loop import train
@@ -28,8 +28,8 @@ ROOT = Path(__file__).resolve().parents[1]
 
 def smoke_trials(sets: list[str], data: str | None = None) -> list[Trial]:
     overrides = Overrides(parse_sets(sets), data=data)
-    return resolve_trials(load_grid(ROOT / "ablations" / "smoke.yaml"), overrides,
-                                 dry_run=False)[1]
+    return resolve_trials(open_grid(ROOT / "ablations" / "smoke.yaml", overrides),
+                          dry_run=False)
 
 
 def test_trial_identity_is_the_data_not_its_path(tmp_path):

@@ -1,5 +1,5 @@
-"""Ablation sweeps: a YAML grid of configs, trained in parallel by Ray Tune, tracked in MLflow
-(the sweep room, `bench.sweep`).
+"""Run a grid file's sweep: its trials trained in parallel by Ray Tune and tracked in MLflow,
+then its table, figures and findings (the sweep room, `bench.sweep`).
 
 python -m bench.run ablations/heads_grid.yaml [--set train.steps=500] [--preset small]
     [--data enwik8] [--seeds 0,1,2 | --seed-start 20] [--dry-run] [--address HOST:PORT]
@@ -14,21 +14,21 @@ import shlex
 import sys
 from pathlib import Path
 
-from bench import plugins
 from bench.config import ConfigError, parse_sets
 from bench.experiment import grid as grids
+from bench.experiment.open import Overrides, open_grid, read
 from bench.findings import prereg
 from bench.provenance import LOCAL
 from bench.sweep import feasible, gpus
 from bench.sweep.plan import print_plan
 from bench.sweep.runner import SweepOptions, reads, sweep
-from bench.sweep.trials import Overrides, resolve_trials
+from bench.sweep.trials import resolve_trials
 
-from .args import VERDICTS, add_tracking_uri, add_trial_args
+from .args import VERDICTS, about, add_tracking_uri, add_trial_args
 
 
 def main(argv: list[str] | None = None) -> int:
-    p = argparse.ArgumentParser(prog="python -m bench.run", description=__doc__.split("\n")[0],
+    p = argparse.ArgumentParser(prog="python -m bench.run", description=about(__doc__),
                                 epilog=VERDICTS)
     p.add_argument("grid", type=Path, help="grid file, e.g. ablations/heads_grid.yaml")
     add_trial_args(p)
@@ -46,11 +46,11 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--no-report", action="store_true", help="skip bench.report at the end")
     args = p.parse_args(argv)
     try:
-        grid = grids.load(args.grid)  # its plugins, and $ATTNBENCH_PLUGINS, imported first
-        grid = grid.model_copy(update={"plugins": plugins.load(grid.plugins)})
+        grids.check_runnable(read(args.grid), args.grid)
         overrides = Overrides(parse_sets(args.sets), args.preset, args.data, args.seeds,
                               args.seed_start)
-        read, (grid, trials) = grid, resolve_trials(grid, overrides, args.dry_run)
+        grid = open_grid(args.grid, overrides)  # its plugins, and $ATTNBENCH_PLUGINS, first
+        trials = resolve_trials(grid, args.dry_run)
         feasible.check(grid.claims, grid.grid, trials)
         feasible.check_restated(grid)
         levels = feasible.by_look(grid.claims, grid.grid, grid.seeds)
@@ -65,6 +65,7 @@ def main(argv: list[str] | None = None) -> int:
         print(f"warning: {warning}", file=sys.stderr)
     print(f"GPUs: {packed.why}")
     if args.dry_run:
+        print(f"grid {grid.name}: {grid.said} (docs/grids.md)")
         looks = grid.look_seeds()
         first = [t for t in trials if t.seed in looks[0]]
         print_plan(first, grid, levels, feasible.rates(grid.claims, grid.grid, grid.seeds))
@@ -85,6 +86,7 @@ def main(argv: list[str] | None = None) -> int:
         args.grid, args.results_dir, command, tracking_uri=args.tracking_uri,
         address=args.address, force=args.force, rerun_stale=args.rerun_stale,
         report=not args.no_report, gpu=packed.share, mps=mps,
-        plan=tuple(prereg.record(read.model_copy(update={"seeds": grid.seeds}), args.grid, {
+        plan=tuple(prereg.record(read(args.grid).model_copy(update={"seeds": grid.seeds}),
+                                 args.grid, {
             k: v for k, v in vars(overrides).items() if v and k != "seed_start"}).items())))
 

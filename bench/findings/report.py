@@ -14,9 +14,9 @@ import numpy as np
 import pandas as pd
 
 from bench.config import ConfigError
-from bench.experiment import grid as grids
 from bench.experiment.claims import METRICS, PROBE_METRIC
 from bench.experiment.grid import Grid
+from bench.experiment.open import GridText, open_grid
 from bench.provenance import identity
 from bench.tracking import reader, writer
 from bench.tracking.names import PLAN, SEEDS
@@ -197,6 +197,7 @@ def write_findings(name: str, grid: Grid, runs: pd.DataFrame, missing: pd.DataFr
     shared = shared_line(runs, out_dir)
     paths[0].write_text("\n".join([
         f"# {name}: findings", "", data_line(runs), "", machine_line(runs), "",
+        f"Grid status: {grid.said} (docs/grids.md).", "",
         registered.line, "", *([shared, ""] if shared else []), md, "",
         FINDINGS_NOTE.format(alpha=stats.ALPHA), "",
         "## Claims, in their test order", "", *texts, ""]))
@@ -207,7 +208,7 @@ def write_findings(name: str, grid: Grid, runs: pd.DataFrame, missing: pd.DataFr
 def refind(runs_csv: Path, grid_file: Path, out_dir: Path) -> list[Path]:
     """The findings of a grid file's claims recomputed from a runs.csv (a committed result's
     per-seed values, no MLflow store), into out_dir with the grid file beside them."""
-    grid = grids.load(grid_file)
+    grid = open_grid(grid_file)
     out_dir.mkdir(parents=True, exist_ok=True)
     paths, _, md = write_findings(grid.name, grid, read_per_seed(runs_csv),
                                   pd.DataFrame(), out_dir, grid_file)
@@ -226,8 +227,10 @@ def load(uri: str, experiment: str, sweep: str | None = None,
     holds of it; `grid` (the sweep's own, or a grid file's), else the grid file logged with the
     sweep, says what to report."""
     found = reader.sweep_runs(uri, experiment, identity(), sweep)
-    if grid is None and found.grid_text is not None:
-        grid = grids.from_text(found.grid_text, f"the grid file logged with {experiment}'s sweep")
+    if grid is None and found.grid_text is not None:  # its plugins relative to where it lay
+        folder = Path(found.sweep.data.params.get("grid_file", ".")).parent
+        where = f"the grid file logged with {experiment}'s sweep"
+        grid = open_grid(GridText(found.grid_text, where, folder))
     return load_sweep(found, grid), found
 
 

@@ -13,9 +13,10 @@ import pandas as pd
 import torch
 
 import variants
-from bench.config import ConfigError, read_yaml
-from bench.experiment.claims import EXACT, PROBE_METRIC, SPAN_SHAPE, Claim, cells, parse
+from bench.config import ConfigError
+from bench.experiment.claims import EXACT, PROBE_METRIC, SPAN_SHAPE, Claim, cells
 from bench.experiment.grid import Grid, Seeds, plan_of
+from bench.experiment.open import read
 from bench.findings import sequential
 from bench.findings.bounds import Spans, decided
 from bench.findings.stats import ALPHA, min_seeds
@@ -192,14 +193,13 @@ def check_restated(grid: Grid, results: Path = RESULTS) -> None:
     after design runs (exploratory findings) is how claims are written."""
     mine = {c.id: (i, c) for i, c in enumerate(grid.claims)}
     for path in sorted(results.rglob("grid.yaml")):
-        raw = read_yaml(path, "committed grid file")
         found = path.with_name("findings.csv")
-        if not isinstance(raw, dict) or raw.get("name") != grid.name or not found.is_file():
+        if not found.is_file() or (committed := read(path)).name != grid.name:
             continue
         ran = set(pd.read_csv(found).get("evidence", pd.Series(dtype=str)))
         if not ran & {"confirmatory", "unverified"}:  # confirmation seeds ran
             continue
-        for old in parse(raw.get("claims")):
+        for old in committed.claims:
             if old.id in mine and _tested(mine[old.id][1]) != _tested(old):
                 raise ConfigError(f"claims.{mine[old.id][0]} ({old.id}): a claim with this id, "
                                   f"tested otherwise, has run on confirmation seeds "

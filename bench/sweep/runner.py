@@ -25,6 +25,7 @@ from bench import data, plugins, provenance
 from bench.config import ConfigError
 from bench.experiment.claims import Claim, cells
 from bench.experiment.grid import Grid
+from bench.experiment.open import to_text
 from bench.findings.runs import waiting
 from bench.record import Evaluation, RunResult
 from bench.tracking import names, reader, store, writer
@@ -343,6 +344,8 @@ def run_look(run: Session, trials: list[Trial], covered: list[Trial]) -> bool:
         run.parent = writer.start_sweep(run.client, run.exp, run.grid.name,
                                         run.options.grid_file, [t.hash for t in covered],
                                         run.options.command)
+        # the plan that ran (overrides, seeds, plugins resolved) over the file as written
+        run.client.log_text(run.parent, to_text(run.grid), run.options.grid_file.name)
         if run.options.mps:
             print(run.options.mps)
             run.client.set_tag(run.parent, names.MPS, run.options.mps)

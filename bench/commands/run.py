@@ -14,20 +14,23 @@ import shlex
 import sys
 from pathlib import Path
 
+import pandas as pd
+
 from bench.config import ConfigError, parse_sets
 from bench.experiment import grid as grids
+from bench.experiment.grid import Grid
 from bench.experiment.open import Overrides, open_grid, read
 from bench.findings import prereg
 from bench.provenance import LOCAL
 from bench.sweep import feasible, gpus
 from bench.sweep.plan import print_plan
 from bench.sweep.runner import SweepOptions, reads, sweep
-from bench.sweep.trials import resolve_trials
+from bench.sweep.trials import Trial, resolve_trials
 
 from .args import VERDICTS, about, add_tracking_uri, add_trial_args
 
 
-def main(argv: list[str] | None = None) -> int:
+def _parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog="python -m bench.run", description=about(__doc__),
                                 epilog=VERDICTS)
     p.add_argument("grid", type=Path, help="grid file, e.g. ablations/heads_grid.yaml")
@@ -44,7 +47,37 @@ def main(argv: list[str] | None = None) -> int:
                    help="rerun, from scratch, finished trials whose result comes from other "
                    "training code (another code_version; default: reuse them, marked stale)")
     p.add_argument("--no-report", action="store_true", help="skip bench.report at the end")
-    args = p.parse_args(argv)
+    return p
+
+
+def _dry_run(grid: Grid, trials: list[Trial], levels: pd.DataFrame) -> None:
+    """What --dry-run prints: the first look's trials and cost, each claim's rules, rates and
+    the family's bound, and what later looks may add."""
+    print(f"grid {grid.name}: {grid.said} (docs/grids.md)")
+    looks = grid.look_seeds()
+    first = [t for t in trials if t.seed in looks[0]]
+    print_plan(first, grid, levels, feasible.rates(grid.claims, grid.grid, grid.seeds))
+    if grid.claims:
+        print(feasible.worst_line(grid.claims, grid.grid, grid.seeds))
+    if len(looks) > 1:
+        later = [t for t in trials if t.seed not in looks[0]
+                 and reads(grid.claims, grid.grid, t.values)]
+        print(f"\nseeds.looks {grid.seeds.looks}: look 1 runs the {len(first)} trials above "
+              f"(seeds {looks[0][0]}-{looks[0][-1]}); later looks add seeds up to "
+              f"{looks[-1][-1]} only to the settings an undecided claim reads: at most "
+              f"{len(later)} more trials")
+
+
+def _plan(path: Path, grid: Grid, overrides: Overrides) -> tuple[tuple[str, str], ...]:
+    """What every trial records of the plan it serves (`prereg.record`): the grid file as read
+    with the seeds it runs, and the other overrides."""
+    given = {k: v for k, v in vars(overrides).items() if v and k != "seed_start"}
+    return tuple(prereg.record(read(path).model_copy(update={"seeds": grid.seeds}), path,
+                               given).items())
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = _parser().parse_args(argv)
     try:
         grids.check_runnable(read(args.grid), args.grid)
         overrides = Overrides(parse_sets(args.sets), args.preset, args.data, args.seeds,
@@ -65,19 +98,7 @@ def main(argv: list[str] | None = None) -> int:
         print(f"warning: {warning}", file=sys.stderr)
     print(f"GPUs: {packed.why}")
     if args.dry_run:
-        print(f"grid {grid.name}: {grid.said} (docs/grids.md)")
-        looks = grid.look_seeds()
-        first = [t for t in trials if t.seed in looks[0]]
-        print_plan(first, grid, levels, feasible.rates(grid.claims, grid.grid, grid.seeds))
-        if grid.claims:
-            print(feasible.worst_line(grid.claims, grid.grid, grid.seeds))
-        if len(looks) > 1:
-            later = [t for t in trials if t.seed not in looks[0]
-                     and reads(grid.claims, grid.grid, t.values)]
-            print(f"\nseeds.looks {grid.seeds.looks}: look 1 runs the {len(first)} trials above "
-                  f"(seeds {looks[0][0]}-{looks[0][-1]}); later looks add seeds up to "
-                  f"{looks[-1][-1]} only to the settings an undecided claim reads: at most "
-                  f"{len(later)} more trials")
+        _dry_run(grid, trials, levels)
         return 0
     command = shlex.join(["python", "-m", "bench.run", *(sys.argv[1:] if argv is None
                                                           else map(str, argv))])
@@ -86,7 +107,5 @@ def main(argv: list[str] | None = None) -> int:
         args.grid, args.results_dir, command, tracking_uri=args.tracking_uri,
         address=args.address, force=args.force, rerun_stale=args.rerun_stale,
         report=not args.no_report, gpu=packed.share, mps=mps,
-        plan=tuple(prereg.record(read(args.grid).model_copy(update={"seeds": grid.seeds}),
-                                 args.grid, {
-            k: v for k, v in vars(overrides).items() if v and k != "seed_start"}).items())))
+        plan=_plan(args.grid, grid, overrides)))
 

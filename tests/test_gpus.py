@@ -1,8 +1,11 @@
 """Trials packed on a GPU by default (`bench.sweep.gpus`), checked on the CPU: as many as fit in
 its memory and at most PACK, a share that cannot hold a trial refused before anything runs
-(exit 2 naming resources.gpu), the dry run saying how many run at once and why, and MPS started
-only where trials share a GPU and the machine has it. No GPU, no Ray."""
+(exit 2 naming resources.gpu), the dry run saying how many run at once and why (on the CPU as
+on a GPU) and that a captured step runs eagerly without CUDA, MPS said to be in use only once a
+CUDA client connected, and a trial never falling to the CPU where it was handed a GPU. No GPU,
+no Ray."""
 
+import os
 import stat
 from pathlib import Path
 
@@ -49,10 +52,23 @@ def test_packing_fills_a_gpu_up_to_its_memory_and_pack(main_job_trials):
 
 def test_the_dry_run_says_how_many_run_at_once_and_refuses_a_share_too_small(
         monkeypatch, tmp_path, capsys):
+    smoke, cpus = str(ROOT / "ablations" / "smoke.yaml"), os.cpu_count()
+    graphs = ["--set", "train.compile=graphs", "--set", "train.optimizer=adamw", "--set",
+              "train.clip_mode=global"]  # a capturable step
+    assert run.main([smoke, "--dry-run", *graphs]) == 0
+    said = capsys.readouterr().out  # on the CPU: as many as the cores hold, the step eager
+    assert f"at once: {cpus} trials ({cpus} CPUs here, resources.cpu=1 each; no GPU)" in said
+    assert "train.compile=graphs: no CUDA for the trials here, so each runs its step eagerly" \
+        in said
     monkeypatch.setattr(torch.cuda, "device_count", lambda: 1)
     monkeypatch.setattr(gpus, "gpu_mb", lambda: 16_000.0)
-    assert run.main([str(ROOT / "ablations" / "smoke.yaml"), "--dry-run"]) == 0
-    assert f"GPUs: {gpus.PACK} trials per GPU (16,000 MB" in capsys.readouterr().out
+    assert run.main([smoke, "--dry-run", *graphs]) == 0
+    said = capsys.readouterr().out
+    assert f"GPUs: {gpus.PACK} trials per GPU (16,000 MB" in said
+    n, limit = min(gpus.PACK, cpus), "GPUs" if gpus.PACK <= cpus else "CPUs"
+    assert (f"at once: {n} trials (1 GPUs at 0.125 of one each: {gpus.PACK}; {cpus} CPUs here "
+            f"at resources.cpu=1 each: {cpus}; the {limit} limit it)") in said
+    assert "train.compile=graphs" not in said  # captured on the GPU
     tiny = write_grid(tmp_path, "crowded", resources={"cpu": 1, "gpu": 0.01})
     assert run.main([str(tiny), "--dry-run"]) == 2
     assert "error: resources.gpu=0.01: a trial needs about" in capsys.readouterr().err

@@ -24,7 +24,7 @@ ROOT = Path(__file__).resolve().parents[1]
 DOCS = [ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md"))]
 CLIS = ("bench.run", "bench.train", "bench.report", "bench.speed", "bench.anchors",
         "bench.th_layer", "bench.flops", "bench.retag", "bench.verify", "bench.grids",
-        "ci.regression", "ci.bundle")
+        "ci.regression", "ci.bundle", "ci.carry")
 # The top-level entries a repository path may start with.
 TOPS = ("bench", "variants", "ablations", "results", "examples", "docs", "tests", "ci", ".ci",
         "runs")

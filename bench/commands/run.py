@@ -89,14 +89,17 @@ def main(argv: list[str] | None = None) -> int:
         levels = feasible.by_look(grid.claims, grid.grid, grid.seeds)
         feasible.check_looks(levels)
         address = args.address or os.environ.get("RAY_ADDRESS")
+        gpus_there = feasible.check_gpus(grid, address)
         packed = gpus.packing(trials, grid.resources.gpu, None if address else gpus.gpu_mb(),
-                              feasible.check_gpus(grid, address))
+                              gpus_there)
     except ConfigError as err:
         print(f"error: {err}", file=sys.stderr)
         return 2
     for warning in feasible.implied(grid.claims):
         print(f"warning: {warning}", file=sys.stderr)
-    print(f"GPUs: {packed.why}")
+    cpus = None if address else os.cpu_count()  # what a local Ray is told (a cluster's: its)
+    print(f"GPUs: {packed.why}", feasible.at_once(grid.resources.cpu, packed.share, gpus_there,
+          cpus), *filter(None, [feasible.eager_graphs(trials, packed.share)]), sep="\n")
     if args.dry_run:
         _dry_run(grid, trials, levels)
         return 0

@@ -232,3 +232,30 @@ def check_gpus(grid: Grid, address: str | None) -> float:
         raise ConfigError(f"resources.gpu={gpu:g}: {where}; set resources.gpu to null (trials "
                           "packed on the GPUs there are, none without) or 0")
     return have
+
+
+def at_once(cpu: float, share: float, gpus: float, cpus: int | None) -> str:
+    """How many trials run at once and why, in words: Ray runs as many as its CPUs hold at
+    `cpu` each (resources.cpu; `cpus`: this machine's, None for a cluster's, not known before
+    it starts) and, where trials get a `share` of one of the `gpus` GPUs, as many as those
+    shares fill, whichever is fewer."""
+    by_cpu = None if cpus is None else int(cpus // cpu)
+    cpu_text = "the cluster's CPUs" if cpus is None else f"{cpus} CPUs here"
+    if not share:
+        held = "as many" if by_cpu is None else str(by_cpu)
+        return f"at once: {held} trials ({cpu_text}, resources.cpu={cpu:g} each; no GPU)"
+    by_gpu = int(gpus / share + 1e-9)
+    n = by_gpu if by_cpu is None else min(by_gpu, by_cpu)
+    which = "the GPUs" if by_cpu is None or by_gpu <= by_cpu else "the CPUs"
+    return (f"at once: {n} trials ({gpus:g} GPUs at {share:g} of one each: {by_gpu}; "
+            f"{cpu_text} at resources.cpu={cpu:g} each: {'as many' if by_cpu is None else by_cpu}; "
+            f"{which} limit it)")
+
+
+def eager_graphs(trials: list[Trial], share: float) -> str | None:
+    """Where trials set train.compile=graphs and get no GPU (`share` 0), that their step runs
+    eagerly (`bench.training.graphs`: the same run to the last digit), else None."""
+    if share or not any(t.cfg.train.compile == "graphs" for t in trials):
+        return None
+    return ("train.compile=graphs: no CUDA for the trials here, so each runs its step eagerly "
+            "(the same run, to the last digit); on a CUDA GPU the step is captured as one graph")

@@ -8,11 +8,16 @@ skips finished trials and resumes unfinished ones from their checkpoints; finish
 other code are reported, marked stale, and rerun with --rerun-stale.
 """
 
+import contextlib
 import os
 import shutil
+import signal
 import sys
 import tempfile
+import threading
+import traceback
 from collections import Counter
+from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -127,9 +132,10 @@ def start_ray(address: str | None) -> str:
         return f"Ray cluster at {address}"
     os.environ["RAY_AUTH_MODE"] = "disabled"  # local only: no token written to ~/.ray
     temp = Path(tempfile.gettempdir()) / "attnbench-ray"  # short: Ray's socket paths are limited
-    ray.init(num_cpus=os.cpu_count(), include_dashboard=False, _temp_dir=str(temp),
-             logging_config=quiet)
-    return f"local Ray, {os.cpu_count()} CPUs, temp dir {temp}"
+    gpus = torch.cuda.device_count()  # what the packing counted (`gpus.packing`), told to Ray
+    ray.init(num_cpus=os.cpu_count(), num_gpus=gpus, include_dashboard=False,
+             _temp_dir=str(temp), logging_config=quiet)
+    return f"local Ray, {os.cpu_count()} CPUs, {gpus} GPUs, temp dir {temp}"
 
 
 def stop_ray() -> None:
@@ -226,16 +232,52 @@ def summary(client: Any, exp: str, trials: list[Trial], now: dict[str, str]) -> 
     return df
 
 
-def render_report(run: Session) -> None:
-    """The sweep's report (bench.findings); its failure never fails a sweep."""
-    from bench.findings.report import render_sweep
+def render_report(run: Session, partial: str | None) -> bool:
+    """The sweep's report (bench.findings): its runs.csv and findings first (`findings_first`),
+    then the tables, figures and the sweep run's artifacts (`render_sweep`); where the sweep was
+    cut (`partial`: why), partial.md beside them says so. Returns whether it was all written: a
+    failure is printed whole, traceback included, and fails the sweep (exit 1); the runs are
+    intact and `python -m bench.report` renders it again."""
+    from bench.findings.report import ReportError, render_sweep
 
+    marker = run.root / "partial.md"
+    marker.unlink(missing_ok=True)
+    if partial:
+        run.root.mkdir(parents=True, exist_ok=True)
+        marker.write_text(f"# {run.grid.name}: a partial report\n\n{partial}\n")
+        print(f"partial report: {partial}")
     try:
+        findings_first(run)
         render_sweep(run.uri, run.grid.name, run.root, run.parent, run.grid,
                      run.options.grid_file)
-    except Exception as err:  # noqa: BLE001  (a report bug must not lose a finished sweep)
-        print(f"warning: the report failed ({type(err).__name__}: {err}); the runs are intact",
+    except ReportError as err:  # nothing to report: said in one line
+        print(f"error: no report: {err}", file=sys.stderr)
+        return False
+    except Exception:  # noqa: BLE001  (a report bug must not lose a finished sweep)
+        traceback.print_exc()
+        print(f"error: the report failed (above); the runs are intact: python -m bench.report "
+              f"{run.options.grid_file} --tracking-uri {run.uri} renders it again",
               file=sys.stderr)
+        return False
+    return True
+
+
+def findings_first(run: Session) -> None:
+    """runs.csv and the findings of the sweep's finished trials, written before the report's
+    tables and figures: plotting packages other than the pins (a GPU image's) can break the
+    figures, never these."""
+    from bench.findings.report import load, per_seed, write_findings
+    from bench.findings.runs import claim_runs
+
+    data, _ = load(run.uri, run.grid.name, run.parent, run.grid)
+    if data.runs.empty:
+        return  # render_sweep says so
+    run.root.mkdir(parents=True, exist_ok=True)
+    runs = claim_runs(data)
+    per_seed(data, runs).to_csv(run.root / "runs.csv", index=False)
+    if data.claims:
+        write_findings(data.name, data.grid, runs, data.missing, run.root,
+                       run.options.grid_file)
 
 
 def stale_results(trials: list[Trial], runs: dict[str, list], now: dict[str, str]
@@ -279,8 +321,9 @@ def reads(claims: list[Claim], axes: dict[str, list[Any]], values: dict[str, Any
 def sweep(grid: Grid, trials: list[Trial], options: SweepOptions) -> int:
     """Run what is not finished yet, look by look: the first look's seeds of every setting,
     then more seeds only for the settings that a claim still undecided (`findings.runs.waiting`)
-    reads; returns 0, 1 (a trial failed) or 130 (interrupted). A rerun recomputes every look's
-    decision from the finished runs, so it retrains nothing and adds no duplicate run."""
+    reads; returns 0, 1 (a trial or the report failed) or 130 (interrupted, SIGTERM too: its
+    report, marked partial, written all the same). A rerun recomputes every look's decision
+    from the finished runs, so it retrains nothing and adds no duplicate run."""
     uri = store.tracking_uri(options.tracking_uri, options.results_dir)
     client = store.open_store(uri)
     exp = store.experiment_id(client, grid.name, uri)
@@ -295,13 +338,33 @@ def sweep(grid: Grid, trials: list[Trial], options: SweepOptions) -> int:
                          "FAILED" if failed else "FINISHED")
     print("\n" + table.astype(object).where(table.notna(), None).to_markdown(
         index=False, floatfmt=".4f", intfmt=",", missingval="-"))
-    if run.parent and not interrupted and options.report:
-        render_report(run)
+    if run.parent and options.report:
+        done = int((table.status == "FINISHED").sum())
+        failed |= not render_report(run, None if not interrupted else (
+            f"the sweep was stopped (SIGINT or SIGTERM) before it ended: {done} of the "
+            f"{len(covered)} trials it had reached finished, the rest were killed, and no "
+            "later look ran; the findings read the finished trials only. The same command "
+            "continues it."))
     print(f"\nresults: {run.root}\nMLflow:  {store.ui_command(uri)}\n"
           f"         then {store.ui_url(exp)}")
     if interrupted:
         print("interrupted: finished trials are kept; rerun the same command to continue")
     return 130 if interrupted else 1 if failed else 0
+
+
+@contextlib.contextmanager
+def sigterm_as_sigint() -> Iterator[None]:
+    """SIGTERM (`timeout`, a scheduler's stop) handled as SIGINT while the sweep trains: Tune
+    stops, the unfinished trials are closed KILLED and the report of the finished ones is
+    written, instead of the process dying with its runs open."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+    before = signal.signal(signal.SIGTERM, lambda *_: os.kill(os.getpid(), signal.SIGINT))
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGTERM, before)
 
 
 def look_by_look(run: Session, trials: list[Trial]) -> tuple[list[Trial], bool]:
@@ -356,7 +419,8 @@ def run_look(run: Session, trials: list[Trial], covered: list[Trial]) -> bool:
     ended: set[str] = set()  # trials whose run the worker or the callback closed
     try:
         print(start_ray(run.options.address))
-        run_tune(run, todo, where, ended)
+        with sigterm_as_sigint():  # set after ray.init, which sets its own (an exit)
+            run_tune(run, todo, where, ended)
     except KeyboardInterrupt:
         pass
     finally:

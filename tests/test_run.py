@@ -126,7 +126,7 @@ def test_smoke_sweep_logs_one_finished_run_per_trial(smoke_sweep):
     parent = c.search_runs([exp], "tags.`attnbench.role` = 'sweep'")
     runs = trial_runs(tmp, "smoke")
     assert len(parent) == 1 and parent[0].info.status == "FINISHED"
-    assert parent[0].data.params["n_trials"] == "2"
+    assert parent[0].data.tags["trials"] == "2" and parent[0].data.tags["looks"] == "1 of 1"
     recorded = c.download_artifacts(parent[0].info.run_id, "trials.json", str(tmp))
     assert set(json.loads(Path(recorded).read_text())["trials"]) == expected_hashes(SMOKE)
     # MLflow's own schema: the experiment is a training one, runs name their source and commit

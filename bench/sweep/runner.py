@@ -28,7 +28,7 @@ from bench.experiment.grid import Grid
 from bench.findings.prereg import claims_sha
 from bench.findings.runs import waiting
 from bench.record import Evaluation, RunResult
-from bench.tracking import names, reader, store, writer
+from bench.tracking import names, page, reader, store, writer
 from bench.tracking.trial import TrialSpec, Where
 from bench.training.loop import train
 from bench.training.state import Diverged
@@ -322,26 +322,31 @@ def look_by_look(run: Session, trials: list[Trial]) -> tuple[list[Trial], bool]:
             print(f"{grid.name}: look {k + 1} of {len(looks)}, seeds {seeds[0]}-{seeds[-1]}: "
                   f"{len(new)} trials" + ("" if k == 0 else " for the undecided claims "
                                           + ", ".join(c.id for c in still)))
-        if run_look(run, new, covered):
+        seen = sorted({s for look in looks[:k + 1] for s in look})
+        if run_look(run, new, page.Look(grid.name, [t.hash for t in covered], k + 1, len(looks),
+                                        seen)):
             return covered, True
+        if run.parent and run.options.report and k + 1 < len(looks):
+            render_report(run)  # the sweep's page says what this look found
     return covered, False
 
 
-def run_look(run: Session, trials: list[Trial], covered: list[Trial]) -> bool:
+def run_look(run: Session, trials: list[Trial], look: page.Look) -> bool:
     """Train the look's unfinished trials under the sweep's parent run (created at the first
-    look with work; its trial list then covers every look so far); returns whether it was
-    interrupted."""
+    look with work; its trial list then covers every look so far, `look`); returns whether it
+    was interrupted."""
     todo, fresh, runs = pending(run, trials)
     print(f"{run.grid.name}: {len(trials)} trials, {len(trials) - len(todo)} already finished, "
           f"{len(todo)} to run")
     if run.parent is not None:
-        writer.cover(run.client, run.parent, [t.hash for t in covered])
+        writer.cover(run.client, run.parent, look)
     if not todo:
         return False
     if run.parent is None:
-        run.parent = writer.start_sweep(run.client, run.exp, run.grid.name,
-                                        run.options.grid_file, [t.hash for t in covered],
-                                        run.options.command)
+        run.parent = writer.start_sweep(run.client, run.exp, run.options.grid_file,
+                                        run.options.command, look)
+        page.share_view(run.client, run.exp, list(run.grid.grid),
+                        [c.metric for c in run.grid.claims])
         if run.options.mps:
             print(run.options.mps)
             run.client.set_tag(run.parent, names.MPS, run.options.mps)

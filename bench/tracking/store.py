@@ -12,6 +12,7 @@ from mlflow import MlflowClient
 from bench.provenance import LOCAL
 
 from .names import EXPERIMENT_KIND, TRAINING, default_uri
+from .page import view_url
 
 
 def tracking_uri(explicit: str | None, results_dir: Path = LOCAL) -> str:
@@ -50,10 +51,9 @@ def ui_command(uri: str) -> str:
 
 
 def ui_url(exp: str, base: str = "http://127.0.0.1:5000") -> str:
-    """The experiment's runs in MLflow's UI. MLflow 3.17's UI takes the page it opens from its
-    GenAI / Model training switch (kept in the browser, GenAI by default), not from the
-    experiment's kind tag; `workflowType=machine_learning` sets the switch."""
-    return f"{base}/#/experiments/{exp}/runs?workflowType=machine_learning"
+    """The experiment's trials in MLflow's UI, in the model-training view, grouped by the grid's
+    axes with its claims' metrics as columns (`page.view_url`)."""
+    return f"{base}/{view_url(exp)}"
 
 
 def experiment_id(client: MlflowClient, name: str, uri: str) -> str:

@@ -28,8 +28,8 @@ from mlflow.utils.mlflow_tags import (
 from bench import provenance
 from bench.record import Evaluation, RunResult
 
+from . import page
 from .names import (
-    CLAIM,
     CLAIMS,
     DATASET_KEYS,
     EVAL_METRICS,
@@ -66,32 +66,32 @@ def sweep_source(grid_file: Path) -> str:
     return f"bench.run {grid_file.name}"
 
 
-def start_sweep(client: MlflowClient, exp: str, grid: str, grid_file: Path, trials: list[str],
-                command: str) -> str:
+def start_sweep(client: MlflowClient, exp: str, grid_file: Path, command: str,
+                look: page.Look) -> str:
     """Create the sweep's parent run, described by its grid file and command line (the run's
-    description and the `command` param), with `sweep_source` as MLflow's source name, the grid
-    file and the hashes of every trial it covers (TRIALS, what its report selects) as
-    artifacts; returns its id."""
+    description, until its report replaces it, and the `command` param), with `sweep_source`
+    as MLflow's source name, the grid file and what it covers (`cover`) as artifacts and
+    tags; returns its id."""
     source = sweep_source(grid_file)
-    n_trials = len(trials)
     commit = provenance.git_commit()
-    note = (f"Sweep of `{grid_file.resolve()}`, {n_trials} trials, commit `{commit}`.\n\n"
-            f"```\n{command}\n```")
+    note = f"Sweep of `{grid_file.resolve()}`, commit `{commit}`.\n\n```\n{command}\n```"
     run = client.create_run(exp, run_name=f"sweep-{time.strftime('%Y%m%d-%H%M%S')}",
-                            tags={ROLE: "sweep", GRID: grid, MLFLOW_RUN_NOTE: note,
+                            tags={ROLE: "sweep", GRID: look.grid, MLFLOW_RUN_NOTE: note,
                                   SWEEP_PROCESS: this_process(), **source_tags(source, commit)})
-    params = {"grid_file": str(grid_file.resolve()), "n_trials": n_trials,
+    params = {"grid_file": str(grid_file.resolve()),
               "grid_sha256": hashlib.sha256(grid_file.read_bytes()).hexdigest(),
               "git_commit": commit, "command": command}
     client.log_batch(run.info.run_id, params=[Param(k, str(v)) for k, v in params.items()])
     client.log_artifact(run.info.run_id, str(grid_file))
-    cover(client, run.info.run_id, trials)
+    cover(client, run.info.run_id, look)
     return run.info.run_id
 
 
-def cover(client: MlflowClient, parent: str, trials: list[str]) -> None:
-    """The sweep's trial list (TRIALS, what its report selects), grown by a later look."""
-    client.log_dict(parent, {"trials": trials}, TRIALS)
+def cover(client: MlflowClient, parent: str, look: page.Look) -> None:
+    """The sweep's trial list (TRIALS, what its report selects) and what it has run so far
+    (`page.progress`), grown by a later look."""
+    client.log_dict(parent, {"trials": look.trials}, TRIALS)
+    page.progress(client, parent, look)
 
 
 def this_process() -> str:
@@ -140,14 +140,12 @@ def end_sweep(client: MlflowClient, parent: str, status: str) -> None:
     client.set_terminated(parent, status)
 
 
-def log_report(client: MlflowClient, parent: str, paths: list[Path],
-               verdicts: dict[str, str]) -> None:
-    """A sweep's report onto its run: the files as artifacts (report/), each claim's verdict as
-    a tag attnbench.claim.<id>."""
+def log_report(client: MlflowClient, sweep: Run, paths: list[Path], shown: page.Page) -> None:
+    """A sweep's report onto its run: the files as artifacts (report/), and its page
+    (`page.publish`: description, verdicts, figures)."""
     for p in paths:
-        client.log_artifact(parent, str(p), "report")
-    for cid, verdict in verdicts.items():
-        client.set_tag(parent, f"{CLAIM}{cid}", verdict)
+        client.log_artifact(sweep.info.run_id, str(p), "report")
+    page.publish(client, sweep, shown)
 
 
 def log_measurement(uri: str, experiment: str, params: dict[str, str],

@@ -310,6 +310,7 @@ def test_a_sweeps_page_says_what_ran_at_each_look_and_what_it_found(tmp_path):
     assert f"get-artifact?path=figures%2Fcurves.png&run_uuid={parent}" in note
     assert {f.path for f in client.list_artifacts(parent, "figures")} == {"figures/curves.png"}
     about = client.get_experiment(exp).tags["mlflow.note.content"]
+    assert about.startswith("1 reproduced, 1 not tested (sweep-")
     assert "c1: reproduced; c2: not tested" in about
     assert page.run_url(exp, parent) in about and page.view_url(exp) in about
 
@@ -353,3 +354,34 @@ def test_the_experiments_view_groups_trials_by_the_grids_axes(tmp_path):
     assert state["groupsExpanded"] == {"param.model.variant,param.model.n_heads": True}
     assert store.ui_url(exp) == (f"http://127.0.0.1:5000/#/experiments/{exp}/runs?"
                                  "workflowType=machine_learning&viewStateShareKey=trials")
+
+
+def test_a_tracking_server_that_does_not_answer_stops_a_sweep_with_one_line(tmp_path, capsys,
+                                                                             monkeypatch):
+    """A sweep whose server does not answer (none on the port): exit 2 within seconds (not
+    MLflow's minutes of retries), one line naming the server and how to resume, no traceback,
+    nothing trained; the stopper that watches a sweep's server stops every trial."""
+    import socket
+    import time
+
+    from bench.sweep import watch
+
+    for key, value in store.PATIENCE.items():  # what be_brief sets, undone after the test
+        monkeypatch.setenv(key, value)
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        uri = f"http://127.0.0.1:{s.getsockname()[1]}"  # nothing listens once it is closed
+    assert not store.answering(uri) and store.answering(f"sqlite:///{tmp_path / 'db'}")
+    grid = ROOT / "ablations" / "smoke.yaml"
+    options = runner.SweepOptions(grid, tmp_path / "results", "cmd", tracking_uri=uri)
+    start = time.monotonic()
+    code = runner.sweep(load_grid(grid), smoke_trials([]), options)
+    took = time.monotonic() - start
+    err = capsys.readouterr().err
+    assert code == 2 and took < 60, (code, took)
+    assert err.count("\n") == 1 and f"the MLflow server at {uri} does not answer" in err
+    assert "rerun the same command" in err and "Traceback" not in err
+    assert not (tmp_path / "results" / "smoke" / "trials").exists()
+    gone: list[str] = []
+    assert watch.make_watch(uri, gone).stop_all() and gone == [
+        f"the MLflow server at {uri} does not answer"]

@@ -10,6 +10,7 @@ experiment's pages as model training, not GenAI, only where the address says
 
 import json
 import time
+from collections import Counter
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -130,7 +131,8 @@ def figures(client: MlflowClient, run_id: str, pngs: list[Path]) -> str:
 def publish(client: MlflowClient, sweep: Run, page: Page) -> None:
     """The sweep's page is its report: description (the findings, the tables, the figures),
     each claim's verdict (tag), effect and p (metrics, at the look reached), machine and
-    precision (tags); the experiment's description says the verdicts and links here."""
+    precision (tags); the experiment's description counts the verdicts (the start, which the
+    home page shows), names them and links here."""
     run_id, tags = sweep.info.run_id, sweep.data.tags
     step = int(tags.get(LOOKS, "1").split(" of ")[0])
     head = (f"**{tags.get(TRIAL_COUNT, '?')} trials**, look {tags.get(LOOKS, '1 of 1')}, seeds "
@@ -145,9 +147,11 @@ def publish(client: MlflowClient, sweep: Run, page: Page) -> None:
         tags=[RunTag(MLFLOW_RUN_NOTE, note), RunTag(MACHINE, page.machine[:MAX_TAG_VAL_LENGTH]),
               RunTag(PRECISION, page.precision),
               *(RunTag(f"{VERDICT}{c.id}", c.verdict) for c in page.claims)])
-    words = "; ".join(f"{c.id}: {c.verdict}" for c in page.claims) or "no claims"
+    counts = Counter(c.verdict for c in page.claims)
+    words = "; ".join(f"{c.id}: {c.verdict}" for c in page.claims)
     exp = sweep.info.experiment_id
-    client.set_experiment_tag(exp, MLFLOW_RUN_NOTE, cut(
-        f"{sweep.info.run_name}: {words}. [The sweep's report]({run_url(exp, run_id)}) · "
-        f"[Trials by the grid's axes]({view_url(exp)})", MAX_EXPERIMENT_TAG_VAL_LENGTH,
-        "The sweep's run has the rest."))
+    client.set_experiment_tag(exp, MLFLOW_RUN_NOTE, cut(  # the home page shows its start
+        f"{', '.join(f'{n} {v}' for v, n in counts.items()) or 'no claims'} "
+        f"({sweep.info.run_name}{': ' + words if words else ''}). [The sweep's report]"
+        f"({run_url(exp, run_id)}) · [Trials by the grid's axes]({view_url(exp)})",
+        MAX_EXPERIMENT_TAG_VAL_LENGTH, "The sweep's run has the rest."))

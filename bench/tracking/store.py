@@ -4,10 +4,12 @@ grid's experiment, and the address of its runs in MLflow's UI."""
 import contextlib
 import fcntl
 import os
+import urllib.request
 from collections.abc import Iterator
 from pathlib import Path
 
 from mlflow import MlflowClient
+from mlflow.exceptions import MlflowException
 
 from bench.provenance import LOCAL
 
@@ -70,3 +72,41 @@ def experiment_id(client: MlflowClient, name: str, uri: str) -> str:
                                     tags={EXPERIMENT_KIND: TRAINING})
 
 
+
+
+# A call to a server that stopped fails after these (MLflow's defaults: 7 retries, backoff
+# factor 2, 120 s timeout, about 4 minutes) rather than holding a sweep for minutes
+PATIENCE = {"MLFLOW_HTTP_REQUEST_MAX_RETRIES": "2", "MLFLOW_HTTP_REQUEST_BACKOFF_FACTOR": "1",
+            "MLFLOW_HTTP_REQUEST_TIMEOUT": "20"}
+
+
+def be_brief(uri: str) -> None:
+    """For a tracking server: MLflow's calls to it give up within seconds (`PATIENCE`, unless
+    the environment sets them), in this process and the ones it starts (a local Ray's)."""
+    if uri.startswith(("http://", "https://")):
+        for key, value in PATIENCE.items():
+            os.environ.setdefault(key, value)
+
+
+def answering(uri: str) -> bool:
+    """Whether the store at `uri` answers: a server's /health, within 5 s (other stores:
+    True)."""
+    if not uri.startswith(("http://", "https://")):
+        return True
+    try:
+        with urllib.request.urlopen(f"{uri.rstrip('/')}/health", timeout=5) as reply:
+            return reply.status == 200
+    except OSError:
+        return False
+
+
+class TrackingLost(RuntimeError):
+    """The tracking server stopped answering in the middle of a sweep."""
+
+
+def lost(uri: str, err: Exception) -> TrackingLost | None:
+    """`err`, an MLflow call's error, as TrackingLost where the server at `uri` no longer
+    answers; None where it does (the error is something else)."""
+    if isinstance(err, MlflowException) and not answering(uri):
+        return TrackingLost(f"the MLflow server at {uri} does not answer")
+    return None

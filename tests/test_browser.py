@@ -58,7 +58,7 @@ def served() -> Iterator[tuple[str, Path, MlflowClient]]:
         with tempfile.TemporaryDirectory(prefix="ab", dir="/tmp") as tmp:
             done = subprocess.run([sys.executable, "-m", "bench.run", str(GRID), "--results-dir",
                                    str(out)], cwd=ROOT, env=cli_env(Path(tmp)),
-                                  capture_output=True, text=True, timeout=300)
+                                  capture_output=True, text=True, timeout=600)
         assert done.returncode == 0, done.stdout[-2000:] + done.stderr[-3000:]
         base = f"http://127.0.0.1:{port}"
         deadline = time.time() + 60
@@ -96,11 +96,11 @@ def text(driver) -> str:
     return driver.execute_script("return document.body.innerText")
 
 
-def shows(driver, url: str | None, wanted: list[str], shot: Path, click: str | None = None,
-          at: str | None = None) -> str:
+def shows(driver, url: str | None, wanted: list[str], shot: Path, click: str | None = None
+          ) -> str:
     """Open `url` (None: stay), wait until the page's text has every string in `wanted`
-    (after clicking the button `click`, where there is one), save a screenshot (scrolled to
-    the text `at`); fails with the page's text otherwise."""
+    (after clicking the button `click`, where there is one), save a screenshot; fails with
+    the page's text otherwise."""
     from selenium.webdriver.common.by import By
 
     if url is not None:
@@ -115,12 +115,25 @@ def shows(driver, url: str | None, wanted: list[str], shot: Path, click: str | N
         time.sleep(0.5)
     for close in driver.find_elements(By.CSS_SELECTOR, "button[aria-label='Close']"):
         close.click()  # the assistant's panel, which covers a third of the page
-    for found in driver.find_elements(By.XPATH, f"//*[text()='{at}']")[:1] if at else []:
-        driver.execute_script("arguments[0].scrollIntoView({block: 'center'})", found)
     driver.save_screenshot(str(shot))
     missing = [w for w in wanted if w not in seen]
     assert not missing, f"{shot.stem}: the page does not show {missing}; it shows:\n{seen}"
     return seen
+
+
+def pick(driver, keys: list[str]) -> None:
+    """On the compare page: the parallel-coordinates plot's params and metrics, cleared, then
+    `keys` typed into its two pickers (a param, a metric), as a person picks them."""
+    from selenium.webdriver.common.by import By
+    from selenium.webdriver.common.keys import Keys
+
+    driver.find_element(By.XPATH, "//*[text()='Clear All']").click()
+    pickers = driver.find_elements(By.CSS_SELECTOR, "input[role='combobox']")
+    for picker, key in zip(pickers, keys, strict=True):
+        driver.execute_script("arguments[0].focus()", picker)
+        picker.send_keys(key)
+        time.sleep(0.5)  # the picker's list filters as it is typed into
+        picker.send_keys(Keys.ENTER, Keys.ESCAPE)
 
 
 def test_the_ui_shows_the_sweep_its_report_and_a_comparison(served, browser):
@@ -144,19 +157,22 @@ def test_the_ui_shows_the_sweep_its_report_and_a_comparison(served, browser):
                   *findings["claim"], *findings["verdict"]], out / "sweep.png", "Show more")
     cells = [c.text for c in browser.find_elements(By.CSS_SELECTOR, "table th")]
     assert {"claim", "verdict", "effect", "p"} <= set(cells), seen
-    # compare two variants' trials of one seed: the claim's metric of both
+    # compare two variants' trials of one seed: the claim's metric of both, in the Metrics
+    # table and, once picked as docs/tracking.md says, in the parallel-coordinates plot
     pair = ["fixed-s100", "talking-heads-s100"]
     values = [client.get_run(trials[n]).data.metrics["final_test_bpc"] for n in pair]
     runs = json.dumps([trials[n] for n in pair])
     shows(browser, f"{base}/#/compare-runs?runs={runs}&experiments={json.dumps([exp])}&"
           f"{page.TRAINING}", [*pair, "final_test_bpc", *(f"{v:.3f}" for v in values)],
-          out / "compare.png", at="final_test_bpc")
-    # from the home page: the verdicts in the experiment's description (no click), its page
-    # one click away (the description's links), the sweep's report a second
+          out / "compare_table.png")
+    pick(browser, ["model.variant", "final_test_bpc"])
+    shows(browser, None, ["talking-heads", *(f"{v:.5f}" for v in values)], out / "compare.png")
+    # from the home page: the verdicts counted in the experiment's description (no click),
+    # named on its page (one click) with the links to the report and the grouped trials
     words = [f"{c}: {v}" for c, v in zip(findings["claim"], findings["verdict"], strict=True)]
-    shows(browser, f"{base}/", ["add_a_claim", *words], out / "home.png")
+    shows(browser, f"{base}/", ["add_a_claim", "1 reproduced (sweep-"], out / "home.png")
     browser.find_element(By.LINK_TEXT, "add_a_claim").click()
-    shows(browser, None, ["The sweep's report", "Trials by the grid's axes"],
+    shows(browser, None, [*words, "The sweep's report", "Trials by the grid's axes"],
           out / "experiment.png")
     link = browser.find_element(By.LINK_TEXT, "The sweep's report").get_attribute("href")
     assert link.endswith(page.run_url(exp, sweep.info.run_id)), link

@@ -82,6 +82,7 @@ def trainable(config: dict, specs: dict[str, TrialSpec], where: Where) -> None:
     plugins.load(list(spec.plugins), env=False)  # before anything names a variant
     torch.set_num_threads(spec.threads)
     spec.out_dir.mkdir(parents=True, exist_ok=True)
+    store.be_brief(where.uri)  # a cluster's worker: not the driver's environment
     try:
         train_logged(spec, where)
     except MlflowException as err:

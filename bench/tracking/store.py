@@ -3,6 +3,7 @@ grid's experiment, and the address of its runs in MLflow's UI."""
 
 import contextlib
 import fcntl
+import logging
 import os
 import urllib.request
 from collections.abc import Iterator
@@ -82,10 +83,12 @@ PATIENCE = {"MLFLOW_HTTP_REQUEST_MAX_RETRIES": "2", "MLFLOW_HTTP_REQUEST_BACKOFF
 
 def be_brief(uri: str) -> None:
     """For a tracking server: MLflow's calls to it give up within seconds (`PATIENCE`, unless
-    the environment sets them), in this process and the ones it starts (a local Ray's)."""
+    the environment sets them), in this process and the ones it starts (a local Ray's), and
+    without a warning per retry (the sweep says once that the server is gone)."""
     if uri.startswith(("http://", "https://")):
         for key, value in PATIENCE.items():
             os.environ.setdefault(key, value)
+        logging.getLogger("urllib3.connectionpool").setLevel(logging.ERROR)
 
 
 def answering(uri: str) -> bool:

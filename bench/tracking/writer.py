@@ -17,6 +17,7 @@ from mlflow.data.dataset_source import DatasetSource
 from mlflow.data.dataset_source_registry import resolve_dataset_source
 from mlflow.data.meta_dataset import MetaDataset
 from mlflow.entities import DatasetInput, InputTag, Metric, Param, Run, RunTag
+from mlflow.exceptions import RestException
 from mlflow.utils.mlflow_tags import (
     MLFLOW_DATASET_CONTEXT,
     MLFLOW_GIT_COMMIT,
@@ -299,9 +300,14 @@ class TrialRun:
         self.client.log_batch(self.run_id, tags=[RunTag(k, v) for k, v in source.items()])
         dataset = corpus_dataset(ds)._to_mlflow_entity()
         if not any(d.dataset.digest == dataset.digest for d in run.inputs.dataset_inputs):
+            inputs = [DatasetInput(dataset, [InputTag(MLFLOW_DATASET_CONTEXT, "train")])]
             with store_lock(self.uri):  # the sweep's other trials log the same corpus
-                self.client.log_inputs(self.run_id, [DatasetInput(dataset, [
-                    InputTag(MLFLOW_DATASET_CONTEXT, "train")])])
+                try:
+                    self.client.log_inputs(self.run_id, inputs)
+                except RestException as err:  # a server's store: another trial's insert won
+                    if "UNIQUE constraint failed: datasets" not in str(err):
+                        raise
+                    self.client.log_inputs(self.run_id, inputs)  # finds the dataset made
         self.provenance_logged = True
 
     def log_metrics(self, metrics: dict[str, float], step: int) -> None:

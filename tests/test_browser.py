@@ -5,8 +5,10 @@ page (its text after the UI's JavaScript ran), never the API: the runs page list
 its trials, the sweep's page shows every claim's verdict and the findings table, the compare
 page of two trials shows the claim's metric for both, and from the home page the verdicts are
 one click away, the sweep's report two. Screenshots go beside the sweep's results, in
-runs/browser/ (`$ATTNBENCH_RUNS`); docs/tracking.md shows them. SLOW: about 2 minutes on 2
-cores (the sweep is most of it). Skips only where Chromium or its driver is absent.
+runs/browser/ (`$ATTNBENCH_RUNS`); docs/tracking.md shows them. SLOW: the sweep is most of
+it (39 s alone on the 2-core AMD EPYC); the whole test took 198 s with the machine's load
+average at 11 to 16 from other work, 23 s of it in the browser. Skips only where Chromium or
+its driver (or selenium, a dev extra) is absent.
 """
 
 import json

@@ -148,6 +148,8 @@ def test_smoke_sweep_logs_one_finished_run_per_trial(smoke_sweep):
         assert r.data.tags["attnbench.grid"] == "smoke"
         assert r.data.tags["attnbench.grid_keys"] == "model.variant"
         assert r.info.run_name == f"{r.data.params['model.variant']}-s0"
+        assert r.data.tags["mlflow.note.content"] == (  # what its page shows first
+            f"Trial of `smoke`: `model.variant` = {r.data.params['model.variant']}, seed 0.")
         p = r.data.params
         assert (p["model.n_heads"], p["train.steps"], p["seed"], p["data.name"]) == (
             "2", "20", "0", "synthetic")

@@ -264,8 +264,11 @@ class TrialRun:
         else a new one; marked RUNNING with its tags and config params."""
         client = MlflowClient(where.uri)
         run = sweep_run(client, where.experiment, where.parent, spec.hash)
-        if run is None:
+        config = flatten(spec.cfg.model_dump(mode="json"))
+        if run is None:  # its page opens on the grid's values (params are listed by name)
+            axes = "".join(f"`{k}` = {config.get(k)}, " for k in spec.grid_keys)
             run = client.create_run(where.experiment, run_name=spec.name, tags={
+                MLFLOW_RUN_NOTE: f"Trial of `{spec.grid}`: {axes}seed {spec.seed}.",
                 ROLE: "trial", GRID: spec.grid, HASH: spec.hash,
                 GRID_KEYS: ",".join(spec.grid_keys), PARENT: where.parent, CLAIMS: spec.claims_sha,
                 **({IGNORED: ",".join(spec.ignored)} if spec.ignored else {})})
@@ -274,7 +277,7 @@ class TrialRun:
         trial = cls(where.uri, run.info.run_id)
         client.update_run(trial.run_id, status="RUNNING")
         client.log_batch(trial.run_id, tags=[RunTag(k, v) for k, v in tags.items()])
-        trial.log_params({**flatten(spec.cfg.model_dump(mode="json")), "seed": str(spec.seed)})
+        trial.log_params({**config, "seed": str(spec.seed)})
         return trial
 
     def log_params(self, params: dict[str, str]) -> None:

@@ -6,9 +6,9 @@ its trials, the sweep's page shows every claim's verdict and the findings table,
 page of two trials shows the claim's metric for both, and from the home page the verdicts are
 one click away, the sweep's report two. Screenshots go beside the sweep's results, in
 runs/browser/ (`$ATTNBENCH_RUNS`); docs/tracking.md shows them. SLOW: the sweep is most of
-it (39 s alone on the 2-core AMD EPYC); the whole test took 198 s with the machine's load
-average at 11 to 16 from other work, 23 s of it in the browser. Skips only where Chromium or
-its driver (or selenium, a dev extra) is absent.
+it (39 s alone on the 2-core AMD EPYC); the whole test took 114 s (14 s in the browser) with
+the machine's load average at 4 to 8 from other work, 198 s at 11 to 16. Skips only where
+Chromium or its driver (or selenium, a dev extra) is absent.
 """
 
 import json

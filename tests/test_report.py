@@ -470,9 +470,15 @@ def test_findings_from_the_sweeps_grid_file(store, tmp_path):
     assert "the typical seed" in md and "1. `spread`: head spans differ" in md
     assert md.splitlines()[2].startswith("Data: ")  # what the runs trained on, under the title
     run = client.get_run(parent)
-    assert {k: v for k, v in run.data.tags.items() if k.startswith("attnbench.claim.")} == {
-        "attnbench.claim.fewer_flops": "inconclusive", "attnbench.claim.spread": "reproduced",
-        "attnbench.claim.same_bpc": "not tested"}
+    assert {k: v for k, v in run.data.tags.items() if k.startswith("verdict.")} == {
+        "verdict.fewer_flops": "inconclusive", "verdict.spread": "reproduced",
+        "verdict.same_bpc": "not tested"}
+    # the sweep's page is the report: the findings and the table in its description
+    assert run.data.metrics["p.spread"] == csv.set_index("claim").loc["spread", "p"]
+    assert "effect.same_bpc" not in run.data.metrics  # not tested: no effect
+    note = run.data.tags["mlflow.note.content"]
+    assert "## claimed: findings" in note and "| spread " in note and "reproduced" in note
+    assert "Pre-registration" in note and str(tmp_path / "out") in note
     logged = {f.path for f in client.list_artifacts(parent, "report")}
     assert {"report/findings.md", "report/findings.csv"} <= logged
     # the report alone (no parent given) finds the newest sweep's grid file: same findings

@@ -25,6 +25,7 @@ from typing import Any
 import pandas as pd
 import torch
 from mlflow import MlflowClient
+from mlflow.exceptions import MlflowException
 
 from bench import data, plugins, provenance
 from bench.config import ConfigError
@@ -33,13 +34,14 @@ from bench.experiment.grid import Grid
 from bench.experiment.open import to_text
 from bench.findings.runs import waiting
 from bench.record import Evaluation, RunResult
-from bench.tracking import names, reader, store, writer
+from bench.tracking import names, page, reader, store, writer
 from bench.tracking.trial import TrialSpec, Where
 from bench.training.loop import train
 from bench.training.state import Diverged
 
 from .plan import costliest_first
 from .trials import Trial
+from .watch import make_watch
 
 
 @dataclass(frozen=True)
@@ -78,17 +80,30 @@ class Session:
 
 def trainable(config: dict, specs: dict[str, TrialSpec], where: Where) -> None:
     """One trial in a Ray worker (`config["trial"]`, its hash, names its spec in `specs`, which
-    Ray hands over as is: its config would flatten a dataclass): train, log to MLflow. The
-    trial folder is the only checkpoint store: train() resumes from its checkpoint.pt after a
-    crash, so nothing is handed to Ray's checkpointing (which would copy the weights into
-    <results-dir>/<grid>/ray/ at every evaluation)."""
-    import ray
-    from ray import tune
-
+    Ray hands over as is: its config would flatten a dataclass): train, log to MLflow
+    (`train_logged`). Where the tracking server stops answering, the trial ends quietly (its
+    folder keeps its checkpoint, or its result for a rerun to log) and the driver, which
+    watches the server, stops the sweep and says so."""
     spec = specs[config["trial"]]
     plugins.load(list(spec.plugins), env=False)  # before anything names a variant
     torch.set_num_threads(spec.threads)
     spec.out_dir.mkdir(parents=True, exist_ok=True)
+    store.be_brief(where.uri)  # a cluster's worker: not the driver's environment
+    try:
+        train_logged(spec, where)
+    except MlflowException as err:
+        if store.lost(where.uri, err) is None:
+            raise
+
+
+def train_logged(spec: TrialSpec, where: Where) -> None:
+    """Train one trial, logging to MLflow. The trial folder is the only checkpoint store:
+    train() resumes from its checkpoint.pt after a crash, so nothing is handed to Ray's
+    checkpointing (which would copy the weights into <results-dir>/<grid>/ray/ at every
+    evaluation)."""
+    import ray
+    from ray import tune
+
     ctx = ray.get_runtime_context()
     run = writer.TrialRun.open(where, spec, {
         names.RAY_NODE: ctx.get_node_id(), names.RAY_GCS: ctx.gcs_address,
@@ -144,14 +159,21 @@ def stop_ray() -> None:
     ray.shutdown()
 
 
-def make_callback(client: Any, where: Where, specs: dict[str, TrialSpec], ended: set[str]
-                  ) -> Any:
+def make_callback(client: Any, where: Where, specs: dict[str, TrialSpec], ended: set[str],
+                  gone: list[str]) -> Any:
     """A Tune callback that prints each trial's end and closes the MLflow run of a trial whose
-    worker could not (stopped by the scheduler, crashed past its retries)."""
+    worker could not (stopped by the scheduler, crashed past its retries); where the tracking
+    server no longer answers, it notes why in `gone` (which stops the sweep: `make_watch`)."""
     from ray import tune
 
     def close(trial: Any, status: str, tag: str, reason: str) -> str:
-        return writer.close(client, where, trial.config["trial"], status, tag, reason)
+        try:
+            return writer.close(client, where, trial.config["trial"], status, tag, reason)
+        except MlflowException as err:
+            if (why := store.lost(where.uri, err)) is None:
+                raise
+            gone.append(str(why))
+            return "not logged (the MLflow server stopped answering)"
 
     class CloseRuns(tune.Callback):
         def _end(self, trial: Any, how: str) -> None:
@@ -173,9 +195,11 @@ def make_callback(client: Any, where: Where, specs: dict[str, TrialSpec], ended:
     return CloseRuns()
 
 
-def run_tune(run: Session, todo: list[Trial], where: Where, ended: set[str]) -> None:
+def run_tune(run: Session, todo: list[Trial], where: Where, ended: set[str], gone: list[str]
+             ) -> None:
     """Run the pending trials as one Tune experiment under <results-dir>/<grid>/ray/; `ended`
-    collects the trials whose run the worker or the callback closed."""
+    collects the trials whose run the worker or the callback closed, `gone` why the tracking
+    server stopped answering, if it did (which stops every trial)."""
     from ray import tune
     from ray.tune.schedulers import ASHAScheduler
 
@@ -206,7 +230,8 @@ def run_tune(run: Session, todo: list[Trial], where: Where, ended: set[str]) -> 
             storage_path=str((run.root / "ray").resolve()),
             name=run.client.get_run(where.parent).info.run_name, verbose=0,
             failure_config=tune.FailureConfig(max_failures=grid.max_failures),
-            callbacks=[make_callback(run.client, where, specs, ended)]))
+            stop=make_watch(run.uri, gone),
+            callbacks=[make_callback(run.client, where, specs, ended, gone)]))
     tuner.fit()
 
 
@@ -319,6 +344,25 @@ def reads(claims: list[Claim], axes: dict[str, list[Any]], values: dict[str, Any
 
 
 def sweep(grid: Grid, trials: list[Trial], options: SweepOptions) -> int:
+    """Run what is not finished yet (`tracked_sweep`); returns 0, 1 (a trial failed), 2 (the
+    tracking server does not answer, or stopped: one line says so and how to resume; the
+    trial folders keep what was trained) or 130 (interrupted)."""
+    uri = store.tracking_uri(options.tracking_uri, options.results_dir)
+    store.be_brief(uri)
+    try:
+        return tracked_sweep(grid, trials, options, uri)
+    except (MlflowException, store.TrackingLost) as err:
+        why = err if isinstance(err, store.TrackingLost) else store.lost(uri, err)
+        if why is None:
+            raise
+        trials_dir = options.results_dir.resolve() / grid.name / "trials"
+        print(f"error: {why}; the trials trained are kept in {trials_dir}: start the server "
+              "again and rerun the same command, which logs the finished ones and runs the "
+              "rest, once each", file=sys.stderr, flush=True)
+        return 2
+
+
+def tracked_sweep(grid: Grid, trials: list[Trial], options: SweepOptions, uri: str) -> int:
     """Run what is not finished yet, look by look: the first look's seeds of every setting,
     then more seeds only for the settings that a claim still undecided (`findings.runs.waiting`)
     reads; returns 0, 1 (a trial or the report failed) or 130 (interrupted, SIGTERM too: its
@@ -387,26 +431,31 @@ def look_by_look(run: Session, trials: list[Trial]) -> tuple[list[Trial], bool]:
             print(f"{grid.name}: look {k + 1} of {len(looks)}, seeds {seeds[0]}-{seeds[-1]}: "
                   f"{len(new)} trials" + ("" if k == 0 else " for the undecided claims "
                                           + ", ".join(c.id for c in still)))
-        if run_look(run, new, covered):
+        seen = sorted({s for look in looks[:k + 1] for s in look})
+        if run_look(run, new, page.Look(grid.name, [t.hash for t in covered], k + 1, len(looks),
+                                        seen)):
             return covered, True
+        if run.parent and run.options.report and k + 1 < len(looks):
+            render_report(run)  # the sweep's page says what this look found
     return covered, False
 
 
-def run_look(run: Session, trials: list[Trial], covered: list[Trial]) -> bool:
+def run_look(run: Session, trials: list[Trial], look: page.Look) -> bool:
     """Train the look's unfinished trials under the sweep's parent run (created at the first
-    look with work; its trial list then covers every look so far); returns whether it was
-    interrupted."""
+    look with work; its trial list then covers every look so far, `look`); returns whether it
+    was interrupted."""
     todo, fresh, runs = pending(run, trials)
     print(f"{run.grid.name}: {len(trials)} trials, {len(trials) - len(todo)} already finished, "
           f"{len(todo)} to run")
     if run.parent is not None:
-        writer.cover(run.client, run.parent, [t.hash for t in covered])
+        writer.cover(run.client, run.parent, look)
     if not todo:
         return False
     if run.parent is None:
-        run.parent = writer.start_sweep(run.client, run.exp, run.grid.name,
-                                        run.options.grid_file, [t.hash for t in covered],
-                                        run.options.command)
+        run.parent = writer.start_sweep(run.client, run.exp, run.options.grid_file,
+                                        run.options.command, look)
+        page.share_view(run.client, run.exp, list(run.grid.grid),
+                        [c.metric for c in run.grid.claims])
         # the plan that ran (overrides, seeds, plugins resolved) over the file as written
         run.client.log_text(run.parent, to_text(run.grid), run.options.grid_file.name)
         if run.options.mps:
@@ -417,14 +466,17 @@ def run_look(run: Session, trials: list[Trial], covered: list[Trial]) -> bool:
         if t.hash not in fresh and runs.get(t.hash):
             writer.adopt(run.client, runs[t.hash][0].info.run_id, run.parent)
     ended: set[str] = set()  # trials whose run the worker or the callback closed
+    gone: list[str] = []  # why the tracking server stopped answering, if it did
     try:
         print(start_ray(run.options.address))
         with sigterm_as_sigint():  # set after ray.init, which sets its own (an exit)
-            run_tune(run, todo, where, ended)
+            run_tune(run, todo, where, ended, gone)
     except KeyboardInterrupt:
         pass
     finally:
         stop_ray()
+    if gone:
+        raise store.TrackingLost(gone[0])
     interrupted = False
     for t in todo:
         if t.hash not in ended:

@@ -78,13 +78,17 @@ def experiments(found: list[Entry]) -> dict[str, str]:
 
 
 def verdicts(folder: Path) -> str:
-    """A results folder's verdicts in words, e.g. '4 reproduced, 1 inconclusive' ('' with no
-    findings.csv)."""
+    """A results folder's claims' verdicts in words, and their evidence, e.g. '4 reproduced, 1
+    inconclusive (confirmatory)' ('' with no findings.csv); a claim's parts are not counted."""
     path = folder / "findings.csv"
     if not path.is_file():
         return ""
-    counts = Counter(pd.read_csv(path)["verdict"])
-    return ", ".join(f"{n} {verdict}" for verdict, n in counts.items())
+    table = pd.read_csv(path)
+    claims = table[~table["claim"].str.contains("[", regex=False)]
+    counts = Counter(claims["verdict"])
+    evidence = sorted(set(claims.get("evidence", pd.Series(dtype=str)).dropna()))
+    return ", ".join(f"{n} {verdict}" for verdict, n in counts.items()) + (
+        f" ({', '.join(evidence)})" if evidence else "")
 
 
 def render(found: list[Entry], root: Path) -> str:

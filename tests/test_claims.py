@@ -537,3 +537,23 @@ def test_a_restated_claim_reusing_an_id_whose_seeds_ran_is_refused(tmp_path, cap
     raw["claims"][0]["id"] = "th_beats_mh_at_8_offset_0.01"
     path.write_text(yaml.safe_dump(raw))
     assert run.main([str(path), "--dry-run"]) == 0
+
+
+def test_dry_run_reads_the_seeds_an_observed_effect_needs(capsys):
+    """The layer grid registered from span_enwik8_floor's 6 of 8 seeds (q = 0.75): --power-at
+    prints the power of its looks (14, 28) at that q, the walk of the exact design; a q outside
+    (0, 1) exits 2 before anything runs."""
+    from bench.experiment.open import open_grid
+    from bench.findings import sequential
+    from tests.test_grid import ROOT
+
+    path = ROOT / "ablations" / "span_enwik8_layers.yaml"
+    assert run.main([str(path), "--dry-run", "--power-at", "0.75"]) == 0
+    row = next(line for line in capsys.readouterr().out.splitlines()
+               if line.startswith("| lower_layer_shorter_above_R | sign "))
+    grid = open_grid(path)
+    walk = sequential.operating(tuple(grid.seeds.looks), sequential.Contrary("sign"), 0.75,
+                                grid.seeds.futility).ends["reproduced"]
+    assert f"{walk:.3g}" in row.split("|")[5] and walk >= 0.8
+    assert run.main([str(path), "--dry-run", "--power-at", "1.5"]) == 2
+    assert "--power-at 1.5: a chance q in (0, 1) expected" in capsys.readouterr().err

@@ -47,16 +47,21 @@ def _parser() -> argparse.ArgumentParser:
                    help="rerun, from scratch, finished trials whose result comes from other "
                    "training code (another code_version; default: reuse them, marked stale)")
     p.add_argument("--no-report", action="store_true", help="skip bench.report at the end")
+    p.add_argument("--power-at", type=float, nargs="+", default=[0.8, 0.9], metavar="Q",
+                   help="with --dry-run, each claim's power at these chances q that a seed lands "
+                   "on the claimed side (default 0.8 0.9): the seeds an observed effect needs")
     return p
 
 
-def _dry_run(grid: Grid, trials: list[Trial], levels: pd.DataFrame) -> None:
+def _dry_run(grid: Grid, trials: list[Trial], levels: pd.DataFrame,
+             power_at: tuple[float, ...]) -> None:
     """What --dry-run prints: the first look's trials and cost, each claim's rules, rates and
     the family's bound, and what later looks may add."""
     print(f"grid {grid.name}: {grid.said} (docs/grids.md)")
     looks = grid.look_seeds()
     first = [t for t in trials if t.seed in looks[0]]
-    print_plan(first, grid, levels, feasible.rates(grid.claims, grid.grid, grid.seeds))
+    print_plan(first, grid, levels, feasible.rates(grid.claims, grid.grid, grid.seeds,
+                                                   power_at))
     if grid.claims:
         print(feasible.worst_line(grid.claims, grid.grid, grid.seeds))
     if len(looks) > 1:
@@ -78,6 +83,9 @@ def _plan(path: Path, grid: Grid, overrides: Overrides) -> tuple[tuple[str, str]
 
 def main(argv: list[str] | None = None) -> int:
     args = _parser().parse_args(argv)
+    if bad := [q for q in args.power_at if not 0 < q < 1]:
+        print(f"error: --power-at {bad[0]:g}: a chance q in (0, 1) expected", file=sys.stderr)
+        return 2
     try:
         grids.check_runnable(read(args.grid), args.grid)
         overrides = Overrides(parse_sets(args.sets), args.preset, args.data, args.seeds,
@@ -101,7 +109,7 @@ def main(argv: list[str] | None = None) -> int:
     print(f"GPUs: {packed.why}", feasible.at_once(grid.resources.cpu, packed.share, gpus_there,
           cpus), *filter(None, [feasible.eager_graphs(trials, packed.share)]), sep="\n")
     if args.dry_run:
-        _dry_run(grid, trials, levels)
+        _dry_run(grid, trials, levels, tuple(args.power_at))
         return 0
     command = shlex.join(["python", "-m", "bench.run", *(sys.argv[1:] if argv is None
                                                           else map(str, argv))])

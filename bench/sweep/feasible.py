@@ -103,11 +103,12 @@ def by_look(claims: list[Claim], axes: dict[str, list[Any]], seeds: Seeds) -> pd
     return pd.DataFrame(rows)
 
 
-def rates(claims: list[Claim], axes: dict[str, list[Any]], seeds: Seeds) -> pd.DataFrame:
+def rates(claims: list[Claim], axes: dict[str, list[Any]], seeds: Seeds,
+          power_at: tuple[float, ...] = (0.8, 0.9)) -> pd.DataFrame:
     """Per claim: its worst-case errors over the region where it holds or fails (a claim of
     several parts: one part at its boundary, the rest decided; exact for the sign test, a
     bound for sign-flip), its power (`sequential.operating`, parts independent; q is the
-    chance that a seed lands on the claimed side) to reproduce at q = 0.8 and 0.9 with every
+    chance that a seed lands on the claimed side) to reproduce at each q of `power_at` with every
     part true, and to contradict at q = 0.1 with one part false (alone at its level), and the
     looks that can never change a decision."""
     plan, futility = plan_of(seeds)
@@ -119,15 +120,14 @@ def rates(claims: list[Claim], axes: dict[str, list[Any]], seeds: Seeds) -> pd.D
             continue
         one = sequential.Contrary(o.test, parts=1, equivalent=o.equivalent)
         alone = sequential.Budget(b.claim, b.contrary / o.parts)
-        at = {q: sequential.operating(plan, o, q, futility, b) for q in (0.5, 0.8, 0.9)}
+        at = {q: sequential.operating(plan, o, q, futility, b) for q in (0.5, *power_at)}
         rows.append({"claim": c.id, "test": c.test,
                      "worst error: reproduced": sequential.design(plan, c.test, False,
                                                                   b.claim)[-1].error,
                      "worst error: contradicted": sequential.against(
                          plan, c.test, False, o.parts, b.contrary, o.equivalent)[-1].error
                      * o.parts,
-                     "power q 0.8": at[0.8].ends["reproduced"],
-                     "power q 0.9": at[0.9].ends["reproduced"],
+                     **{f"power q {q:g}": at[q].ends["reproduced"] for q in power_at},
                      "contradicts at q 0.1, one part false": sequential.operating(
                          plan, one, 0.1, futility, alone).ends["contradicted"],
                      "looks that never decide": ", ".join(

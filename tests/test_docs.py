@@ -279,6 +279,10 @@ def test_the_add_a_claim_commands_run_as_written_and_leave_a_clone_clean():
         assert status == "", status
         per_seed = pd.read_csv(runs / "runs.csv")
         registered = (runs / "findings.md").read_text()
+        verified = subprocess.run([sys.executable, "-m", "bench.verify", str(runs)], cwd=clone,
+                                  env=env, capture_output=True, text=True, timeout=300)
+    assert verified.returncode == 0, verified.stdout + verified.stderr
+    assert "th_not_much_worse: reproduced, confirmatory" in verified.stdout
     dry = outs[0]
     assert "th_not_much_worse" in dry and "seeds 100-104: confirmatory" in dry
     assert re.search(r"\| th_not_much_worse \| 1 of 1 \| +5 \| +0\.05 \| 5 of 5 +\| +0\.0312 ",

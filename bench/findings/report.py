@@ -175,7 +175,9 @@ def findings_markdown(table: pd.DataFrame) -> str:
 def judge(grid: Grid, runs: pd.DataFrame, missing: pd.DataFrame, grid_file: Path | None
           ) -> tuple[pd.DataFrame, prereg.Registration]:
     """The grid's claims' verdicts on `runs` (`verdicts.evaluate`), labelled by what the
-    pre-registration check (`prereg.check`) found: exploratory or unverified where it says so."""
+    pre-registration check (`prereg.check`) found: exploratory or unverified where it says so.
+    `runs` as runs.csv holds them or as the store does (the plan records as MLflow tags)."""
+    runs = runs.rename(columns={f"tags.{PLAN}{k}": k for k in prereg.RECORDS})
     registered = prereg.check(grid_file, grid, runs)
     table = verdicts.evaluate(grid.claims, runs, missing, grid.looks, grid.design_seeds)
     if registered.evidence == "exploratory":

@@ -1,20 +1,22 @@
 """attnbench: a benchmark and ablation harness for attention variants.
 
-The commands (`python -m bench.<command>`, in `bench.commands`; argument parsing and exit codes
-only): `train` one model, `run` a sweep, `report` a sweep, `speed`, `anchors`, `th_layer` and
-`flops` measurements.
+The commands (`python -m bench.<command>`, in `bench.commands`; argument parsing, exit codes and
+the arguments they share, `bench.commands.args`): `run` a sweep, `report` a sweep, `grids` the
+table of every grid, `train` one model, `retag` records under renamed variants, and the `speed`,
+`anchors`, `th_layer` and `flops` measurements.
 
 The rooms, each a package; which may import which is one table, `[tool.importlinter]` in
 pyproject.toml, which `lint-imports` checks (tests/test_rooms.py):
+- `experiment`: a grid file's one schema, how it is opened, claims as data, the grids' table;
 - `data`: corpora, registered like variants, and batching;
 - `model`: the transformer body built from its config, paired init, FLOPs;
 - `training`: one run: the loop, its step, evaluation, checkpoints;
 - `sweep`: a grid file's trials, run by Ray Tune;
 - `tracking`: MLflow's schema, its writer and its reader;
-- `findings`: claims, statistics, tables, figures, the report;
+- `findings`: verdicts, statistics, tables, figures, the report;
 - `measure`: speed, memory and FLOPs, side by side.
 The ground floor every room shares: `config`, the run's schema; `record`, the run record
-(`RunResult`); `provenance`, where a run came from (the checkout's ROOT, code version, device);
-`cli`, the arguments the commands share. `plugins` loads a user's variants and corpora.
+(`RunResult`); `provenance`, where a run came from (the checkout's ROOT, code version, device).
+`plugins` loads a user's variants and corpora.
 The attention layers themselves are the top-level package `variants`.
 """

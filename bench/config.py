@@ -9,7 +9,6 @@ data is read or tensor allocated.
 
 import copy
 import inspect
-from pathlib import Path
 from typing import Any, Literal
 
 import yaml
@@ -322,11 +321,3 @@ def drop_untaken(tree: dict, preset: str | None, keep: set[str] = frozenset()) -
     for key in dropped:
         del tree["model"]["attn"][key.rsplit(".", 1)[1]]
     return dropped
-
-
-def read_yaml(path: Path, what: str) -> Any:
-    """A YAML file's content; ConfigError naming the file when it cannot be read or parsed."""
-    try:
-        return yaml.safe_load(path.read_text())
-    except (OSError, yaml.YAMLError) as err:
-        raise ConfigError(f"{path}: cannot read the {what}: {err}") from None

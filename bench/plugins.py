@@ -3,8 +3,9 @@
 and every process.
 
 A plugin is a module name on PYTHONPATH or a path to a .py file. They come from the environment
-variable ATTNBENCH_PLUGINS=module[,module] and from a grid file's `plugins:` list; `bench.run`
-hands the list to each Ray trial, which imports it before building its model.
+variable ATTNBENCH_PLUGINS=module[,module] (files relative to the working directory) and from a
+grid file's `plugins:` list (files relative to the grid file: `bench.experiment.open`);
+`bench.run` hands the list to each Ray trial, which imports it before building its model.
 """
 
 import hashlib
@@ -17,7 +18,7 @@ from collections.abc import Iterable
 from pathlib import Path
 from types import ModuleType
 
-from .config import ConfigError, read_yaml
+from .config import ConfigError
 
 ENV = "ATTNBENCH_PLUGINS"
 
@@ -31,15 +32,8 @@ def from_env() -> list[str]:
     return [p.strip() for p in os.environ.get(ENV, "").split(",") if p.strip()]
 
 
-def from_grid(path: Path | None) -> list[str]:
-    """The `plugins:` list of a grid file ([] without a file, or a file without one); a
-    ConfigError naming a file that cannot be read."""
-    grid = read_yaml(path, "grid file") if path is not None else None
-    listed = grid.get("plugins") if isinstance(grid, dict) else None
-    return [str(p) for p in listed] if isinstance(listed, list) else []
-
-
 def is_file(plugin: str) -> bool:
+    """Whether a plugin names a .py file (else a module on PYTHONPATH)."""
     return plugin.endswith(".py") or os.sep in plugin
 
 

@@ -25,13 +25,15 @@ def git_commit() -> str:
     """HEAD commit; when tracked files outside results/ differ from it, '-dirty.' and the first 8
     hex digits of the sha256 of that `git diff HEAD`, so that results from the same uncommitted
     changes compare equal and those from other changes do not (the tables and figures a sweep
-    writes into results/ do not make its own runs stale); 'unknown' outside a checkout."""
+    writes into results/ do not make its own runs stale). Outside a checkout (a copy without
+    .git, as a lent GPU machine gets): $ATTNBENCH_GIT_COMMIT, what this function said where the
+    copy was made (ci/carry.py writes it down, ci/gpu_grids.sh sets it), else 'unknown'."""
     try:
         head = _git("rev-parse", "HEAD")
         diff = subprocess.run(["git", "diff", "--binary", "HEAD", "--", ".", ":(exclude)results"],
                               cwd=ROOT, capture_output=True, check=True).stdout
     except (OSError, subprocess.CalledProcessError):
-        return "unknown"
+        return os.environ.get("ATTNBENCH_GIT_COMMIT") or "unknown"
     return f"{head}-dirty.{hashlib.sha256(diff).hexdigest()[:8]}" if diff else head
 
 
@@ -83,13 +85,31 @@ def versions() -> dict[str, str]:
     return out
 
 
+def handed_gpus() -> str | None:
+    """The GPUs this process was handed, where its torch is built for CUDA
+    ($CUDA_VISIBLE_DEVICES naming some: Ray sets it for a trial with a share of a GPU; a CPU
+    build of torch handed Ray's logical GPUs runs on the CPU), else None."""
+    seen = os.environ.get("CUDA_VISIBLE_DEVICES", "").strip()
+    built = torch.backends.cuda.is_built()
+    return seen if built and seen and seen not in ("-1", "NoDevFiles") else None
+
+
 def device(name: str = "auto") -> torch.device:
-    """'auto' -> CUDA when present, else CPU."""
-    if name == "auto":
-        name = "cuda" if torch.cuda.is_available() else "cpu"
-    if name == "cuda" and not torch.cuda.is_available():
-        raise ValueError("train.device='cuda' but no CUDA device is available")
-    return torch.device(name)
+    """'auto' -> CUDA when present, else CPU; never the CPU in a process that asked for CUDA
+    (train.device=cuda) or was handed a GPU (`handed_gpus`) and finds none: ValueError naming
+    the device, so a run on a GPU machine whose CUDA this process cannot reach (a broken MPS
+    server, a driver mismatch) fails instead of filing a CPU result as a GPU one."""
+    if torch.cuda.is_available():
+        return torch.device("cuda" if name == "auto" else name)
+    handed = handed_gpus()
+    if name == "cuda" or (name == "auto" and handed):
+        asked = "train.device=cuda" if name == "cuda" else \
+            f"train.device=auto in a process handed GPU {handed} (CUDA_VISIBLE_DEVICES)"
+        raise ValueError(f"{asked}, but this process finds no CUDA device (torch "
+                         f"{torch.__version__}, built for CUDA {torch.version.cuda}, "
+                         f"CUDA_VISIBLE_DEVICES={handed or 'unset'}): not training on the CPU "
+                         "instead")
+    return torch.device(name if name != "auto" else "cpu")
 
 
 def cpu_name() -> str:

@@ -5,12 +5,15 @@ as one archive for a named Python version, to carry onto a machine without a pac
     tar xJf attnbench-py3.12.tar.xz -C "$(python3 -m site --user-site)"  # there (made first)
 
 The image has torch and the scientific stack (IMAGE); the bundle holds the rest at the versions
-constraints.txt pins (NEEDED and what they need), built for that Python on manylinux x86_64:
+constraints.txt pins (NEEDED and what they need: `distributions`, read from the metadata of the
+packages installed here, markers evaluated for that Python on Linux x86_64, so the list is known
+before anything is downloaded and a test checks it), built for that Python on manylinux x86_64:
 MLflow as `mlflow-skinny` with what opening an sqlite store imports, fvcore and iopath built as
-pure wheels, and Ray slimmed (`slim_ray`: its Java jar, dashboard web build, console scripts,
-examples, RLlib, Serve and LLM go, its native binaries stripped) and so is pyarrow, which Ray
-Tune imports (`slim_arrow`: its headers, tests, Flight and Gandiva go, its libraries stripped);
-every package loses its tests and the sources of its compiled parts (`slim_sources`).
+pure wheels (their dependencies, termcolor, yacs, portalocker, ..., as wheels), and Ray
+slimmed (`slim_ray`: its Java jar, dashboard web build, console scripts, examples, RLlib,
+Serve and LLM go, its native binaries stripped) and so is pyarrow, which Ray Tune imports
+(`slim_arrow`: its headers, tests, Flight and Gandiva go, its libraries stripped); every
+package loses its tests and the sources of its compiled parts (`slim_sources`).
 The archive also carries `attnbench_bundle.py` and a .pth that imports it: on any other Python it
 stops at start-up with both versions named, before a compiled wheel fails obscurely.
 docs/tracking.md says how to use it on an offline cluster.
@@ -24,7 +27,10 @@ import subprocess
 import sys
 import tarfile
 import tempfile
+from importlib import metadata
 from pathlib import Path
+
+from packaging.requirements import Requirement
 
 ROOT = Path(__file__).resolve().parents[1]
 # what the GPU image already has (torch, the scientific stack): never bundled
@@ -56,27 +62,66 @@ if sys.version_info[:2] != BUILT_FOR:
 '''
 
 
+def _norm(name: str) -> str:
+    """A project name normalised (Foo_Bar -> foo-bar)."""
+    return re.sub(r"[-_.]+", "-", name).lower()
+
+
 def _project(wheel: Path) -> str:
-    """A wheel file's project name, normalised (Foo_Bar -> foo-bar)."""
-    return re.sub(r"[-_.]+", "-", wheel.name.split("-")[0]).lower()
+    """A wheel file's project name, normalised."""
+    return _norm(wheel.name.split("-")[0])
+
+
+def _marker_env(python: str) -> dict[str, str]:
+    """The environment markers of CPython `python` on Linux x86_64 (the GPU image's)."""
+    return {"python_version": python, "python_full_version": f"{python}.0",
+            "implementation_version": f"{python}.0", "sys_platform": "linux",
+            "platform_system": "Linux", "platform_machine": "x86_64", "os_name": "posix",
+            "implementation_name": "cpython", "platform_python_implementation": "CPython"}
+
+
+def distributions(python: str) -> dict[str, str]:
+    """What the bundle holds, name -> version: NEEDED and everything they require (extras
+    followed, markers evaluated for `python` on Linux x86_64), less what the image has (IMAGE),
+    read from the metadata of the packages installed here (which constraints.txt pins: ci/setup.sh
+    installs them with it). A requirement not installed here cannot be followed: SystemExit
+    naming it."""
+    env, found, todo = _marker_env(python), {}, [Requirement(n) for n in NEEDED]
+    while todo:
+        req = todo.pop()
+        name = _norm(req.name)
+        if name in IMAGE or (name in found and set(req.extras) <= found[name]):
+            continue
+        found[name] = found.get(name, set()) | set(req.extras)
+        try:
+            dist = metadata.distribution(name)
+        except metadata.PackageNotFoundError:
+            raise SystemExit(f"{name} (required for the bundle) is not installed here, so what "
+                             "it needs cannot be read: install it (pip install -c "
+                             f"constraints.txt {name}) and build again") from None
+        for line in dist.requires or []:
+            dep = Requirement(line)
+            if dep.marker is None or any(dep.marker.evaluate({**env, "extra": extra})
+                                         for extra in found[name] or {""}):
+                todo.append(dep)
+    return {name: metadata.version(name) for name in sorted(found)}
 
 
 def download(python: str, dest: Path) -> list[Path]:
-    """NEEDED and what they need, pinned by constraints.txt, as wheels for `python` (sdists of
-    SOURCE_ONLY built as pure wheels), less what the image has."""
+    """The wheels of `distributions(python)` at the versions installed here (constraints.txt's
+    pins), for `python`, nothing else (--no-deps: the list is the bundle); SOURCE_ONLY's sdists
+    built as pure wheels."""
     dest.mkdir(parents=True, exist_ok=True)
     pins = ["-c", str(ROOT / "constraints.txt")]
     target = ["--python-version", python, "--implementation", "cp", "--only-binary=:all:",
               *[a for p in PLATFORMS for a in ("--platform", p)]]
-    binary = [n for n in NEEDED if n not in SOURCE_ONLY]
-    subprocess.run([sys.executable, "-m", "pip", "download", "-q", "-d", str(dest), *target,
-                    *pins, *binary], check=True)
+    wanted = distributions(python)
+    binary = [f"{n}=={v}" for n, v in wanted.items() if n not in SOURCE_ONLY]
+    subprocess.run([sys.executable, "-m", "pip", "download", "-q", "--no-deps", "-d", str(dest),
+                    *target, *pins, *binary], check=True)
     for name in SOURCE_ONLY:  # pure Python: a wheel built here runs on any Python 3
         subprocess.run([sys.executable, "-m", "pip", "wheel", "-q", "--no-deps", "-w", str(dest),
-                        *pins, name], check=True)
-    for wheel in dest.glob("*.whl"):
-        if _project(wheel) in IMAGE:
-            wheel.unlink()
+                        *pins, f"{name}=={wanted[name]}"], check=True)
     return sorted(dest.glob("*.whl"))
 
 

@@ -13,8 +13,10 @@
 # 5. bench.speed at the small preset, batch 64, fp32 against bf16 (S 256, then 512).
 # Each writes under OUT_DIR: machine.txt, cuda_tests.txt, trials.md, speed_mainjob.md,
 # speed_small.md, log.txt (what failed, with its last lines). Where the one-run commands'
-# packages (pydantic, fvcore, ...) are missing, as on this project's GPU machines, put them in
-# .whl/ first (bash ci/gpu_wheels.sh, where pip reaches PyPI): they are installed into /tmp/site.
+# packages (pydantic, fvcore, ...) are missing, as on this project's GPU machines, carry the
+# offline bundle (python -m ci.bundle --python 3.12 --out carry, where pip reaches PyPI): BUNDLE
+# (default carry/attnbench-py3.12.tar.xz) is unpacked into /tmp/attnbench-site with Python's
+# tarfile (no xz binary needed) and put on the path.
 set -uo pipefail
 cd "$(dirname "$0")/.."
 OUT=${1:-${OUT:-results/speed/gpu}}
@@ -23,9 +25,11 @@ STEPS=${STEPS:-1000}
 TRIAL_S=120  # each trial process at most
 mkdir -p "$OUT"
 export PYTHONUNBUFFERED=1
-if [ -d .whl ]; then
-    "$PY" -m pip install -q --no-index --no-deps --no-build-isolation --no-compile \
-        --no-cache-dir --target /tmp/site .whl/* && export PYTHONPATH=/tmp/site:$PWD
+BUNDLE=${BUNDLE:-carry/attnbench-py3.12.tar.xz}
+if [ -f "$BUNDLE" ]; then
+    "$PY" -c 'import sys, tarfile; tarfile.open(sys.argv[1]).extractall(sys.argv[2], filter="data")' \
+        "$BUNDLE" /tmp/attnbench-site && export PYTHONPATH=/tmp/attnbench-site:$PWD
+    "$PY" -c "import attnbench_bundle" || exit 2  # built for another Python: it says which
 fi
 { nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv
   "$PY" -c "import torch; print('torch', torch.__version__, 'CUDA', torch.version.cuda)"

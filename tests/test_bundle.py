@@ -1,23 +1,68 @@
-"""The offline bundle's package set (`ci/bundle.py`) on this machine's Python: Ray and pyarrow
-slimmed as the bundle slims them still run a sweep end to end (`bench.run`, its report
-included), every package loses its tests and compiled sources and nothing else, and the
-bundle's guard stops a Python it was not built for with both versions named. SLOW: a real
-sweep."""
+"""The offline bundle's package set (`ci/bundle.py`) on this machine's Python: the GPU image's
+packages (bundle.IMAGE) and the bundle's (bundle.distributions, the list it downloads) are all
+`bench.run` imports, in a bare environment holding only them; Ray and pyarrow slimmed as the
+bundle slims them still run a sweep end to end there (`bench.run`, its report included), every
+package loses its tests and compiled sources and nothing else, and the bundle's guard stops a
+Python it was not built for with both versions named. SLOW: a real sweep."""
 
 import os
 import shutil
 import subprocess
 import sys
 import tempfile
+from importlib import metadata
 from pathlib import Path
 
-import pyarrow
 import pytest
-import ray
 
 from ci import bundle
 
 ROOT = Path(__file__).resolve().parents[1]
+HERE = f"{sys.version_info[0]}.{sys.version_info[1]}"
+# what bench.run imports only once it runs: Ray Tune and its scheduler, the report and its
+# figures, MLflow's sqlite store (alembic's migrations), fvcore's FLOP counter
+LATE = ("import ray.tune, ray.tune.schedulers, fvcore.nn, bench.findings.report, "
+        "bench.findings.figures, bench.commands.report\n"
+        "from bench.tracking import store\n"
+        "import sys; store.open_store('sqlite:///' + sys.argv[1])")
+
+
+def image_and_bundle(tmp: Path, names: list[str], copied: tuple[str, ...] = ()) -> Path:
+    """A bare virtual environment whose site-packages hold exactly `names`' packages (the image's
+    and the bundle's), linked from this environment's (`copied` top-level folders copied
+    instead, to be slimmed); returns its python. Its Ray workers run that python, so they see
+    nothing else either."""
+    env = tmp / "env"
+    subprocess.run([sys.executable, "-m", "venv", "--without-pip", str(env)], check=True)
+    site = env / "lib" / f"python{HERE}" / "site-packages"
+    for name in names:
+        try:
+            dist = metadata.distribution(name)
+        except metadata.PackageNotFoundError:  # the image has it, this environment does not
+            continue
+        for top in {f.parts[0] for f in dist.files or [] if f.parts[0] not in ("..", "bin")}:
+            found = Path(dist.locate_file(top))
+            if top == "__pycache__" or not found.exists() or (site / top).exists():
+                continue
+            if top in copied:
+                shutil.copytree(found, site / top, ignore=shutil.ignore_patterns("__pycache__"))
+            else:
+                (site / top).symlink_to(found)
+    return env / "bin" / "python"
+
+
+def run_in(python: Path, *args: str, tmp: Path) -> subprocess.CompletedProcess:
+    """`python` with only this checkout added to its path (no site directory of ours)."""
+    env = {k: v for k, v in os.environ.items()
+           if k not in ("MLFLOW_TRACKING_URI", "RAY_ADDRESS", "PYTHONPATH", "VIRTUAL_ENV")}
+    env |= {"PYTHONPATH": str(ROOT), "TMPDIR": str(tmp), "PYTHONNOUSERSITE": "1"}
+    return subprocess.run([str(python), *args], cwd=ROOT, env=env, capture_output=True,
+                          text=True, timeout=600)
+
+
+def shipped(python: str = HERE) -> list[str]:
+    """The image's packages and the bundle's, as names."""
+    return sorted(bundle.IMAGE | set(bundle.distributions(python)))
 
 
 def python_with(site: Path, *args: str, tmp: Path) -> subprocess.CompletedProcess:
@@ -35,22 +80,50 @@ def short_tmp():
         yield Path(d)
 
 
+def test_the_bundle_holds_what_fvcore_and_iopath_need():
+    """fvcore and iopath are built without their dependencies (sdists, --no-deps): the list
+    must still name what they import (fvcore.nn imports termcolor, its config yacs, iopath
+    portalocker), for the Python the GPU image has."""
+    held = bundle.distributions("3.12")
+    assert {"termcolor", "yacs", "portalocker", "fvcore", "iopath", "ray", "pyarrow",
+            "mlflow-skinny"} <= set(held)
+    assert not set(held) & bundle.IMAGE  # the image's own are never bundled
+    assert held["termcolor"] == metadata.version("termcolor")  # the versions installed here
+
+
+def test_bench_run_imports_nothing_but_the_image_and_the_bundle(short_tmp):
+    """With only the image's and the bundle's packages, every module bench.run imports loads
+    (its dry run, then what a sweep and its report import), and without termcolor (which
+    fvcore.nn imports) it does not: the check can fail."""
+    python = image_and_bundle(short_tmp, shipped())
+    dry = run_in(python, "-m", "bench.run", "ablations/smoke.yaml", "--dry-run", tmp=short_tmp)
+    assert dry.returncode == 0, dry.stderr[-3000:]
+    late = run_in(python, "-c", LATE, str(short_tmp / "mlflow.db"), tmp=short_tmp)
+    assert late.returncode == 0, late.stderr[-3000:]
+    bare = short_tmp / "bare"
+    bare.mkdir()
+    python = image_and_bundle(bare, [n for n in shipped() if n != "termcolor"])
+    gone = run_in(python, "-c", "import bench.sweep.runner", tmp=bare)
+    assert "No module named 'termcolor'" in gone.stderr
+
+
 @pytest.mark.slow
 def test_slimmed_ray_runs_a_sweep_with_its_report(short_tmp):
-    tmp_path, site = short_tmp, short_tmp / "site"
-    for module in (ray, pyarrow):
-        shutil.copytree(Path(module.__file__).parent, site / module.__name__,
-                        ignore=shutil.ignore_patterns("__pycache__"))
+    """The smoke sweep, its report included, in an environment of the image's packages and the
+    bundle's, Ray and pyarrow slimmed as the bundle slims them."""
+    tmp_path = short_tmp
+    python = image_and_bundle(tmp_path, shipped(), copied=("ray", "pyarrow"))
+    site = python.parents[1] / "lib" / f"python{HERE}" / "site-packages"
     saved = bundle.slim_ray(site)
     assert saved > 30e6 and not (site / "ray" / "jars").exists()  # the Java jar alone is 33 MB
     assert (site / "ray" / "data").is_dir()  # ray.air imports it
     assert bundle.slim_arrow(site) > 30e6 and not list((site / "pyarrow").glob("*flight*"))
-    bundle.guard(site, f"{sys.version_info[0]}.{sys.version_info[1]}")
-    found = python_with(site, "-c", "import pyarrow, ray; print(ray.__file__, pyarrow.__file__)",
-                        tmp=tmp_path)
+    bundle.guard(site, HERE)
+    found = run_in(python, "-c", "import pyarrow, ray; print(ray.__file__, pyarrow.__file__)",
+                   tmp=tmp_path)
     assert found.stdout.split() == [str(site / m / "__init__.py") for m in ("ray", "pyarrow")]
-    done = python_with(site, "-m", "bench.run", "ablations/smoke.yaml", "--results-dir",
-                       str(tmp_path / "results"), tmp=tmp_path)
+    done = run_in(python, "-m", "bench.run", "ablations/smoke.yaml", "--results-dir",
+                  str(tmp_path / "results"), tmp=tmp_path)
     assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
     assert (tmp_path / "results" / "smoke" / "runs.csv").is_file()  # the report was written
 

@@ -429,11 +429,11 @@ def test_shipped_grids_designs_hold_alpha_and_can_decide(name):
     """Every shipped grid with claims: each claim's last look can reject, its worst-case errors
     either way are at most alpha, and so is the whole family's, at its worst over every
     dependence between the claims."""
-    from bench.experiment.grid import load as load_grid
+    from bench.experiment.open import open_grid
     from bench.sweep import feasible
     from tests.test_grid import ROOT
 
-    grid = load_grid(ROOT / "ablations" / f"{name}.yaml")
+    grid = open_grid(ROOT / "ablations" / f"{name}.yaml")
     assert len(grid.claims) >= 2 and grid.design_seeds is not None
     table = feasible.by_look(grid.claims, grid.grid, grid.seeds)
     feasible.check_looks(table)
@@ -457,12 +457,16 @@ def test_claims_that_imply_one_another_are_named(capsys):
             in capsys.readouterr().err)
 
 
-def test_a_span_statistic_without_its_floor_is_refused(capsys):
-    """The real-text grids before the floor was declared read raw spans: running one now exits
-    2, naming the claim and the floors it may declare."""
+def test_a_span_statistic_without_its_floor_is_refused(tmp_path, capsys):
+    """The real-text grids before the floor was declared read raw spans (their files say so:
+    superseded); running one as it ran exits 2, naming the claim and the floors it may
+    declare."""
     from tests.test_grid import ROOT
 
-    assert run.main([str(ROOT / "ablations" / "span_enwik8_adamw.yaml"), "--dry-run"]) == 2
+    raw = yaml.safe_load((ROOT / "ablations" / "span_enwik8_adamw.yaml").read_text())
+    assert raw.pop("status") == "superseded" and raw.pop("superseded_by") and raw.pop("why")
+    (tmp_path / "g.yaml").write_text(yaml.safe_dump(raw))
+    assert run.main([str(tmp_path / "g.yaml"), "--dry-run"]) == 2
     err = capsys.readouterr().err
     assert "claims.3 (layer_spans_flat): metric layer_span_ratio says which heads are long" in err
     assert "`floor: R`" in err and "`floor: 0`" in err
@@ -533,3 +537,23 @@ def test_a_restated_claim_reusing_an_id_whose_seeds_ran_is_refused(tmp_path, cap
     raw["claims"][0]["id"] = "th_beats_mh_at_8_offset_0.01"
     path.write_text(yaml.safe_dump(raw))
     assert run.main([str(path), "--dry-run"]) == 0
+
+
+def test_dry_run_reads_the_seeds_an_observed_effect_needs(capsys):
+    """The layer grid registered from span_enwik8_floor's 6 of 8 seeds (q = 0.75): --power-at
+    prints the power of its looks (14, 28) at that q, the walk of the exact design; a q outside
+    (0, 1) exits 2 before anything runs."""
+    from bench.experiment.open import open_grid
+    from bench.findings import sequential
+    from tests.test_grid import ROOT
+
+    path = ROOT / "ablations" / "span_enwik8_layers.yaml"
+    assert run.main([str(path), "--dry-run", "--power-at", "0.75"]) == 0
+    row = next(line for line in capsys.readouterr().out.splitlines()
+               if line.startswith("| lower_layer_shorter_above_R | sign "))
+    grid = open_grid(path)
+    walk = sequential.operating(tuple(grid.seeds.looks), sequential.Contrary("sign"), 0.75,
+                                grid.seeds.futility).ends["reproduced"]
+    assert f"{walk:.3g}" in row.split("|")[5] and walk >= 0.8
+    assert run.main([str(path), "--dry-run", "--power-at", "1.5"]) == 2
+    assert "--power-at 1.5: a chance q in (0, 1) expected" in capsys.readouterr().err

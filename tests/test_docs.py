@@ -23,8 +23,8 @@ import pytest
 ROOT = Path(__file__).resolve().parents[1]
 DOCS = [ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md"))]
 CLIS = ("bench.run", "bench.train", "bench.report", "bench.speed", "bench.anchors",
-        "bench.th_layer", "bench.flops", "bench.retag", "bench.verify", "ci.regression",
-        "ci.bundle")
+        "bench.th_layer", "bench.flops", "bench.retag", "bench.verify", "bench.grids",
+        "ci.regression", "ci.bundle", "ci.carry")
 # The top-level entries a repository path may start with.
 TOPS = ("bench", "variants", "ablations", "results", "examples", "docs", "tests", "ci", ".ci",
         "runs")
@@ -279,6 +279,10 @@ def test_the_add_a_claim_commands_run_as_written_and_leave_a_clone_clean():
         assert status == "", status
         per_seed = pd.read_csv(runs / "runs.csv")
         registered = (runs / "findings.md").read_text()
+        verified = subprocess.run([sys.executable, "-m", "bench.verify", str(runs)], cwd=clone,
+                                  env=env, capture_output=True, text=True, timeout=300)
+    assert verified.returncode == 0, verified.stdout + verified.stderr
+    assert "th_not_much_worse: reproduced, confirmatory" in verified.stdout
     dry = outs[0]
     assert "th_not_much_worse" in dry and "seeds 100-104: confirmatory" in dry
     assert re.search(r"\| th_not_much_worse \| 1 of 1 \| +5 \| +0\.05 \| 5 of 5 +\| +0\.0312 ",
@@ -289,3 +293,19 @@ def test_the_add_a_claim_commands_run_as_written_and_leave_a_clone_clean():
     assert per_seed["run_clean"].all() and per_seed["plan_file"].eq(
         "examples/add_a_claim.yaml").all() and per_seed["plan_sha"].nunique() == 1
     assert "Pre-registration: confirmatory" in registered  # committed before the clone ran
+
+
+@pytest.mark.parametrize("name", ["run", "report", "grids", "verify", "train", "retag", "speed",
+                                  "anchors", "th_layer", "flops"])
+def test_help_describes_each_command_in_whole_sentences(name, capsys):
+    """`--help` opens with the command module's first paragraph, whole: never cut at its first
+    line, mid-sentence."""
+    import importlib
+
+    command = importlib.import_module(f"bench.commands.{name}")
+    with pytest.raises(SystemExit) as done:
+        command.main(["--help"])
+    assert done.value.code == 0
+    shown = " ".join(capsys.readouterr().out.split())
+    first = " ".join((command.__doc__ or "").split("\n\n")[0].split())
+    assert first.endswith(".") and first in shown, (first, shown[:400])

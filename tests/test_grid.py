@@ -12,8 +12,8 @@ import yaml
 
 from bench.commands import run
 from bench.config import resolve
-from bench.experiment import grid as grids
-from bench.sweep.trials import Overrides, apply, resolve_trials, trial_hash
+from bench.experiment.open import Overrides, apply, open_grid
+from bench.sweep.trials import resolve_trials, trial_hash
 from bench.training import precision
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -53,6 +53,13 @@ BAD = {
                            "--seed-start"),
     "a negative GPU share": ({"resources": {"gpu": -0.5}}, [], "resources.gpu"),
     "more than one GPU, not whole": ({"resources": {"gpu": 1.5}}, [], "a share of one GPU"),
+    "superseded without its replacement": ({"status": "superseded", "why": "old"}, [],
+                                           "status superseded: needs superseded_by"),
+    "a primary grid naming `of`": ({"of": "heads_grid"}, [], "of: not a key of a grid with "
+                                   "status primary"),
+    "an unknown status": ({"status": "retired"}, [], "status"),
+    "a superseded grid": ({"status": "superseded", "superseded_by": "heads_grid",
+                           "why": "a test"}, [], "grid smoke is replaced by heads_grid (a test)"),
     "a value twice": ({"grid": {"model.variant": ["fixed", "fixed"]}}, [], "lists a value twice"),
     "an earlier name": ({"grid": {"model.variant": ["dynamic"]}}, [],
                         "'dynamic' was renamed 'dynamic-span'"),
@@ -105,7 +112,7 @@ def test_dry_run_prints_trials_and_cost(tmp_path, capsys):
 
 
 def test_cli_preset_wins_over_base_sizes_but_not_grid_axes():
-    grid = grids.load(ROOT / "ablations" / "heads_grid.yaml")
+    grid = open_grid(ROOT / "ablations" / "heads_grid.yaml")
     applied = apply(grid, Overrides(preset="small", data="enwik8"))
     cfg = resolve(applied.base.model_dump(exclude={"preset"}), applied.base.preset)
     assert (cfg.model.d_model, cfg.model.n_layers, cfg.data.name) == (512, 12, "enwik8")
@@ -116,8 +123,7 @@ def test_cli_preset_wins_over_base_sizes_but_not_grid_axes():
 def test_an_option_some_variants_take_is_ignored_by_the_others(tmp_path, capsys):
     """span_limit sets the ramp for fixed and adaptive alike: the fixed trials drop it and say
     so; a grid whose variants all refuse an option is refused, naming it."""
-    _, trials = resolve_trials(grids.load(ROOT / "ablations" / "span_limit.yaml"),
-                               Overrides(), dry_run=True)
+    trials = resolve_trials(open_grid(ROOT / "ablations" / "span_limit.yaml"), dry_run=True)
     for t in trials:
         fixed = t.cfg.model.variant == "fixed"
         assert t.ignored == (("model.attn.ramp",) if fixed else ())
@@ -135,7 +141,8 @@ def test_committed_trials_keep_their_hashes(monkeypatch):
     logged = pd.read_csv(folder / "runs.csv")
     assert set(logged["precision"]) == {"bf16-autocast"}
     monkeypatch.setattr(precision, "bf16_unsupported", lambda device: None)
-    grid, trials = resolve_trials(grids.load(folder / "grid.yaml"), Overrides(), False)
+    grid = open_grid(folder / "grid.yaml")
+    trials = resolve_trials(grid, False)
     assert grid.grid["model.variant"] == ["fixed", "adaptive", "dynamic-span"]
     assert {t.hash for t in trials} == set(logged["trial"])
     # train.schedule came after these runs: at its old behaviour it is no part of their hashes

@@ -18,11 +18,13 @@ import variants
 from bench import plugins
 from bench.commands import flops, report, run, speed, train
 from bench.config import ConfigError, parse_sets, resolve
+from bench.experiment.open import GridText, Overrides, open_grid, read
 from variants import registry
 
 ROOT = Path(__file__).resolve().parents[1]
 SMOKE = ROOT / "ablations" / "smoke.yaml"
 PLUGIN = ROOT / "examples" / "decay_plugin.py"
+DECAY = ROOT / "examples" / "decay.yaml"  # the plugin's grid: decay beside talking-heads
 TINY = ["model.d_model=32", "model.n_layers=1", "model.n_heads=2", "model.d_ff=64",
         "model.span=32", "train.block=32", "train.batch_size=4", "train.steps=4",
         "train.eval_every=4", "train.eval_tokens=500", "train.warmup=2",
@@ -110,8 +112,23 @@ def test_plugin_loads_once_from_env_and_grid(clean, monkeypatch, tmp_path):
     monkeypatch.setenv(plugins.ENV, " examples/decay_plugin.py , ")
     assert plugins.load([str(PLUGIN)]) == [str(PLUGIN)]
     assert plugins.load() == [str(PLUGIN)] and "decay" in variants.names()
-    assert plugins.from_grid(grid_file(tmp_path, plugins=["a", "b.py"])) == ["a", "b.py"]
-    assert plugins.from_grid(None) == []
+    listed = open_grid(grid_file(tmp_path, plugins=["a", "b.py"]), imports=False).plugins
+    assert listed == ["a", str((tmp_path / "b.py").resolve())]  # a file: beside the grid file
+
+
+def test_a_plugin_file_is_found_beside_its_grid_file_or_named_as_resolved(clean, tmp_path,
+                                                                          monkeypatch, capsys):
+    """`plugins:` paths are relative to the grid file, wherever the command runs; one that does
+    not exist exits 2 before anything runs, naming the path as resolved."""
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "sub").mkdir()
+    grid = grid_file(tmp_path / "sub", plugins=["../absent.py"])
+    assert run.main([str(grid), "--dry-run"]) == 2
+    absent = (tmp_path / "absent.py").resolve()
+    err = capsys.readouterr().err
+    assert f"plugin '{absent}' failed to import: FileNotFoundError: no such file: {absent}" in err
+    assert run.main([str(DECAY), "--dry-run"]) == 0  # decay_plugin.py, beside it, not here
+    assert "decay" in variants.names()
 
 
 # --- typed options ----------------------------------------------------------------------------
@@ -237,3 +254,27 @@ def test_plugin_through_all_five_commands():
         out = cli("bench.flops", "--config", "tiny", env=env, cwd=ROOT).stdout
         row = next(line for line in out.splitlines() if "| decay " in line)
         assert row.split("|")[-3].strip() == "+0.0000", row  # counted = analytic
+
+
+@pytest.mark.slow
+def test_the_decay_grid_runs_beside_its_baseline_and_its_plan_is_what_the_store_holds(clean):
+    """examples/decay.yaml through Ray from another directory (its plugin found beside it),
+    with an override and --seed-start: both rows finish; the grid logged with the sweep is the
+    plan that ran (the override, the seeds, the plugin's absolute path), and `bench.report
+    decay`, by name, rebuilds exactly it and imports the plugin it names."""
+    with tempfile.TemporaryDirectory(prefix="ab", dir="/tmp") as d:
+        tmp = Path(d)
+        env = {k: v for k, v in os.environ.items()
+               if k not in ("MLFLOW_TRACKING_URI", "RAY_ADDRESS", plugins.ENV)}
+        env |= {"TMPDIR": str(tmp), "PYTHONPATH": str(ROOT)}
+        out = cli("bench.run", str(DECAY), "--set", "train.steps=10", "--seed-start", "3",
+                  "--results-dir", str(tmp / "results"), "--no-report", env=env, cwd=tmp).stdout
+        assert "talking-heads-s3: FINISHED" in out and "decay-s3: FINISHED" in out, out
+        store = f"sqlite:///{tmp / 'results' / 'mlflow.db'}"
+        out = cli("bench.report", "decay", "--tracking-uri", store, "--out",
+                  str(tmp / "report"), env=env, cwd=tmp).stdout
+        table = (tmp / "report" / "generic.md").read_text()
+        assert "| decay " in table and "| talking-heads " in table, table
+        plan = open_grid(DECAY, Overrides(parse_sets(["train.steps=10"]), seed_start=3))
+        logged = read(GridText((tmp / "report" / "grid.yaml").read_text(), "logged", tmp))
+        assert logged == plan and logged.seeds == [3] and logged.plugins == [str(PLUGIN)]

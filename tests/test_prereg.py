@@ -11,7 +11,7 @@ import pandas as pd
 import pytest
 import yaml
 
-from bench.experiment import grid as grids
+from bench.experiment.open import open_grid
 from bench.findings import prereg, report
 
 CLAIM = {"id": "lower", "text": "a is below b", "rows": {"model.variant": "a"},
@@ -50,7 +50,7 @@ def repo(tmp_path):
 def trials(repo, start: int = 0, path: str = "g.yaml") -> pd.DataFrame:
     """Six seeds on which row a is below b in every one, each trial recording the plan as the
     sweep's driver would from the repository as it is now, started at RAN."""
-    spec = grids.load(repo / path)
+    spec = open_grid(repo / path)
     if start != spec.seeds.start:
         spec = spec.model_copy(update={"seeds": spec.seeds.model_copy(update={"start": start})})
     rec = prereg.record(spec, repo / path, {})
@@ -60,7 +60,7 @@ def trials(repo, start: int = 0, path: str = "g.yaml") -> pd.DataFrame:
 
 
 def findings(repo, data: pd.DataFrame, out, path: str = "g.yaml") -> tuple[str, pd.DataFrame]:
-    spec = grids.load(repo / path)
+    spec = open_grid(repo / path)
     _, table, _ = report.write_findings("g", spec, data, pd.DataFrame(), out, repo / path)
     return (out / "findings.md").read_text(), table
 
@@ -116,7 +116,7 @@ def test_runs_without_start_times_or_records_are_unverified(repo, tmp_path):
 
 def test_a_grid_file_outside_git_is_unverified(tmp_path):
     (tmp_path / "g.yaml").write_text(yaml.safe_dump(GRID))
-    spec = grids.load(tmp_path / "g.yaml")
+    spec = open_grid(tmp_path / "g.yaml")
     got = prereg.check(tmp_path / "g.yaml", spec, trials(tmp_path))
     assert got.evidence == "unverified" and "not in a git checkout" in got.why
 
@@ -130,7 +130,7 @@ def test_a_registered_replication_start_is_confirmatory_and_another_is_not(repo,
 
 
 def test_a_command_line_override_is_another_plan(repo, tmp_path):
-    spec = grids.load(repo / "g.yaml")
+    spec = open_grid(repo / "g.yaml")
     rec = prereg.record(spec, repo / "g.yaml", {"sets": {"train": {"steps": 10}}})
     data = trials(repo).assign(plan_sha=rec["plan_sha"])
     md, table = findings(repo, data, tmp_path)
@@ -145,6 +145,6 @@ def test_a_results_copy_is_registered_by_the_grid_file_it_was_run_from(repo, tmp
     data = trials(repo, path="ablations/g.yaml")
     (repo / "results" / "g").mkdir(parents=True)
     commit(repo, GRID, "2026-01-03T10:00:00+00:00", "results/g/grid.yaml")
-    got = prereg.check(repo / "results/g/grid.yaml", grids.load(repo / "results/g/grid.yaml"),
+    got = prereg.check(repo / "results/g/grid.yaml", open_grid(repo / "results/g/grid.yaml"),
                        data)
     assert got.evidence == "confirmatory" and "ablations/g.yaml" not in got.why

@@ -9,7 +9,7 @@ import yaml
 
 import variants
 from bench.experiment import claims
-from bench.experiment import grid as grids
+from bench.experiment.open import open_grid
 from variants import registry
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -44,5 +44,17 @@ def test_add_a_claim_example():
     block = re.search(r"<!-- example: add a claim -->\n```yaml\n(.*?)```", README.read_text(), re.S)
     assert block, "README lost its add-a-claim example"
     shown = claims.parse(yaml.safe_load(block.group(1))["claims"])
-    ran = grids.load(ROOT / "examples" / "add_a_claim.yaml").claims
+    ran = open_grid(ROOT / "examples" / "add_a_claim.yaml").claims
     assert shown == ran
+
+
+def test_the_first_commands_are_the_smoke_grid_and_its_report():
+    """A newcomer reaches a finished smoke run and its report within the README's first 30
+    lines, before the main job, whose timing block lives in docs/speed.md (one line here)."""
+    head = README.read_text().splitlines()[:30]
+    commands = [line.split("#")[0].split() for line in head if line.startswith(".venv/bin/")]
+    assert commands[0] == [".venv/bin/python", "-m", "bench.run", "ablations/smoke.yaml"]
+    assert commands[1] == [".venv/bin/python", "-m", "bench.report", "smoke"]
+    assert [c[3] for c in commands if c[2] == "bench.run"].index("ablations/heads_grid.yaml") > 0
+    assert not any("| set-up |" in line for line in README.read_text().splitlines())
+    assert "| set-up | the tests |" in (ROOT / "docs" / "speed.md").read_text()

@@ -15,8 +15,8 @@ from scipy.stats import ttest_rel
 
 import variants
 from bench.commands import report as report_cli
-from bench.experiment import grid as grids
 from bench.experiment.layouts import FIGURES
+from bench.experiment.open import GridText, open_grid
 from bench.findings import figures, report, tables
 from bench.findings.runs import Sweep, _derive, machine_line
 from bench.findings.verify import verify
@@ -300,9 +300,9 @@ def test_heads_table_and_mixing_figure(store, tmp_path):
     header, rows = md_rows(tmp_path / "th_table1.md")
     assert header[:6] == ["Model", "h", "d_k", "d_v", "#Params", "Multiplies/token"]
     for H in (2, 4):
-        assert rows[f"fixed h={H}"][1:4] == [str(H), str(D // H), str(D // H)]
+        assert rows[f"multi-head h={H}"][1:4] == [str(H), str(D // H), str(D // H)]
         bold = "**" if H == 2 else ""  # the fewest multiplies
-        assert rows[f"fixed h={H}"][5] == f"{bold}{tables.human(1000 * H)}{bold}"
+        assert rows[f"multi-head h={H}"][5] == f"{bold}{tables.human(1000 * H)}{bold}"
         assert rows[f"talking-heads h={H}"][5] == tables.human(1001 * H)  # counted when logged
     assert rows["gbma h=2"][1:4] == ["2", str(D), str(D)]  # GBMA: full D x D per head
 
@@ -311,9 +311,11 @@ def test_projections_table_marks_single_seed_rows(store, tmp_path):
     render(store, "projections", tmp_path)
     header, rows = md_rows(tmp_path / "th_table3.md")
     dev = header.index("dev")
-    assert [rows[v][1:3] for v in ("fixed", "logits-only", "weights-only", "talking-heads")] == [
-        ["-", "-"], ["yes", "-"], ["-", "yes"], ["yes", "yes"]]
-    assert not rows["fixed"][dev].endswith("†")  # the baseline itself
+    # talking-heads Table 3 calls the registry's `fixed` multi-head, as the paper does
+    assert [rows[v][1:3] for v in ("multi-head", "logits-only", "weights-only",
+                                   "talking-heads")] == [["-", "-"], ["yes", "-"], ["-", "yes"],
+                                                         ["yes", "yes"]]
+    assert not rows["multi-head"][dev].endswith("†")  # the baseline itself
     assert all(rows[v][dev].rstrip("*").endswith("†") for v in list(rows)[1:])  # n = 1
     # the trial's newest finished run counts, once; its older runs are not "missing"
     assert rows["talking-heads"][dev] == "**1.270†**" and rows["talking-heads"][-1] == "1"
@@ -394,7 +396,7 @@ def test_a_user_grid_declares_its_table_and_unknown_names_exit_2(store, tmp_path
                     "fixed, gbma]}\nreport: {table: th_table1, figures: [mixing]}\n")
     assert report_cli.main([str(grid), "--tracking-uri", uri, "--out", str(tmp_path / "o")]) == 0
     _, rows = md_rows(tmp_path / "o" / "th_table1.md")
-    assert list(rows)[:3] == ["talking-heads h=4", "fixed h=4", "talking-heads h=2"]
+    assert list(rows)[:3] == ["talking-heads h=4", "multi-head h=4", "talking-heads h=2"]
     assert {p.name for p in (tmp_path / "o").glob("*.png")} == {"th_fig1_mixing.png"}
     for bad, known in (("table: th_table9", "as_table1, as_table3, th_table1, th_table3"),
                        ("figures: [mixng]", "span_limit, head_spans, dynamic_span, mixing")):
@@ -455,7 +457,7 @@ def test_findings_from_the_sweeps_grid_file(store, tmp_path):
                        "fewer_flops [span=128]": "inconclusive", "fewer_flops": "inconclusive",
                        "spread": "reproduced", "same_bpc": "not tested"}
     assert csv.set_index("claim").loc["same_bpc", "reason"] == "sequence stopped at fewer_flops"
-    spec = grids.from_text(CLAIMED, "test")
+    spec = open_grid(GridText(CLAIMED, "test", tmp_path))
     again, registered = report.judge(spec, report.read_per_seed(tmp_path / "out" / "runs.csv"),
                                      pd.DataFrame(), None)
     assert registered.evidence == "unverified"  # these runs record no plan
@@ -468,9 +470,15 @@ def test_findings_from_the_sweeps_grid_file(store, tmp_path):
     assert "the typical seed" in md and "1. `spread`: head spans differ" in md
     assert md.splitlines()[2].startswith("Data: ")  # what the runs trained on, under the title
     run = client.get_run(parent)
-    assert {k: v for k, v in run.data.tags.items() if k.startswith("attnbench.claim.")} == {
-        "attnbench.claim.fewer_flops": "inconclusive", "attnbench.claim.spread": "reproduced",
-        "attnbench.claim.same_bpc": "not tested"}
+    assert {k: v for k, v in run.data.tags.items() if k.startswith("verdict.")} == {
+        "verdict.fewer_flops": "inconclusive", "verdict.spread": "reproduced",
+        "verdict.same_bpc": "not tested"}
+    # the sweep's page is the report: the findings and the table in its description
+    assert run.data.metrics["p.spread"] == csv.set_index("claim").loc["spread", "p"]
+    assert "effect.same_bpc" not in run.data.metrics  # not tested: no effect
+    note = run.data.tags["mlflow.note.content"]
+    assert "## claimed: findings" in note and "| spread " in note and "reproduced" in note
+    assert "Pre-registration" in note and str(tmp_path / "out") in note
     logged = {f.path for f in client.list_artifacts(parent, "report")}
     assert {"report/findings.md", "report/findings.csv"} <= logged
     # the report alone (no parent given) finds the newest sweep's grid file: same findings
@@ -682,7 +690,7 @@ def test_committed_findings_recompute_from_their_per_seed_values(path):
     runs.csv and grid.yaml beside it and git: the claims' verdicts and the pre-registration."""
     checked = verify(path.parent)
     assert checked.differ == [] and len(checked.lines) == len(
-        grids.load(path.parent / "grid.yaml").claims)
+        open_grid(path.parent / "grid.yaml").claims)
 
 
 def test_verify_exits_2_on_a_folder_it_cannot_read(tmp_path, capsys):

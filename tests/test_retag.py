@@ -12,9 +12,9 @@ from mlflow import MlflowClient
 import variants
 from bench.commands import retag
 from bench.config import ConfigError, resolve
-from bench.experiment import grid as grids
+from bench.experiment.open import open_grid
 from bench.sweep.retag import hash_renames
-from bench.sweep.trials import Overrides, resolve_trials
+from bench.sweep.trials import resolve_trials
 from bench.tracking import names
 from tests.test_grid import write_grid
 
@@ -36,7 +36,7 @@ def store_with_old_runs(tmp_path: Path) -> tuple[str, Path, dict[str, str]]:
     """A store holding one trial run logged as runs were under `dynamic`: its variant and span
     policy under that name, its trial hash the one the name gave."""
     grid = write_grid(tmp_path, "renamed", grid={"model.variant": ["dynamic-span"]})
-    hashes = hash_renames(resolve_trials(grids.load(grid), Overrides(), False)[1])
+    hashes = hash_renames(resolve_trials(open_grid(grid), False))
     uri = f"sqlite:///{tmp_path / 'mlflow.db'}"
     client = MlflowClient(uri)
     exp = client.create_experiment("renamed")

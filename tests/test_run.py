@@ -24,8 +24,8 @@ import yaml
 from mlflow import MlflowClient
 
 from bench.config import parse_sets
-from bench.experiment.grid import load as load_grid
-from bench.sweep.trials import Overrides, resolve_trials
+from bench.experiment.open import Overrides, open_grid
+from bench.sweep.trials import resolve_trials
 from bench.tracking import names, reader, store
 from tests.test_grid import write_grid
 
@@ -52,10 +52,10 @@ def cli_env(tmp: Path) -> dict:
     return {**env, "TMPDIR": str(tmp), "PYTHONUNBUFFERED": "1"}
 
 
-def bench_run(args: list, tmp: Path, **kw) -> subprocess.CompletedProcess:
+def bench_run(args: list, tmp: Path, report: bool = False, **kw) -> subprocess.CompletedProcess:
     return subprocess.run([sys.executable, "-m", "bench.run", *map(str, args), "--results-dir",
-                           tmp / "results", "--no-report"], cwd=ROOT, env=cli_env(tmp),
-                          capture_output=True, text=True, timeout=300, **kw)
+                           tmp / "results", *([] if report else ["--no-report"])], cwd=ROOT,
+                          env=cli_env(tmp), capture_output=True, text=True, timeout=300, **kw)
 
 
 def client(tmp: Path) -> MlflowClient:
@@ -70,7 +70,7 @@ def trial_runs(tmp: Path, grid: str) -> list:
 
 def expected_hashes(grid_file: Path, sets: tuple = (), seeds: list | None = None) -> set[str]:
     overrides = Overrides(parse_sets(list(sets)), seeds=seeds)
-    _, found = resolve_trials(load_grid(grid_file), overrides, dry_run=False)
+    found = resolve_trials(open_grid(grid_file, overrides), dry_run=False)
     return {t.hash for t in found}
 
 
@@ -126,7 +126,7 @@ def test_smoke_sweep_logs_one_finished_run_per_trial(smoke_sweep):
     parent = c.search_runs([exp], "tags.`attnbench.role` = 'sweep'")
     runs = trial_runs(tmp, "smoke")
     assert len(parent) == 1 and parent[0].info.status == "FINISHED"
-    assert parent[0].data.params["n_trials"] == "2"
+    assert parent[0].data.tags["trials"] == "2" and parent[0].data.tags["looks"] == "1 of 1"
     recorded = c.download_artifacts(parent[0].info.run_id, "trials.json", str(tmp))
     assert set(json.loads(Path(recorded).read_text())["trials"]) == expected_hashes(SMOKE)
     # MLflow's own schema: the experiment is a training one, runs name their source and commit
@@ -148,6 +148,8 @@ def test_smoke_sweep_logs_one_finished_run_per_trial(smoke_sweep):
         assert r.data.tags["attnbench.grid"] == "smoke"
         assert r.data.tags["attnbench.grid_keys"] == "model.variant"
         assert r.info.run_name == f"{r.data.params['model.variant']}-s0"
+        assert r.data.tags["mlflow.note.content"] == (  # what its page shows first
+            f"Trial of `smoke`: `model.variant` = {r.data.params['model.variant']}, seed 0.")
         p = r.data.params
         assert (p["model.n_heads"], p["train.steps"], p["seed"], p["data.name"]) == (
             "2", "20", "0", "synthetic")
@@ -272,7 +274,7 @@ def test_a_corrupted_checkpoint_restarts_and_a_diverging_trial_fails_alone(short
     and the sweep goes on (exit 1: a trial failed)."""
     grid = write_grid(short_tmp, "cut_and_nan", grid={"train.lr": [0.07, 1.0e30]})
     trials = {float(t.cfg.train.lr): t.hash for t in resolve_trials(
-        load_grid(grid), Overrides(), dry_run=False)[1]}
+        open_grid(grid), dry_run=False)}
     folder = short_tmp / "results" / "cut_and_nan" / "trials" / trials[0.07]
     folder.mkdir(parents=True)
     (folder / "checkpoint.pt").write_bytes(b"PK\x03\x04 not a checkpoint" * 100)
@@ -472,10 +474,20 @@ def test_looks_add_seeds_only_where_a_claim_is_undecided_and_a_rerun_adds_nothin
              "metric": "final_test_bpc", "expect": "less", "margin": 9}
     grid = write_grid(short_tmp, "looked", seeds={"looks": [2, 5], "futility": 0.9},
                       claims=[claim])
-    done = bench_run([grid], short_tmp)
+    done = bench_run([grid], short_tmp, report=True)
     assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
     assert "look 2 of 2, seeds 0-4: 3 trials for the undecided claims low" in done.stdout
     assert "every claim decided" not in done.stdout  # decided only after look 2
+    # the sweep's page after each look: the trials it covers (4, then 7), its report
+    c = client(short_tmp)
+    sweep = c.search_runs([c.get_experiment_by_name("looked").experiment_id],
+                          "tags.`attnbench.role` = 'sweep'")[0]
+    assert [(m.step, m.value) for m in c.get_metric_history(sweep.info.run_id, "trials")] == [
+        (1, 4), (2, 7)]
+    tags = sweep.data.tags
+    assert (tags["trials"], tags["looks"], tags["seeds"]) == ("7", "2 of 2", "0-4")
+    assert tags["mlflow.note.content"].startswith("**7 trials**, look 2 of 2, seeds 0-4.")
+    assert tags["verdict.low"] in done.stdout
 
     def ran() -> list[tuple[str, int]]:
         return sorted((r.data.params["model.variant"], int(r.data.params["seed"]))

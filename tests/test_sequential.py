@@ -18,8 +18,8 @@ import pytest
 from scipy.stats import binom
 
 from bench.experiment import claims
-from bench.experiment import grid as grids
 from bench.experiment.grid import Looks
+from bench.experiment.open import open_grid
 from bench.findings import report, sequential, stats, verdicts
 
 ALPHA = stats.ALPHA
@@ -332,7 +332,7 @@ def test_swapped_labels_of_the_main_job_are_contradicted():
     runs = report.read_per_seed(ROOT / "results" / "heads_grid" / "runs.csv")
     runs["model.variant"] = runs["model.variant"].map({"fixed": "talking-heads",
                                                        "talking-heads": "fixed"})
-    grid = grids.load(ROOT / "ablations" / "heads_grid.yaml")
+    grid = open_grid(ROOT / "ablations" / "heads_grid.yaml")
     table = verdicts.evaluate(grid.claims, runs, looks=grid.looks,
                               design=grid.design_seeds, describe=False).set_index("claim")
     assert table.loc["th_beats_mh_at_8", "verdict"] == "contradicted"
@@ -387,7 +387,7 @@ def test_offsets_say_where_a_verdict_stands():
     """The main job's claim 4 stands from offset 0.002 up and is inconclusive at 0.0005 and
     0.001 (the review's finding), read from its committed per-seed values."""
     runs = report.read_per_seed(ROOT / "results" / "heads_grid" / "runs.csv")
-    grid = grids.load(ROOT / "ablations" / "heads_grid.yaml")
+    grid = open_grid(ROOT / "ablations" / "heads_grid.yaml")
     table = verdicts.evaluate(grid.claims, runs, looks=grid.looks,
                               design=grid.design_seeds).set_index("claim")
     assert table.loc["th_not_worse_as_h_grows", "offsets"].startswith("0.002-0.05")

@@ -15,11 +15,11 @@ from mlflow.entities import Param
 from bench import data, provenance
 from bench.config import parse_sets, resolve
 from bench.data.synthetic import synthetic as synthetic_corpus
-from bench.experiment.grid import load as load_grid
+from bench.experiment.open import Overrides, open_grid
 from bench.findings import report
 from bench.sweep import runner
-from bench.sweep.trials import Overrides, Trial, resolve_trials
-from bench.tracking import names, reader, store, writer
+from bench.sweep.trials import Trial, resolve_trials
+from bench.tracking import names, page, reader, store, writer
 from bench.training.checkpoint import load_checkpoint
 from bench.training.loop import train
 
@@ -28,8 +28,8 @@ ROOT = Path(__file__).resolve().parents[1]
 
 def smoke_trials(sets: list[str], data: str | None = None) -> list[Trial]:
     overrides = Overrides(parse_sets(sets), data=data)
-    return resolve_trials(load_grid(ROOT / "ablations" / "smoke.yaml"), overrides,
-                                 dry_run=False)[1]
+    return resolve_trials(open_grid(ROOT / "ablations" / "smoke.yaml", overrides),
+                          dry_run=False)
 
 
 def test_trial_identity_is_the_data_not_its_path(tmp_path):
@@ -239,7 +239,8 @@ def test_a_sweep_whose_driver_is_gone_is_ended_when_the_next_starts(tmp_path):
     ids = {}
     for who, process in [("dead", f"{host}:{dead.pid}"), ("alive", writer.this_process()),
                          ("elsewhere", f"not-{host}:{dead.pid}"), ("done", f"{host}:{dead.pid}")]:
-        ids[who] = writer.start_sweep(client, exp, "smoke", grid, [], "cmd")
+        ids[who] = writer.start_sweep(client, exp, grid, "cmd",
+                                      page.Look("smoke", [], 1, 1, []))
         client.set_tag(ids[who], names.SWEEP_PROCESS, process)
     writer.end_sweep(client, ids["done"], "FINISHED")
     assert client.get_run(ids["alive"]).data.tags[names.SWEEP_PROCESS] == writer.this_process()
@@ -271,3 +272,116 @@ def test_a_measurement_is_a_finished_run_with_its_table(tmp_path):
     logged = json.loads(Path(client.download_artifacts(run_id, "speed.json", str(tmp_path)))
                         .read_text())
     assert logged["data"] == [["fixed", 100.0], ["adaptive", 150.0]]
+
+
+def test_a_sweeps_page_says_what_ran_at_each_look_and_what_it_found(tmp_path):
+    """The sweep's run after its second look: trials, looks and seeds as tags (rewritten at
+    each look; the trials and the look as metrics, a step each), each claim's verdict, effect
+    and p under short names, the figures as images shown in its description, the findings as
+    its description, and the experiment's description naming the verdicts and linking here."""
+    from PIL import Image
+
+    uri = f"sqlite:///{tmp_path / 'mlflow.db'}"
+    client = store.open_store(uri)
+    exp = store.experiment_id(client, "g", uri)
+    parent = writer.start_sweep(client, exp, ROOT / "ablations" / "smoke.yaml", "cmd",
+                                page.Look("g", ["a"] * 24, 1, 3, [80, 81, 82, 83]))
+    writer.cover(client, parent, page.Look("g", ["a"] * 48, 2, 3, list(range(80, 88))))
+    png = tmp_path / "curves.png"
+    Image.new("RGB", (8, 8)).save(png)
+    shown = page.Page("## g: findings\n\n| claim | verdict |\n|:--|:--|\n| c1 | reproduced |",
+                      [page.ClaimResult("c1", "reproduced", 0.5, 0.01),
+                       page.ClaimResult("c2", "not tested", float("nan"), float("nan"))],
+                      "CPU, AVX512 kernels, fp32 (48 runs)", "fp32", [png], tmp_path)
+    writer.log_report(client, client.get_run(parent), [png], shown)
+    run = client.get_run(parent)
+    tags, metrics = run.data.tags, run.data.metrics
+    assert (tags["trials"], tags["looks"], tags["seeds"]) == ("48", "2 of 3", "80-87")
+    assert [(m.step, m.value) for m in client.get_metric_history(parent, "trials")] == [
+        (1, 24), (2, 48)]
+    assert "n_trials" not in run.data.params  # a param cannot change at the next look
+    assert (tags["verdict.c1"], tags["verdict.c2"]) == ("reproduced", "not tested")
+    assert metrics == {"trials": 48, "looks": 2, "effect.c1": 0.5, "p.c1": 0.01}
+    assert client.get_metric_history(parent, "p.c1")[0].step == 2  # at the look reached
+    assert (tags["precision"], tags["machine"]) == ("fp32", "CPU, AVX512 kernels, fp32 (48 runs)")
+    note = tags["mlflow.note.content"]
+    assert note.startswith("**48 trials**, look 2 of 3, seeds 80-87.")
+    assert "| c1 | reproduced |" in note and str(tmp_path) in note
+    assert f"get-artifact?path=figures%2Fcurves.png&run_uuid={parent}" in note
+    assert {f.path for f in client.list_artifacts(parent, "figures")} == {"figures/curves.png"}
+    about = client.get_experiment(exp).tags["mlflow.note.content"]
+    assert about.startswith("1 reproduced, 1 not tested (sweep-")
+    assert "c1: reproduced; c2: not tested" in about
+    assert page.run_url(exp, parent) in about and page.view_url(exp) in about
+
+
+def test_a_description_too_long_for_the_store_is_cut_with_a_pointer(tmp_path):
+    """A report longer than the store keeps: its first paragraphs and where the rest is; the
+    sweep goes on (no error)."""
+    from mlflow.utils.validation import MAX_TAG_VAL_LENGTH
+
+    paragraphs = "\n\n".join(f"paragraph {i} " + "x" * 90 for i in range(200))
+    cut = page.cut(paragraphs, 1000, "The rest is in findings.md.")
+    assert len(cut) <= 1000 and cut.endswith("The rest is in findings.md.*")
+    assert cut.startswith("paragraph 0 ") and "\n\n*Cut here" in cut
+    assert page.cut("short", 1000, "unused") == "short"
+    uri = f"sqlite:///{tmp_path / 'mlflow.db'}"
+    client = store.open_store(uri)
+    exp = store.experiment_id(client, "g", uri)
+    parent = writer.start_sweep(client, exp, ROOT / "ablations" / "smoke.yaml", "cmd",
+                                page.Look("g", ["a"], 1, 1, [0]))
+    writer.log_report(client, client.get_run(parent), [], page.Page(
+        paragraphs, [], "CPU", "fp32", [], tmp_path))
+    note = client.get_run(parent).data.tags["mlflow.note.content"]
+    assert len(note) <= MAX_TAG_VAL_LENGTH and str(tmp_path / "findings.md") in note
+
+
+def test_the_experiments_view_groups_trials_by_the_grids_axes(tmp_path):
+    """The view the printed address opens (`viewStateShareKey`): the runs grouped by the
+    grid's axes (a group's row: its trials' mean), the axes, seed and claims' metrics as
+    columns, the sweeps' group open, every run shown in the charts."""
+    uri = f"sqlite:///{tmp_path / 'mlflow.db'}"
+    client = store.open_store(uri)
+    exp = store.experiment_id(client, "g", uri)
+    page.share_view(client, exp, ["model.variant", "model.n_heads"],
+                    ["final_test_bpc", "final_test_bpc"])
+    state = json.loads(client.get_experiment(exp).tags[page.SHARED + page.VIEW])
+    assert state["selectedColumns"] == ["params.`model.variant`", "params.`model.n_heads`",
+                                        "params.`seed`", "metrics.`final_test_bpc`"]
+    assert state["groupBy"] == {"aggregateFunction": "average", "groupByKeys": [
+        {"mode": "param", "groupByData": "model.variant"},
+        {"mode": "param", "groupByData": "model.n_heads"}]}
+    assert state["groupsExpanded"] == {"param.model.variant,param.model.n_heads": True}
+    assert store.ui_url(exp) == (f"http://127.0.0.1:5000/#/experiments/{exp}/runs?"
+                                 "workflowType=machine_learning&viewStateShareKey=trials")
+
+
+def test_a_tracking_server_that_does_not_answer_stops_a_sweep_with_one_line(tmp_path, capsys,
+                                                                             monkeypatch):
+    """A sweep whose server does not answer (none on the port): exit 2 within seconds (not
+    MLflow's minutes of retries), one line naming the server and how to resume, no traceback,
+    nothing trained; the stopper that watches a sweep's server stops every trial."""
+    import socket
+    import time
+
+    from bench.sweep import watch
+
+    for key, value in store.PATIENCE.items():  # what be_brief sets, undone after the test
+        monkeypatch.setenv(key, value)
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        uri = f"http://127.0.0.1:{s.getsockname()[1]}"  # nothing listens once it is closed
+    assert not store.answering(uri) and store.answering(f"sqlite:///{tmp_path / 'db'}")
+    grid = ROOT / "ablations" / "smoke.yaml"
+    options = runner.SweepOptions(grid, tmp_path / "results", "cmd", tracking_uri=uri)
+    start = time.monotonic()
+    code = runner.sweep(open_grid(grid), smoke_trials([]), options)
+    took = time.monotonic() - start
+    err = capsys.readouterr().err
+    assert code == 2 and took < 60, (code, took)
+    assert err.count("\n") == 1 and f"the MLflow server at {uri} does not answer" in err
+    assert "rerun the same command" in err and "Traceback" not in err
+    assert not (tmp_path / "results" / "smoke" / "trials").exists()
+    gone: list[str] = []
+    assert watch.make_watch(uri, gone).stop_all() and gone == [
+        f"the MLflow server at {uri} does not answer"]

@@ -16,7 +16,7 @@ from bench.config import ConfigError
 from bench.measure.anchors import DATA, AnchorError, Timing, configs, import_file, measure, show
 from bench.training.memory import keep_heap
 
-from .args import add_set, emit, positive
+from .args import about, add_set, emit, positive
 
 
 def checkout(files: tuple[str, ...], what: str) -> Callable[[str], Path]:
@@ -41,7 +41,7 @@ def existing_file(text: str) -> Path:
 
 
 def main(argv: list[str] | None = None) -> int:
-    p = argparse.ArgumentParser(prog="python -m bench.anchors", description=__doc__.split("\n")[0])
+    p = argparse.ArgumentParser(prog="python -m bench.anchors", description=about(__doc__))
     p.add_argument("--nanogpt", required=True, metavar="DIR",
                    type=checkout(("model.py",), "a nanoGPT checkout holding model.py"))
     p.add_argument("--reference", required=True, metavar="DIR",

@@ -1,4 +1,5 @@
-"""The command-line arguments the commands share, defined once: `--set` and `--preset` (train,
+"""The command-line arguments the commands share, defined once: a command's description
+(`about`), `--set` and `--preset` (train,
 run, speed, anchors), `--tracking-uri` (run, report, retag), what turns a grid file into its
 trials (`add_trial_args`), the argparse types that check a value before anything runs, and how
 a measurement prints (`emit`)."""
@@ -15,6 +16,12 @@ T = TypeVar("T")
 VERDICTS = ("Claims, their test order, looks, exact rules and the verdict words (reproduced, "
             "contradicted, inconclusive, not tested; offsets, detectable, seeds) are "
             "defined in docs/claims.md.")
+
+
+def about(doc: str) -> str:
+    """A command's --help description: its module docstring's first paragraph, whole (never cut
+    at its first line, mid-sentence), on one line for argparse to wrap."""
+    return " ".join(doc.split("\n\n")[0].split())
 
 
 def add_set(p: argparse.ArgumentParser,

@@ -1,5 +1,6 @@
-"""Counted against analytic multiply-adds per predicted token for every variant (the
-measurement room, `bench.measure.flops`; the counts are the model room's, `bench.model.cost` and
+"""Each variant's multiply-adds per predicted token, counted by fvcore on one executed
+prediction step and set against the analytic counts (the measurement room,
+`bench.measure.flops`; the counts are the model room's, `bench.model.cost` and
 `bench.model.count`).
 
 python -m bench.flops [--config tiny] [--config "paper small"]
@@ -14,9 +15,11 @@ import variants
 from bench import plugins
 from bench.measure.flops import CONFIGS, compare
 
+from .args import about
+
 
 def main(argv: list[str] | None = None) -> int:
-    p = argparse.ArgumentParser(prog="python -m bench.flops", description=__doc__.split("\n")[0])
+    p = argparse.ArgumentParser(prog="python -m bench.flops", description=about(__doc__))
     p.add_argument("--config", choices=sorted(CONFIGS), action="append",
                    help="repeatable; default: all")
     args = p.parse_args(argv)

@@ -1,5 +1,5 @@
-"""Paper-style tables, figures and findings of a sweep, read back from MLflow (the findings
-room, `bench.findings`).
+"""Write a finished sweep's paper-style tables, figures and findings again, read back from
+MLflow (the findings room, `bench.findings`).
 
 python -m bench.report ablations/span_limit.yaml          # or an experiment (grid) name
 python -m bench.report span_limit --tracking-uri sqlite:///runs/mlflow.db --out DIR
@@ -14,19 +14,18 @@ import argparse
 import sys
 from pathlib import Path
 
-from bench import plugins
 from bench.config import ConfigError
-from bench.experiment import grid as grids
+from bench.experiment.open import open_grid
 from bench.findings.report import ReportError, refind, render_sweep
 from bench.provenance import LOCAL
 from bench.tracking.reader import StoreError
 from bench.tracking.store import tracking_uri
 
-from .args import VERDICTS, add_tracking_uri
+from .args import VERDICTS, about, add_tracking_uri
 
 
 def main(argv: list[str] | None = None) -> int:
-    p = argparse.ArgumentParser(prog="python -m bench.report", description=__doc__.split("\n")[0],
+    p = argparse.ArgumentParser(prog="python -m bench.report", description=about(__doc__),
                                 epilog=VERDICTS)
     p.add_argument("target", help="grid YAML (its name) or an MLflow experiment name")
     add_tracking_uri(p)
@@ -49,8 +48,7 @@ def main(argv: list[str] | None = None) -> int:
             paths = refind(args.runs, grid_file, args.out or args.runs.parent)
             print("wrote", *map(str, paths), sep="\n  ")
             return 0
-        plugins.load(plugins.from_grid(grid_file))
-        grid = grids.load(grid_file) if grid_file else None
+        grid = open_grid(grid_file) if grid_file else None  # else the sweep's, from the store
         name = grid.name if grid else args.target
         paths = render_sweep(tracking_uri(args.tracking_uri), name, args.out or LOCAL / name,
                              args.sweep, grid, grid_file)

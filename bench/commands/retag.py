@@ -12,20 +12,19 @@ import argparse
 import sys
 from pathlib import Path
 
-from bench import plugins
 from bench.config import ConfigError
-from bench.experiment import grid as grids
+from bench.experiment.open import open_grid
 from bench.sweep.retag import hash_renames, migrate_folder
-from bench.sweep.trials import Overrides, resolve_trials
+from bench.sweep.trials import resolve_trials
 from bench.tracking import retag
 from bench.tracking.reader import StoreError
 from bench.tracking.store import tracking_uri
 
-from .args import add_tracking_uri
+from .args import about, add_tracking_uri
 
 
 def main(argv: list[str] | None = None) -> int:
-    p = argparse.ArgumentParser(prog="python -m bench.retag", description=__doc__.split("\n")[0])
+    p = argparse.ArgumentParser(prog="python -m bench.retag", description=about(__doc__))
     p.add_argument("grids", nargs="*", type=Path, help="grid files whose trials the store holds")
     add_tracking_uri(p)
     p.add_argument("--results", nargs="+", type=Path, default=[], metavar="DIR",
@@ -43,9 +42,7 @@ def main(argv: list[str] | None = None) -> int:
             return 0
         hashes: dict[str, str] = {}
         for path in args.grids:
-            grid = grids.load(path)
-            plugins.load(grid.plugins)
-            hashes |= hash_renames(resolve_trials(grid, Overrides(), False)[1])
+            hashes |= hash_renames(resolve_trials(open_grid(path), False))
         uri = tracking_uri(args.tracking_uri)
         print(f"{uri}: {describe(retag.retag(uri, hashes))}")
     except (ConfigError, StoreError) as err:

@@ -16,11 +16,11 @@ from bench.config import ConfigError, merge, parse_sets
 from bench.measure.speed import cases, log_mlflow, run
 from bench.training.memory import keep_heap
 
-from .args import add_preset, add_set, fraction, int_list
+from .args import about, add_preset, add_set, fraction, int_list
 
 
 def main(argv: list[str] | None = None) -> int:
-    p = argparse.ArgumentParser(prog="python -m bench.speed", description=__doc__.split("\n")[0])
+    p = argparse.ArgumentParser(prog="python -m bench.speed", description=about(__doc__))
     add_preset(p)
     add_set(p)
     p.add_argument("--spans", type=int_list, default="256,1024,4096",

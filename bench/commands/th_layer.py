@@ -18,11 +18,11 @@ from bench.measure.th_layer import Shape, THLayerError, import_xformers, measure
 from bench.training import precision
 from bench.training.memory import keep_heap
 
-from .args import emit, positive
+from .args import about, emit, positive
 
 
 def main(argv: list[str] | None = None) -> int:
-    p = argparse.ArgumentParser(prog="python -m bench.th_layer", description=__doc__.split("\n")[0])
+    p = argparse.ArgumentParser(prog="python -m bench.th_layer", description=about(__doc__))
     p.add_argument("--batch", type=positive, default=8, help="B, blocks per step")
     p.add_argument("--tokens", type=positive, default=256,
                    help="M, tokens per block; ours' span S = M (the whole causal block)")

@@ -13,11 +13,11 @@ from bench.config import ConfigError, parse_sets, resolve, set_dotted
 from bench.training.loop import train
 from bench.training.state import Diverged
 
-from .args import add_preset, add_set
+from .args import about, add_preset, add_set
 
 
 def main(argv: list[str] | None = None) -> int:
-    p = argparse.ArgumentParser(prog="python -m bench.train", description=__doc__.split("\n")[0])
+    p = argparse.ArgumentParser(prog="python -m bench.train", description=about(__doc__))
     p.add_argument("--variant", help="registered variant name (model.variant)")
     p.add_argument("--data", help="registered dataset: synthetic, enwik8, text8, file, or a "
                    "plugin's (data.name)")

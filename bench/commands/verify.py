@@ -17,12 +17,12 @@ from pathlib import Path
 from bench.config import ConfigError
 from bench.findings.verify import folders, verify
 
-from .args import VERDICTS
+from .args import VERDICTS, about
 
 
 def main(argv: list[str] | None = None) -> int:
-    p = argparse.ArgumentParser(prog="python -m bench.verify", description=__doc__.split(
-        "\n\n")[0].replace("\n", " "), epilog=VERDICTS)
+    p = argparse.ArgumentParser(prog="python -m bench.verify", description=about(__doc__),
+                                epilog=VERDICTS)
     p.add_argument("paths", nargs="+", type=Path, help="result folders, or folders above them")
     p.add_argument("--allow-unverified", action="store_true", help="exit 0 for results whose "
                    "runs predate the plan records, where their findings say unverified")

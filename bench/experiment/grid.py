@@ -1,13 +1,12 @@
 """A grid file, the one schema of an experiment: the trials to run (a base config, axes, seeds),
-the claims it expects to find, their looks, and what its report draws. Parsed once (`load`, or
-`from_text` for the file a sweep logged to MLflow) and carried whole through the sweep, its
-looks and its report. The trials it expands to are `bench.sweep.trials`'s.
+the claims it expects to find, their looks, and what its report draws. Opened once
+(`bench.experiment.open`: a file, or the text a sweep logged to MLflow) and carried whole
+through the sweep, its looks and its report. The trials it expands to are `bench.sweep.trials`'s.
 """
 
 from pathlib import Path
 from typing import Annotated, Any, Literal
 
-import yaml
 from pydantic import (
     BaseModel,
     Discriminator,
@@ -24,7 +23,6 @@ from bench.config import (
     ConfigError,
     Strict,
     format_error,
-    read_yaml,
 )
 from bench.tracking.names import EVAL_METRICS
 
@@ -174,10 +172,20 @@ class Scheduler(Strict):
         return {"type": v} if isinstance(v, str) else v
 
 
-class Grid(Strict):
-    """A grid file: the cross product of `grid` (minus `exclude`) x `seeds`, on top of `base`."""
+NAME = r"^[A-Za-z0-9_.-]+$"  # a grid's name: its results folder and MLflow experiment
 
-    name: str = Field(pattern=r"^[A-Za-z0-9_.-]+$")
+
+class Grid(Strict):
+    """A grid file: the cross product of `grid` (minus `exclude`) x `seeds`, on top of `base`;
+    its `status` says what its results are (docs/grids.md): the `primary` grid of an experiment
+    (the experiment is named after it), a `replication` or `design` data `of` one, or
+    `superseded` by another grid (`superseded_by`, with `why`), which `bench.run` refuses."""
+
+    name: str = Field(pattern=NAME)
+    status: Literal["primary", "replication", "design", "superseded"] = "primary"
+    of: str | None = Field(None, pattern=NAME)  # a replication's or design grid's primary
+    superseded_by: str | None = Field(None, pattern=NAME)  # the grid that replaces this one
+    why: str | None = None  # why it was superseded
     base: Base = Base()
     grid: dict[str, list[Any]]
     exclude: list[dict[str, Any]] = []  # a trial matching every key of a rule is dropped
@@ -192,6 +200,8 @@ class Grid(Strict):
     design_seeds: list[int] | None = None
     report: ReportSpec = ReportSpec()  # the table layout and figures of its report
     plugins: list[str] = []  # modules or .py files imported first, as $ATTNBENCH_PLUGINS
+    # axes a --set pinned to one value, with the values the file lists (a sweep's logged plan)
+    pinned: dict[str, list[Any]] = {}
 
     @field_validator("grid")
     @classmethod
@@ -215,6 +225,18 @@ class Grid(Strict):
         return v
 
     @model_validator(mode="after")
+    def _status(self) -> "Grid":
+        needs = {"replication": ["of"], "design": ["of"], "superseded": ["superseded_by", "why"]}
+        wanted = needs.get(self.status, [])
+        if missing := [k for k in wanted if getattr(self, k) is None]:
+            raise ValueError(f"status {self.status}: needs {' and '.join(missing)}")
+        if extra := [k for k in ("of", "superseded_by", "why")
+                     if k not in wanted and getattr(self, k) is not None]:
+            raise ValueError(f"{extra[0]}: not a key of a grid with status {self.status} (of: "
+                             "replication or design; superseded_by and why: superseded)")
+        return self
+
+    @model_validator(mode="after")
     def _rules(self) -> "Grid":
         if self.claims and self.design_seeds is None:
             raise ValueError("design_seeds: required with claims: the seeds whose runs the "
@@ -224,10 +246,18 @@ class Grid(Strict):
             if unknown := sorted(set(rule) - set(self.grid)):
                 raise ValueError(f"exclude.{i}: {unknown} are not grid keys; grid keys: "
                                  f"{', '.join(self.grid)}")
-        # against the grid as written: a --set that pins an axis later (`model_copy`, which
-        # validates nothing) leaves the claims on its other values inconclusive, not invalid
-        check_claims(self.claims, self.grid, lambda values: excluded(values, self.exclude))
+        # against the grid as written: a --set that pins an axis (`pinned` keeps the values the
+        # file lists) leaves the claims on its other values inconclusive, not invalid
+        check_claims(self.claims, {**self.grid, **self.pinned},
+                     lambda values: excluded(values, self.exclude))
         return self
+
+    @property
+    def said(self) -> str:
+        """Its status in words, one line (the dry run's and the findings')."""
+        if self.status == "superseded":
+            return f"superseded by {self.superseded_by}: {self.why}"
+        return self.status if self.of is None else f"{self.status} of {self.of}"
 
     @property
     def looks(self) -> Looks | None:
@@ -238,6 +268,17 @@ class Grid(Strict):
         """The seeds each look runs: the first looks[k] of the grid's seeds (a list: one)."""
         seeds = seed_list(self.seeds)
         return [seeds[:n] for n in self.looks.looks] if self.looks else [seeds]
+
+
+def check_runnable(grid: Grid, path: Path) -> None:
+    """ConfigError for a superseded grid (`bench.run` refuses it), naming the grid that
+    replaces it, its file where it lies beside `path`, and why."""
+    if grid.status != "superseded":
+        return
+    beside = path.with_name(f"{grid.superseded_by}.yaml")
+    then = f"python -m bench.run {beside}" if beside.is_file() else "its grid file"
+    raise ConfigError(f"{path}: status superseded: grid {grid.name} is replaced by "
+                      f"{grid.superseded_by} ({grid.why}); run {then}")
 
 
 def excluded(values: dict[str, Any], rules: list[dict[str, Any]]) -> bool:
@@ -255,17 +296,3 @@ def parse(raw: Any, where: str) -> Grid:
         return Grid.model_validate(raw)
     except ValidationError as err:
         raise ConfigError(format_error(err, Grid, where)) from None
-
-
-def load(path: Path) -> Grid:
-    """The grid file at `path`, validated."""
-    return parse(read_yaml(path, "grid file"), f"grid file {path}")
-
-
-def from_text(text: str, where: str) -> Grid:
-    """A grid file's text (as a sweep logged it), validated; `where` names it in errors."""
-    try:
-        raw = yaml.safe_load(text)
-    except yaml.YAMLError as err:
-        raise ConfigError(f"{where}: not YAML: {err}") from None
-    return parse(raw, where)

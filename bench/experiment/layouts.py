@@ -22,6 +22,11 @@ LAYOUTS = {  # name: (title, columns)
                 ("Avg. span", "mean_span", "span"), DEV, TEST]),
 }
 
+# How a paper's table names a registered variant, by layout (display only: records, trial
+# hashes and grid files keep the registry's name): talking-heads' baseline is multi-head
+# attention, the registry's `fixed` (the fixed window, no mixing). Figures use the table's names.
+PAPER_NAMES = {"th_table1": {"fixed": "multi-head"}, "th_table3": {"fixed": "multi-head"}}
+
 # The figures a grid file may name (`report: {figures: [...]}`): name -> (file stem, height in
 # inches at the paper's column width); `bench.findings.figures.fig_<name>` draws each.
 FIGURES = {

@@ -33,8 +33,8 @@ from pathlib import Path
 import pandas as pd
 
 from bench.config import ConfigError
-from bench.experiment import grid as grids
 from bench.experiment.grid import Grid, Looks
+from bench.experiment.open import GridText, open_grid
 
 from .stats import ALPHA
 
@@ -136,7 +136,8 @@ class _Repo:
     def _plan(self, commit: str, start: int | None) -> str | None:
         text = _git(self.root, "show", f"{commit}:{self.plan_file}")
         try:
-            grid = grids.from_text(text or "", f"{self.plan_file} at {commit[:10]}")
+            grid = open_grid(GridText(text or "", f"{self.plan_file} at {commit[:10]}",
+                                      self.root), imports=False)
         except ConfigError:
             return None
         if isinstance(grid.seeds, Looks) and start not in (grid.seeds.start,

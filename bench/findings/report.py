@@ -8,18 +8,20 @@ and the grid file, never the training code.
 
 import json
 import os
+import re
 from pathlib import Path
 
 import numpy as np
 import pandas as pd
 
 from bench.config import ConfigError
-from bench.experiment import grid as grids
 from bench.experiment.claims import METRICS, PROBE_METRIC
 from bench.experiment.grid import Grid
+from bench.experiment.open import GridText, open_grid
 from bench.provenance import identity
 from bench.tracking import reader, writer
 from bench.tracking.names import PLAN, SEEDS
+from bench.tracking.page import ClaimResult, Page
 
 from . import prereg, stats, verdicts
 from .figures import write_figures
@@ -173,7 +175,9 @@ def findings_markdown(table: pd.DataFrame) -> str:
 def judge(grid: Grid, runs: pd.DataFrame, missing: pd.DataFrame, grid_file: Path | None
           ) -> tuple[pd.DataFrame, prereg.Registration]:
     """The grid's claims' verdicts on `runs` (`verdicts.evaluate`), labelled by what the
-    pre-registration check (`prereg.check`) found: exploratory or unverified where it says so."""
+    pre-registration check (`prereg.check`) found: exploratory or unverified where it says so.
+    `runs` as runs.csv holds them or as the store does (the plan records as MLflow tags)."""
+    runs = runs.rename(columns={f"tags.{PLAN}{k}": k for k in prereg.RECORDS})
     registered = prereg.check(grid_file, grid, runs)
     table = verdicts.evaluate(grid.claims, runs, missing, grid.looks, grid.design_seeds)
     if registered.evidence == "exploratory":
@@ -197,6 +201,7 @@ def write_findings(name: str, grid: Grid, runs: pd.DataFrame, missing: pd.DataFr
     shared = shared_line(runs, out_dir)
     paths[0].write_text("\n".join([
         f"# {name}: findings", "", data_line(runs), "", machine_line(runs), "",
+        f"Grid status: {grid.said} (docs/grids.md).", "",
         registered.line, "", *([shared, ""] if shared else []), md, "",
         FINDINGS_NOTE.format(alpha=stats.ALPHA), "",
         "## Claims, in their test order", "", *texts, ""]))
@@ -207,7 +212,7 @@ def write_findings(name: str, grid: Grid, runs: pd.DataFrame, missing: pd.DataFr
 def refind(runs_csv: Path, grid_file: Path, out_dir: Path) -> list[Path]:
     """The findings of a grid file's claims recomputed from a runs.csv (a committed result's
     per-seed values, no MLflow store), into out_dir with the grid file beside them."""
-    grid = grids.load(grid_file)
+    grid = open_grid(grid_file)
     out_dir.mkdir(parents=True, exist_ok=True)
     paths, _, md = write_findings(grid.name, grid, read_per_seed(runs_csv),
                                   pd.DataFrame(), out_dir, grid_file)
@@ -218,6 +223,38 @@ def refind(runs_csv: Path, grid_file: Path, out_dir: Path) -> list[Path]:
     return paths
 
 
+def page_markdown(paths: list[Path]) -> str:
+    """The report as the sweep's run page shows it: findings.md (its reading note as a pointer
+    to docs/claims.md) and each table's Markdown, their shared lines (data, machine) once, a
+    <name> in the text as words (MLflow's Markdown drops it as an HTML tag)."""
+    seen: set[str] = set()
+    out = []
+    mds = sorted((p for p in paths if p.suffix == ".md"), key=lambda p: p.name != "findings.md")
+    for md in mds:
+        for line in md.read_text().splitlines():
+            if line.startswith("How to read this table"):
+                line = f"How to read this table: docs/claims.md, and the note in {md.name}."
+            elif line in seen and line.startswith(("Data:", "Machine:")):
+                continue
+            seen.add(line)
+            out.append("#" + line if line.startswith("# ") else line)
+        out.append("")
+    text = re.sub(r"<(\w+)>", r"&lt;\1&gt;", "\n".join(out))  # <probe>: a word, not a tag
+    return re.sub(r"\n{3,}", "\n\n", text).strip()
+
+
+def sweep_page(runs: pd.DataFrame, paths: list[Path], table: pd.DataFrame | None,
+               out_dir: Path) -> Page:
+    """What the sweep's run page shows of the report (`page.Page`): `table`, the findings'
+    rows of the claims (None: no claims)."""
+    claims = [] if table is None else [
+        ClaimResult(r.claim, r.verdict, r.effect, r.p) for r in table.itertuples()]
+    precision = ", ".join(sorted(runs["precision"].dropna().astype(str).unique())) \
+        if "precision" in runs else "not recorded"
+    return Page(page_markdown(paths), claims, machine_line(runs).removeprefix("Machine: "),
+                precision, [p for p in paths if p.suffix == ".png"], out_dir.resolve())
+
+
 # ---- the whole report
 
 def load(uri: str, experiment: str, sweep: str | None = None,
@@ -226,8 +263,10 @@ def load(uri: str, experiment: str, sweep: str | None = None,
     holds of it; `grid` (the sweep's own, or a grid file's), else the grid file logged with the
     sweep, says what to report."""
     found = reader.sweep_runs(uri, experiment, identity(), sweep)
-    if grid is None and found.grid_text is not None:
-        grid = grids.from_text(found.grid_text, f"the grid file logged with {experiment}'s sweep")
+    if grid is None and found.grid_text is not None:  # its plugins relative to where it lay
+        folder = Path(found.sweep.data.params.get("grid_file", ".")).parent
+        where = f"the grid file logged with {experiment}'s sweep"
+        grid = open_grid(GridText(found.grid_text, where, folder))
     return load_sweep(found, grid), found
 
 
@@ -236,8 +275,8 @@ def render_sweep(uri: str, experiment: str, out_dir: Path, sweep: str | None = N
     """Write the report of sweep `sweep` (a parent run id; default: the experiment's newest):
     the table, figures and findings its grid declares (`grid`, read from `grid_file`; default:
     the grid file logged with the sweep), of exactly the trials it covers, under out_dir, and
-    print the findings; log them as artifacts (report/) of the sweep's run, with each claim's
-    verdict as a tag attnbench.claim.<id>. Raises ReportError (or reader.StoreError) when
+    print the findings; log them as artifacts (report/) of the sweep's run, and make its page
+    the report (`sweep_page`, `page.publish`). Raises ReportError (or reader.StoreError) when
     nothing can be reported; ConfigError for a logged grid file that cannot be read."""
     os.environ.setdefault("MLFLOW_ENABLE_ARTIFACTS_PROGRESS_BAR", "false")  # no bars in logs
     data, found = load(uri, experiment, sweep, grid)
@@ -258,13 +297,15 @@ def render_sweep(uri: str, experiment: str, out_dir: Path, sweep: str | None = N
     if text is not None:  # what the sweep ran and tested
         paths.append(out_dir / "grid.yaml")
         paths[-1].write_text(text)
-    verdicts = {}
+    table = None
     if data.claims:
         written, table, md = write_findings(data.name, data.grid, runs, data.missing, out_dir,
                                             path)
         paths += written
         print(f"\nfindings ({written[0]}):\n{md}")
-        verdicts = table.set_index("claim")["verdict"].reindex([c.id for c in data.claims])
     if found.sweep is not None:
-        writer.log_report(found.client, found.sweep.info.run_id, paths, dict(verdicts))
+        claims = None if table is None else table[table["claim"].isin(
+            [c.id for c in data.claims])]  # the claims, not their parts
+        writer.log_report(found.client, found.sweep, paths,
+                          sweep_page(runs, paths, claims, out_dir))
     return paths

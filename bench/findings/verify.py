@@ -9,9 +9,8 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from bench import plugins
 from bench.config import ConfigError
-from bench.experiment import grid as grids
+from bench.experiment.open import open_grid
 
 from .report import judge, read_per_seed
 
@@ -70,8 +69,7 @@ def verify(folder: Path) -> Checked:
         raise ConfigError(f"{folder}: no {', '.join(missing)} (a result folder holds "
                           f"{', '.join(FILES)})")
     grid_file = folder / "grid.yaml"
-    plugins.load(plugins.from_grid(grid_file))
-    grid = grids.load(grid_file)
+    grid = open_grid(grid_file)
     table, registered = judge(grid, read_per_seed(folder / "runs.csv"), pd.DataFrame(),
                               grid_file)
     lines = []

@@ -13,9 +13,10 @@ import pandas as pd
 import torch
 
 import variants
-from bench.config import ConfigError, read_yaml
-from bench.experiment.claims import EXACT, PROBE_METRIC, SPAN_SHAPE, Claim, cells, parse
+from bench.config import ConfigError
+from bench.experiment.claims import EXACT, PROBE_METRIC, SPAN_SHAPE, Claim, cells
 from bench.experiment.grid import Grid, Seeds, plan_of
+from bench.experiment.open import read
 from bench.findings import sequential
 from bench.findings.bounds import Spans, decided
 from bench.findings.stats import ALPHA, min_seeds
@@ -102,11 +103,12 @@ def by_look(claims: list[Claim], axes: dict[str, list[Any]], seeds: Seeds) -> pd
     return pd.DataFrame(rows)
 
 
-def rates(claims: list[Claim], axes: dict[str, list[Any]], seeds: Seeds) -> pd.DataFrame:
+def rates(claims: list[Claim], axes: dict[str, list[Any]], seeds: Seeds,
+          power_at: tuple[float, ...] = (0.8, 0.9)) -> pd.DataFrame:
     """Per claim: its worst-case errors over the region where it holds or fails (a claim of
     several parts: one part at its boundary, the rest decided; exact for the sign test, a
     bound for sign-flip), its power (`sequential.operating`, parts independent; q is the
-    chance that a seed lands on the claimed side) to reproduce at q = 0.8 and 0.9 with every
+    chance that a seed lands on the claimed side) to reproduce at each q of `power_at` with every
     part true, and to contradict at q = 0.1 with one part false (alone at its level), and the
     looks that can never change a decision."""
     plan, futility = plan_of(seeds)
@@ -118,15 +120,14 @@ def rates(claims: list[Claim], axes: dict[str, list[Any]], seeds: Seeds) -> pd.D
             continue
         one = sequential.Contrary(o.test, parts=1, equivalent=o.equivalent)
         alone = sequential.Budget(b.claim, b.contrary / o.parts)
-        at = {q: sequential.operating(plan, o, q, futility, b) for q in (0.5, 0.8, 0.9)}
+        at = {q: sequential.operating(plan, o, q, futility, b) for q in (0.5, *power_at)}
         rows.append({"claim": c.id, "test": c.test,
                      "worst error: reproduced": sequential.design(plan, c.test, False,
                                                                   b.claim)[-1].error,
                      "worst error: contradicted": sequential.against(
                          plan, c.test, False, o.parts, b.contrary, o.equivalent)[-1].error
                      * o.parts,
-                     "power q 0.8": at[0.8].ends["reproduced"],
-                     "power q 0.9": at[0.9].ends["reproduced"],
+                     **{f"power q {q:g}": at[q].ends["reproduced"] for q in power_at},
                      "contradicts at q 0.1, one part false": sequential.operating(
                          plan, one, 0.1, futility, alone).ends["contradicted"],
                      "looks that never decide": ", ".join(
@@ -192,14 +193,13 @@ def check_restated(grid: Grid, results: Path = RESULTS) -> None:
     after design runs (exploratory findings) is how claims are written."""
     mine = {c.id: (i, c) for i, c in enumerate(grid.claims)}
     for path in sorted(results.rglob("grid.yaml")):
-        raw = read_yaml(path, "committed grid file")
         found = path.with_name("findings.csv")
-        if not isinstance(raw, dict) or raw.get("name") != grid.name or not found.is_file():
+        if not found.is_file() or (committed := read(path)).name != grid.name:
             continue
         ran = set(pd.read_csv(found).get("evidence", pd.Series(dtype=str)))
         if not ran & {"confirmatory", "unverified"}:  # confirmation seeds ran
             continue
-        for old in parse(raw.get("claims")):
+        for old in committed.claims:
             if old.id in mine and _tested(mine[old.id][1]) != _tested(old):
                 raise ConfigError(f"claims.{mine[old.id][0]} ({old.id}): a claim with this id, "
                                   f"tested otherwise, has run on confirmation seeds "
@@ -232,3 +232,30 @@ def check_gpus(grid: Grid, address: str | None) -> float:
         raise ConfigError(f"resources.gpu={gpu:g}: {where}; set resources.gpu to null (trials "
                           "packed on the GPUs there are, none without) or 0")
     return have
+
+
+def at_once(cpu: float, share: float, gpus: float, cpus: int | None) -> str:
+    """How many trials run at once and why, in words: Ray runs as many as its CPUs hold at
+    `cpu` each (resources.cpu; `cpus`: this machine's, None for a cluster's, not known before
+    it starts) and, where trials get a `share` of one of the `gpus` GPUs, as many as those
+    shares fill, whichever is fewer."""
+    by_cpu = None if cpus is None else int(cpus // cpu)
+    cpu_text = "the cluster's CPUs" if cpus is None else f"{cpus} CPUs here"
+    if not share:
+        held = "as many" if by_cpu is None else str(by_cpu)
+        return f"at once: {held} trials ({cpu_text}, resources.cpu={cpu:g} each; no GPU)"
+    by_gpu = int(gpus / share + 1e-9)
+    n = by_gpu if by_cpu is None else min(by_gpu, by_cpu)
+    which = "the GPUs" if by_cpu is None or by_gpu <= by_cpu else "the CPUs"
+    return (f"at once: {n} trials ({gpus:g} GPUs at {share:g} of one each: {by_gpu}; "
+            f"{cpu_text} at resources.cpu={cpu:g} each: {'as many' if by_cpu is None else by_cpu}; "
+            f"{which} limit it)")
+
+
+def eager_graphs(trials: list[Trial], share: float) -> str | None:
+    """Where trials set train.compile=graphs and get no GPU (`share` 0), that their step runs
+    eagerly (`bench.training.graphs`: the same run to the last digit), else None."""
+    if share or not any(t.cfg.train.compile == "graphs" for t in trials):
+        return None
+    return ("train.compile=graphs: no CUDA for the trials here, so each runs its step eagerly "
+            "(the same run, to the last digit); on a CUDA GPU the step is captured as one graph")

@@ -16,6 +16,7 @@ import json
 import os
 import shutil
 import subprocess
+import sys
 from dataclasses import dataclass
 
 import torch
@@ -29,6 +30,8 @@ from .trials import Trial
 PACK = 8  # trials per GPU at most: eight main-job trials under MPS, 4.5x one alone (H100)
 CONTEXT_MB = 600.0  # a process's CUDA context and allocator slack, measured near 500 MB
 STATE_BYTES = 16  # per parameter: fp32 weight, gradient and AdamW's two moments
+# a CUDA client: what shows that MPS serves one (a kernel run, its result read back)
+CLIENT = "import torch; assert torch.ones(1, device='cuda').add(1).item() == 2"
 
 
 def trial_mb(t: Trial) -> float:
@@ -80,18 +83,45 @@ def packing(trials: list[Trial], asked: float | None, memory: float | None,
                    f"at most {PACK})")
 
 
+def _serves(control: str) -> str | None:
+    """Why NVIDIA's MPS daemon serves no CUDA client (None where one connected): a CUDA process
+    (CLIENT) runs a kernel, and the daemon lists the server it started for it."""
+    try:
+        client = subprocess.run([sys.executable, "-c", CLIENT], capture_output=True, text=True,
+                                timeout=120)
+    except subprocess.TimeoutExpired:
+        return "a CUDA client did not finish in 120 s"
+    if client.returncode:
+        last = (client.stderr or client.stdout).strip().splitlines() or ["no output"]
+        return f"a CUDA client failed ({last[-1]})"
+    listed = subprocess.run([control], input="get_server_list\n", capture_output=True, text=True,
+                            timeout=30).stdout.split()
+    return None if any(w.isdigit() for w in listed) else \
+        "a CUDA client ran, but the daemon lists no server (the client did not go through MPS)"
+
+
 def start_mps(per_gpu: int) -> str:
-    """NVIDIA's MPS control daemon where trials share a GPU, this machine has one and it is
-    not running yet; returns what happened, in words (the sweep records it)."""
+    """NVIDIA's MPS control daemon where trials share a GPU and this machine has one (started
+    unless it runs already), said to be in use only once a CUDA client has connected through it
+    (`_serves`); a daemon this call started that serves none is stopped again. Returns what
+    happened, in words (the sweep records it)."""
     if per_gpu < 2:
         return "MPS not needed: one trial per GPU"
     control = shutil.which("nvidia-cuda-mps-control")
     if control is None:
         return "MPS not used: nvidia-cuda-mps-control is not on this machine"
     pipe = os.environ.get("CUDA_MPS_PIPE_DIRECTORY", "/tmp/nvidia-mps")
-    if os.path.exists(os.path.join(pipe, "control")):
-        return "MPS used: its daemon was already running"
-    done = subprocess.run([control, "-d"], capture_output=True, text=True, timeout=30)
-    if done.returncode:
-        return f"MPS not used: starting it failed ({(done.stderr or done.stdout).strip()})"
-    return "MPS used: started for this sweep (stop it with: echo quit | nvidia-cuda-mps-control)"
+    running = os.path.exists(os.path.join(pipe, "control"))
+    if not running:
+        done = subprocess.run([control, "-d"], capture_output=True, text=True, timeout=30)
+        if done.returncode:
+            return f"MPS not used: starting it failed ({(done.stderr or done.stdout).strip()})"
+    why = _serves(control)
+    if why is not None:
+        if running:
+            return f"MPS not usable: its daemon was already running, and {why}"
+        subprocess.run([control], input="quit\n", capture_output=True, text=True, timeout=30)
+        return f"MPS not used: its daemon started, but {why}; stopped it again"
+    how = "its daemon was already running" if running else \
+        "started for this sweep (stop it with: echo quit | nvidia-cuda-mps-control)"
+    return f"MPS used: {how}; a CUDA client connected through it"

@@ -2,17 +2,17 @@
 variants' earlier names (`variants.names.RENAMED`), and committed result folders rewritten to
 today's names (`runs.csv`, `grid.yaml`); `python -m bench.retag` applies them once."""
 
-import re
 from pathlib import Path
+from typing import Any
 
 import pandas as pd
 
-from bench.experiment import grid as grids
-from bench.experiment.grid import seed_list
+from bench.experiment.grid import Grid, parse, seed_list
+from bench.experiment.open import read, to_text
 from bench.tracking.retag import NAMED
 from variants.names import RENAMED
 
-from .trials import Overrides, Trial, resolve_trials, trial_hash
+from .trials import Trial, resolve_trials, trial_hash
 
 PRECISIONS = ("fp32", "bf16-autocast")  # a record's precision, whichever machine ran it
 
@@ -32,15 +32,21 @@ def hash_renames(trials: list[Trial]) -> dict[str, str]:
     return out
 
 
-def rename_grid_text(text: str) -> str:
-    """A grid file's text with each earlier variant name, as a value of model.variant (a list
-    item or one value), replaced by its name now."""
-    for (kind, old), now in RENAMED.items():
-        if kind == "model.variant":
-            word = rf"(?<![\w-]){re.escape(old)}(?![\w-])"
-            text = re.sub(rf"(model\.variant:\s*(?:\[[^\]\n]*)?){word}", rf"\g<1>{now}", text)
-            text = re.sub(rf"(model\.variant:\s*\[[^\]\n]*?){word}", rf"\g<1>{now}", text)
-    return text
+def rename_grid(grid: Grid, where: str) -> Grid:
+    """The grid with each earlier variant name, wherever a value of model.variant stands (a grid
+    axis, the base, claims' rows and baselines, exclude rules, the report's baseline), replaced
+    by its name now, validated again by the schema."""
+    now = {old: new for (kind, old), new in RENAMED.items() if kind == "model.variant"}
+
+    def walk(value: Any, key: str | None = None) -> Any:
+        if isinstance(value, dict):
+            return {k: walk(v, k) for k, v in value.items()}
+        if isinstance(value, list):
+            return [walk(v, key) for v in value]
+        named = key in ("model.variant", "variant") and isinstance(value, str)
+        return now.get(value, value) if named else value
+
+    return parse(walk(grid.model_dump(mode="json", exclude_defaults=True)), where)
 
 
 def migrate_folder(folder: Path) -> dict[str, int]:
@@ -48,15 +54,14 @@ def migrate_folder(folder: Path) -> dict[str, int]:
     variant names, the runs' names of variants and policies, and their trial hashes (resolved
     from the renamed grid at the runs' seeds; a run of a sweep with overrides keeps its hash,
     counted); returns how many of each changed."""
-    text = (folder / "grid.yaml").read_text()
-    renamed_text = rename_grid_text(text)
+    written = read(folder / "grid.yaml")
+    grid = rename_grid(written, f"{folder / 'grid.yaml'} (renamed)")
     runs = pd.read_csv(folder / "runs.csv")
-    grid = grids.from_text(renamed_text, f"{folder / 'grid.yaml'} (renamed)")
     seeds = sorted(int(s) for s in runs["seed"].unique()) if "seed" in runs else seed_list(
         grid.seeds)
-    _, trials = resolve_trials(grid.model_copy(update={"seeds": seeds}), Overrides(), False)
+    trials = resolve_trials(grid.model_copy(update={"seeds": seeds}), False)
     hashes = hash_renames(trials)
-    changed = {"grid names": int(renamed_text != text), "names": 0, "trial hashes": 0,
+    changed = {"grid names": int(grid != written), "names": 0, "trial hashes": 0,
                "trial hashes not found in the grid's trials": 0}
     for col, kind in NAMED.items():
         if col in runs:
@@ -74,6 +79,7 @@ def migrate_folder(folder: Path) -> dict[str, int]:
         changed["trial hashes not found in the grid's trials"] = int(
             (~runs["trial"].isin(known)).sum())
     if any(changed.values()):
-        (folder / "grid.yaml").write_text(renamed_text)
+        if grid != written:  # through the schema: the file's comments and layout are not kept
+            (folder / "grid.yaml").write_text(to_text(grid))
         runs.to_csv(folder / "runs.csv", index=False)
     return changed

@@ -8,11 +8,16 @@ skips finished trials and resumes unfinished ones from their checkpoints; finish
 other code are reported, marked stale, and rerun with --rerun-stale.
 """
 
+import contextlib
 import os
 import shutil
+import signal
 import sys
 import tempfile
+import threading
+import traceback
 from collections import Counter
+from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -20,20 +25,23 @@ from typing import Any
 import pandas as pd
 import torch
 from mlflow import MlflowClient
+from mlflow.exceptions import MlflowException
 
 from bench import data, plugins, provenance
 from bench.config import ConfigError
 from bench.experiment.claims import Claim, cells
 from bench.experiment.grid import Grid
+from bench.experiment.open import to_text
 from bench.findings.runs import waiting
 from bench.record import Evaluation, RunResult
-from bench.tracking import names, reader, store, writer
+from bench.tracking import names, page, reader, store, writer
 from bench.tracking.trial import TrialSpec, Where
 from bench.training.loop import train
 from bench.training.state import Diverged
 
 from .plan import costliest_first
 from .trials import Trial
+from .watch import make_watch
 
 
 @dataclass(frozen=True)
@@ -72,17 +80,30 @@ class Session:
 
 def trainable(config: dict, specs: dict[str, TrialSpec], where: Where) -> None:
     """One trial in a Ray worker (`config["trial"]`, its hash, names its spec in `specs`, which
-    Ray hands over as is: its config would flatten a dataclass): train, log to MLflow. The
-    trial folder is the only checkpoint store: train() resumes from its checkpoint.pt after a
-    crash, so nothing is handed to Ray's checkpointing (which would copy the weights into
-    <results-dir>/<grid>/ray/ at every evaluation)."""
-    import ray
-    from ray import tune
-
+    Ray hands over as is: its config would flatten a dataclass): train, log to MLflow
+    (`train_logged`). Where the tracking server stops answering, the trial ends quietly (its
+    folder keeps its checkpoint, or its result for a rerun to log) and the driver, which
+    watches the server, stops the sweep and says so."""
     spec = specs[config["trial"]]
     plugins.load(list(spec.plugins), env=False)  # before anything names a variant
     torch.set_num_threads(spec.threads)
     spec.out_dir.mkdir(parents=True, exist_ok=True)
+    store.be_brief(where.uri)  # a cluster's worker: not the driver's environment
+    try:
+        train_logged(spec, where)
+    except MlflowException as err:
+        if store.lost(where.uri, err) is None:
+            raise
+
+
+def train_logged(spec: TrialSpec, where: Where) -> None:
+    """Train one trial, logging to MLflow. The trial folder is the only checkpoint store:
+    train() resumes from its checkpoint.pt after a crash, so nothing is handed to Ray's
+    checkpointing (which would copy the weights into <results-dir>/<grid>/ray/ at every
+    evaluation)."""
+    import ray
+    from ray import tune
+
     ctx = ray.get_runtime_context()
     run = writer.TrialRun.open(where, spec, {
         names.RAY_NODE: ctx.get_node_id(), names.RAY_GCS: ctx.gcs_address,
@@ -126,9 +147,10 @@ def start_ray(address: str | None) -> str:
         return f"Ray cluster at {address}"
     os.environ["RAY_AUTH_MODE"] = "disabled"  # local only: no token written to ~/.ray
     temp = Path(tempfile.gettempdir()) / "attnbench-ray"  # short: Ray's socket paths are limited
-    ray.init(num_cpus=os.cpu_count(), include_dashboard=False, _temp_dir=str(temp),
-             logging_config=quiet)
-    return f"local Ray, {os.cpu_count()} CPUs, temp dir {temp}"
+    gpus = torch.cuda.device_count()  # what the packing counted (`gpus.packing`), told to Ray
+    ray.init(num_cpus=os.cpu_count(), num_gpus=gpus, include_dashboard=False,
+             _temp_dir=str(temp), logging_config=quiet)
+    return f"local Ray, {os.cpu_count()} CPUs, {gpus} GPUs, temp dir {temp}"
 
 
 def stop_ray() -> None:
@@ -137,14 +159,21 @@ def stop_ray() -> None:
     ray.shutdown()
 
 
-def make_callback(client: Any, where: Where, specs: dict[str, TrialSpec], ended: set[str]
-                  ) -> Any:
+def make_callback(client: Any, where: Where, specs: dict[str, TrialSpec], ended: set[str],
+                  gone: list[str]) -> Any:
     """A Tune callback that prints each trial's end and closes the MLflow run of a trial whose
-    worker could not (stopped by the scheduler, crashed past its retries)."""
+    worker could not (stopped by the scheduler, crashed past its retries); where the tracking
+    server no longer answers, it notes why in `gone` (which stops the sweep: `make_watch`)."""
     from ray import tune
 
     def close(trial: Any, status: str, tag: str, reason: str) -> str:
-        return writer.close(client, where, trial.config["trial"], status, tag, reason)
+        try:
+            return writer.close(client, where, trial.config["trial"], status, tag, reason)
+        except MlflowException as err:
+            if (why := store.lost(where.uri, err)) is None:
+                raise
+            gone.append(str(why))
+            return "not logged (the MLflow server stopped answering)"
 
     class CloseRuns(tune.Callback):
         def _end(self, trial: Any, how: str) -> None:
@@ -166,9 +195,11 @@ def make_callback(client: Any, where: Where, specs: dict[str, TrialSpec], ended:
     return CloseRuns()
 
 
-def run_tune(run: Session, todo: list[Trial], where: Where, ended: set[str]) -> None:
+def run_tune(run: Session, todo: list[Trial], where: Where, ended: set[str], gone: list[str]
+             ) -> None:
     """Run the pending trials as one Tune experiment under <results-dir>/<grid>/ray/; `ended`
-    collects the trials whose run the worker or the callback closed."""
+    collects the trials whose run the worker or the callback closed, `gone` why the tracking
+    server stopped answering, if it did (which stops every trial)."""
     from ray import tune
     from ray.tune.schedulers import ASHAScheduler
 
@@ -199,7 +230,8 @@ def run_tune(run: Session, todo: list[Trial], where: Where, ended: set[str]) -> 
             storage_path=str((run.root / "ray").resolve()),
             name=run.client.get_run(where.parent).info.run_name, verbose=0,
             failure_config=tune.FailureConfig(max_failures=grid.max_failures),
-            callbacks=[make_callback(run.client, where, specs, ended)]))
+            stop=make_watch(run.uri, gone),
+            callbacks=[make_callback(run.client, where, specs, ended, gone)]))
     tuner.fit()
 
 
@@ -225,16 +257,52 @@ def summary(client: Any, exp: str, trials: list[Trial], now: dict[str, str]) -> 
     return df
 
 
-def render_report(run: Session) -> None:
-    """The sweep's report (bench.findings); its failure never fails a sweep."""
-    from bench.findings.report import render_sweep
+def render_report(run: Session, partial: str | None) -> bool:
+    """The sweep's report (bench.findings): its runs.csv and findings first (`findings_first`),
+    then the tables, figures and the sweep run's artifacts (`render_sweep`); where the sweep was
+    cut (`partial`: why), partial.md beside them says so. Returns whether it was all written: a
+    failure is printed whole, traceback included, and fails the sweep (exit 1); the runs are
+    intact and `python -m bench.report` renders it again."""
+    from bench.findings.report import ReportError, render_sweep
 
+    marker = run.root / "partial.md"
+    marker.unlink(missing_ok=True)
+    if partial:
+        run.root.mkdir(parents=True, exist_ok=True)
+        marker.write_text(f"# {run.grid.name}: a partial report\n\n{partial}\n")
+        print(f"partial report: {partial}")
     try:
+        findings_first(run)
         render_sweep(run.uri, run.grid.name, run.root, run.parent, run.grid,
                      run.options.grid_file)
-    except Exception as err:  # noqa: BLE001  (a report bug must not lose a finished sweep)
-        print(f"warning: the report failed ({type(err).__name__}: {err}); the runs are intact",
+    except ReportError as err:  # nothing to report: said in one line
+        print(f"error: no report: {err}", file=sys.stderr)
+        return False
+    except Exception:  # noqa: BLE001  (a report bug must not lose a finished sweep)
+        traceback.print_exc()
+        print(f"error: the report failed (above); the runs are intact: python -m bench.report "
+              f"{run.options.grid_file} --tracking-uri {run.uri} renders it again",
               file=sys.stderr)
+        return False
+    return True
+
+
+def findings_first(run: Session) -> None:
+    """runs.csv and the findings of the sweep's finished trials, written before the report's
+    tables and figures: plotting packages other than the pins (a GPU image's) can break the
+    figures, never these."""
+    from bench.findings.report import load, per_seed, write_findings
+    from bench.findings.runs import claim_runs
+
+    data, _ = load(run.uri, run.grid.name, run.parent, run.grid)
+    if data.runs.empty:
+        return  # render_sweep says so
+    run.root.mkdir(parents=True, exist_ok=True)
+    runs = claim_runs(data)
+    per_seed(data, runs).to_csv(run.root / "runs.csv", index=False)
+    if data.claims:
+        write_findings(data.name, data.grid, runs, data.missing, run.root,
+                       run.options.grid_file)
 
 
 def stale_results(trials: list[Trial], runs: dict[str, list], now: dict[str, str]
@@ -276,10 +344,30 @@ def reads(claims: list[Claim], axes: dict[str, list[Any]], values: dict[str, Any
 
 
 def sweep(grid: Grid, trials: list[Trial], options: SweepOptions) -> int:
+    """Run what is not finished yet (`tracked_sweep`); returns 0, 1 (a trial failed), 2 (the
+    tracking server does not answer, or stopped: one line says so and how to resume; the
+    trial folders keep what was trained) or 130 (interrupted)."""
+    uri = store.tracking_uri(options.tracking_uri, options.results_dir)
+    store.be_brief(uri)
+    try:
+        return tracked_sweep(grid, trials, options, uri)
+    except (MlflowException, store.TrackingLost) as err:
+        why = err if isinstance(err, store.TrackingLost) else store.lost(uri, err)
+        if why is None:
+            raise
+        trials_dir = options.results_dir.resolve() / grid.name / "trials"
+        print(f"error: {why}; the trials trained are kept in {trials_dir}: start the server "
+              "again and rerun the same command, which logs the finished ones and runs the "
+              "rest, once each", file=sys.stderr, flush=True)
+        return 2
+
+
+def tracked_sweep(grid: Grid, trials: list[Trial], options: SweepOptions, uri: str) -> int:
     """Run what is not finished yet, look by look: the first look's seeds of every setting,
     then more seeds only for the settings that a claim still undecided (`findings.runs.waiting`)
-    reads; returns 0, 1 (a trial failed) or 130 (interrupted). A rerun recomputes every look's
-    decision from the finished runs, so it retrains nothing and adds no duplicate run."""
+    reads; returns 0, 1 (a trial or the report failed) or 130 (interrupted, SIGTERM too: its
+    report, marked partial, written all the same). A rerun recomputes every look's decision
+    from the finished runs, so it retrains nothing and adds no duplicate run."""
     uri = store.tracking_uri(options.tracking_uri, options.results_dir)
     client = store.open_store(uri)
     exp = store.experiment_id(client, grid.name, uri)
@@ -294,13 +382,33 @@ def sweep(grid: Grid, trials: list[Trial], options: SweepOptions) -> int:
                          "FAILED" if failed else "FINISHED")
     print("\n" + table.astype(object).where(table.notna(), None).to_markdown(
         index=False, floatfmt=".4f", intfmt=",", missingval="-"))
-    if run.parent and not interrupted and options.report:
-        render_report(run)
+    if run.parent and options.report:
+        done = int((table.status == "FINISHED").sum())
+        failed |= not render_report(run, None if not interrupted else (
+            f"the sweep was stopped (SIGINT or SIGTERM) before it ended: {done} of the "
+            f"{len(covered)} trials it had reached finished, the rest were killed, and no "
+            "later look ran; the findings read the finished trials only. The same command "
+            "continues it."))
     print(f"\nresults: {run.root}\nMLflow:  {store.ui_command(uri)}\n"
           f"         then {store.ui_url(exp)}")
     if interrupted:
         print("interrupted: finished trials are kept; rerun the same command to continue")
     return 130 if interrupted else 1 if failed else 0
+
+
+@contextlib.contextmanager
+def sigterm_as_sigint() -> Iterator[None]:
+    """SIGTERM (`timeout`, a scheduler's stop) handled as SIGINT while the sweep trains: Tune
+    stops, the unfinished trials are closed KILLED and the report of the finished ones is
+    written, instead of the process dying with its runs open."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+    before = signal.signal(signal.SIGTERM, lambda *_: os.kill(os.getpid(), signal.SIGINT))
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGTERM, before)
 
 
 def look_by_look(run: Session, trials: list[Trial]) -> tuple[list[Trial], bool]:
@@ -323,26 +431,33 @@ def look_by_look(run: Session, trials: list[Trial]) -> tuple[list[Trial], bool]:
             print(f"{grid.name}: look {k + 1} of {len(looks)}, seeds {seeds[0]}-{seeds[-1]}: "
                   f"{len(new)} trials" + ("" if k == 0 else " for the undecided claims "
                                           + ", ".join(c.id for c in still)))
-        if run_look(run, new, covered):
+        seen = sorted({s for look in looks[:k + 1] for s in look})
+        if run_look(run, new, page.Look(grid.name, [t.hash for t in covered], k + 1, len(looks),
+                                        seen)):
             return covered, True
+        if run.parent and run.options.report and k + 1 < len(looks):
+            render_report(run)  # the sweep's page says what this look found
     return covered, False
 
 
-def run_look(run: Session, trials: list[Trial], covered: list[Trial]) -> bool:
+def run_look(run: Session, trials: list[Trial], look: page.Look) -> bool:
     """Train the look's unfinished trials under the sweep's parent run (created at the first
-    look with work; its trial list then covers every look so far); returns whether it was
-    interrupted."""
+    look with work; its trial list then covers every look so far, `look`); returns whether it
+    was interrupted."""
     todo, fresh, runs = pending(run, trials)
     print(f"{run.grid.name}: {len(trials)} trials, {len(trials) - len(todo)} already finished, "
           f"{len(todo)} to run")
     if run.parent is not None:
-        writer.cover(run.client, run.parent, [t.hash for t in covered])
+        writer.cover(run.client, run.parent, look)
     if not todo:
         return False
     if run.parent is None:
-        run.parent = writer.start_sweep(run.client, run.exp, run.grid.name,
-                                        run.options.grid_file, [t.hash for t in covered],
-                                        run.options.command)
+        run.parent = writer.start_sweep(run.client, run.exp, run.options.grid_file,
+                                        run.options.command, look)
+        page.share_view(run.client, run.exp, list(run.grid.grid),
+                        [c.metric for c in run.grid.claims])
+        # the plan that ran (overrides, seeds, plugins resolved) over the file as written
+        run.client.log_text(run.parent, to_text(run.grid), run.options.grid_file.name)
         if run.options.mps:
             print(run.options.mps)
             run.client.set_tag(run.parent, names.MPS, run.options.mps)
@@ -351,13 +466,17 @@ def run_look(run: Session, trials: list[Trial], covered: list[Trial]) -> bool:
         if t.hash not in fresh and runs.get(t.hash):
             writer.adopt(run.client, runs[t.hash][0].info.run_id, run.parent)
     ended: set[str] = set()  # trials whose run the worker or the callback closed
+    gone: list[str] = []  # why the tracking server stopped answering, if it did
     try:
         print(start_ray(run.options.address))
-        run_tune(run, todo, where, ended)
+        with sigterm_as_sigint():  # set after ray.init, which sets its own (an exit)
+            run_tune(run, todo, where, ended, gone)
     except KeyboardInterrupt:
         pass
     finally:
         stop_ray()
+    if gone:
+        raise store.TrackingLost(gone[0])
     interrupted = False
     for t in todo:
         if t.hash not in ended:

@@ -1,48 +1,23 @@
-"""What a grid expands to: the command line's overrides applied (a new grid, the file's own left
-as read), then the trials (cross product minus `exclude`, times seeds), each built whole by
-`resolve_trials`: its validated config and its identity (the config, what its corpus is, the
-precision it runs in), its vocabulary and the probes its corpus scores.
+"""What a grid expands to (opened with the command line's overrides applied,
+`bench.experiment.open`): the trials (cross product minus `exclude`, times seeds), each built
+whole by `resolve_trials`: its validated config and its identity (the config, what its corpus
+is, the precision it runs in), its vocabulary and the probes its corpus scores.
 
 Nothing here starts Ray or MLflow: the runner runs what this module resolves.
 """
 
-import copy
 import hashlib
 import itertools
 import json
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from bench import data, provenance
-from bench.config import (
-    PRESETS,
-    Config,
-    ConfigError,
-    drop_untaken,
-    merge,
-    resolve,
-    set_dotted,
-    untaken,
-)
-from bench.experiment.grid import Grid, Looks, excluded, seed_list
+from bench.config import Config, ConfigError, drop_untaken, merge, resolve, set_dotted, untaken
+from bench.experiment.grid import Grid, excluded, seed_list
+from bench.experiment.open import SECTIONS
 from bench.training import precision
-
-SECTIONS = ("model", "data", "train")  # what a base and a --set may hold
-
-
-@dataclass(frozen=True)
-class Overrides:
-    """What the command line changes in a grid: `sets` (a nested tree of --set values, which
-    also pin the grid axes they name), `preset` (wins over the sizes the base sets), `data` (a
-    registered corpus; drops the base's options of another), `seeds` (one list) or `seed_start`
-    (the grid's seeds from N)."""
-
-    sets: dict = field(default_factory=dict)
-    preset: str | None = None
-    data: str | None = None
-    seeds: list[int] | None = None
-    seed_start: int | None = None
 
 
 @dataclass(frozen=True)
@@ -130,64 +105,6 @@ def resolved_precision(cfg: Config) -> str:
     return precision.name(precision.resolve(cfg.train.amp, device))
 
 
-def _lookup(tree: dict, key: str) -> tuple[bool, Any]:
-    for part in key.split("."):
-        if not isinstance(tree, dict) or part not in tree:
-            return False, None
-        tree = tree[part]
-    return True, tree
-
-
-def _drop_preset_keys(tree: dict, preset: dict) -> dict:
-    """tree without the leaves `preset` sets, so a --preset on the command line wins over base."""
-    out = {}
-    for k, v in tree.items():
-        if isinstance(v, dict) and isinstance(preset.get(k), dict):
-            out[k] = _drop_preset_keys(v, preset[k])
-        elif k not in preset:
-            out[k] = v
-    return out
-
-
-def _seeds(grid: Grid, o: Overrides) -> Any:
-    if o.seeds and isinstance(grid.seeds, Looks):
-        raise ConfigError(f"--seeds: the grid declares seeds.looks {grid.seeds.looks} (seeds "
-                          "added look by look); --seeds fixes one list: use --seed-start N to "
-                          "run the looks from seed N, or drop --seeds")
-    seeds = o.seeds or grid.seeds
-    if o.seed_start is None:
-        return seeds
-    if isinstance(seeds, Looks):
-        return seeds.model_copy(update={"start": o.seed_start})
-    return list(range(o.seed_start, o.seed_start + len(seeds)))
-
-
-def apply(grid: Grid, o: Overrides) -> Grid:
-    """A new grid: `grid` under the overrides (`grid` itself is left as read)."""
-    if unknown := sorted(set(o.sets) - set(SECTIONS)):
-        raise ConfigError(f"--set {unknown[0]}: not a config section; allowed: "
-                          f"{', '.join(SECTIONS)}")
-    base = {k: getattr(grid.base, k) for k in SECTIONS}
-    preset = grid.base.preset
-    if o.preset:
-        preset, base = o.preset, _drop_preset_keys(base, PRESETS.get(o.preset, {}))
-    sets = copy.deepcopy(o.sets)  # --data adds to it
-    if o.data:
-        try:
-            takes = data.options(o.data)
-        except data.DataError as err:
-            raise ConfigError(f"--data: {err}") from None
-        set_dotted(sets, "data.name", o.data)
-        base["data"] = {k: v for k, v in base["data"].items() if k in takes}
-    axes = {}
-    for key, values in grid.grid.items():  # a --set on a grid key pins that axis to one value
-        found, value = _lookup(sets, key)
-        axes[key] = [value] if found else values
-    return grid.model_copy(update={
-        "base": grid.base.model_copy(update={"preset": preset, **merge(base, sets)}),
-        "grid": axes, "seeds": _seeds(grid, o)})
-
-
 def trial_tree(values: dict[str, Any], seed: int, base: dict) -> dict:
     """One trial's config tree: base, then its grid values and seed."""
     tree: dict = {}
@@ -234,13 +151,12 @@ def expand(grid: Grid) -> list[tuple[dict[str, Any], Config, list[str]]]:
     return list(found.values())
 
 
-def resolve_trials(grid: Grid, o: Overrides, dry_run: bool) -> tuple[Grid, list[Trial]]:
-    """The grid under the overrides and its trials, each built whole: validated, its corpus
-    built once per distinct data section (so a bad data option is a user error here, and a
-    download happens once), identified by that corpus and its precision. A dry run downloads
-    nothing: a corpus not yet downloaded is planned with 256 symbols and identified by its
-    options."""
-    grid = apply(grid, o)
+def resolve_trials(grid: Grid, dry_run: bool) -> list[Trial]:
+    """The grid's trials (a grid opened under the command line's overrides), each built whole:
+    validated, its corpus built once per distinct data section (so a bad data option is a user
+    error here, and a download happens once), identified by that corpus and its precision. A
+    dry run downloads nothing: a corpus not yet downloaded is planned with 256 symbols and
+    identified by its options."""
     seen: dict[str, tuple] = {}  # data options -> (vocabulary, identity, probes)
     trials = []
     for values, cfg, ignored in expand(grid):
@@ -252,7 +168,7 @@ def resolve_trials(grid: Grid, o: Overrides, dry_run: bool) -> tuple[Grid, list[
         precision_name = resolved_precision(cfg)
         trials.append(Trial(values, cfg, trial_hash(cfg, identity, precision_name),
                             precision_name, vocab, tuple(ignored), probes, identity))
-    return grid, trials
+    return trials
 
 
 def _corpus(cfg: Config, dry_run: bool, name: str) -> tuple[int, dict | None, tuple | None]:

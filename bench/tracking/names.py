@@ -34,7 +34,12 @@ RAY_GPUS, VISIBLE = "attnbench.ray_gpu_ids", "attnbench.cuda_visible_devices"
 FLOPS_ERROR = "attnbench.flops_error"  # why counting FLOPs failed (the results are kept)
 MPS = "attnbench.mps"  # on a sweep's run: whether NVIDIA's MPS served its packed trials
 PLAN = "attnbench.plan."  # + a record of `bench.findings.prereg`: the plan a trial run serves
-CLAIM = "attnbench.claim."  # + claim id: the verdict, on the sweep's run
+# on a sweep's run, short for the UI's columns: each claim's verdict (tag VERDICT + claim id;
+# metrics effect.<id> and p.<id>); what it has run (tags, rewritten at each look; TRIAL_COUNT
+# and LOOKS also as metrics, a step per look) and where its trials ran
+VERDICT = "verdict."
+TRIAL_COUNT, LOOKS, SEEDS_RUN = "trials", "looks", "seeds"
+MACHINE, PRECISION = "machine", "precision"
 PARENT = "mlflow.parentRunId"
 TRIALS = "trials.json"  # the sweep run's artifact: the hashes of the trials the sweep covers
 # MLflow's UI opens an experiment of this kind on its runs (unset, 3.x opens the GenAI overview)

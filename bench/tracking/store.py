@@ -3,15 +3,19 @@ grid's experiment, and the address of its runs in MLflow's UI."""
 
 import contextlib
 import fcntl
+import logging
 import os
+import urllib.request
 from collections.abc import Iterator
 from pathlib import Path
 
 from mlflow import MlflowClient
+from mlflow.exceptions import MlflowException
 
 from bench.provenance import LOCAL
 
 from .names import EXPERIMENT_KIND, TRAINING, default_uri
+from .page import view_url
 
 
 def tracking_uri(explicit: str | None, results_dir: Path = LOCAL) -> str:
@@ -50,10 +54,9 @@ def ui_command(uri: str) -> str:
 
 
 def ui_url(exp: str, base: str = "http://127.0.0.1:5000") -> str:
-    """The experiment's runs in MLflow's UI. MLflow 3.17's UI takes the page it opens from its
-    GenAI / Model training switch (kept in the browser, GenAI by default), not from the
-    experiment's kind tag; `workflowType=machine_learning` sets the switch."""
-    return f"{base}/#/experiments/{exp}/runs?workflowType=machine_learning"
+    """The experiment's trials in MLflow's UI, in the model-training view, grouped by the grid's
+    axes with its claims' metrics as columns (`page.view_url`)."""
+    return f"{base}/{view_url(exp)}"
 
 
 def experiment_id(client: MlflowClient, name: str, uri: str) -> str:
@@ -70,3 +73,43 @@ def experiment_id(client: MlflowClient, name: str, uri: str) -> str:
                                     tags={EXPERIMENT_KIND: TRAINING})
 
 
+
+
+# A call to a server that stopped fails after these (MLflow's defaults: 7 retries, backoff
+# factor 2, 120 s timeout, about 4 minutes) rather than holding a sweep for minutes
+PATIENCE = {"MLFLOW_HTTP_REQUEST_MAX_RETRIES": "2", "MLFLOW_HTTP_REQUEST_BACKOFF_FACTOR": "1",
+            "MLFLOW_HTTP_REQUEST_TIMEOUT": "20"}
+
+
+def be_brief(uri: str) -> None:
+    """For a tracking server: MLflow's calls to it give up within seconds (`PATIENCE`, unless
+    the environment sets them), in this process and the ones it starts (a local Ray's), and
+    without a warning per retry (the sweep says once that the server is gone)."""
+    if uri.startswith(("http://", "https://")):
+        for key, value in PATIENCE.items():
+            os.environ.setdefault(key, value)
+        logging.getLogger("urllib3.connectionpool").setLevel(logging.ERROR)
+
+
+def answering(uri: str) -> bool:
+    """Whether the store at `uri` answers: a server's /health, within 5 s (other stores:
+    True)."""
+    if not uri.startswith(("http://", "https://")):
+        return True
+    try:
+        with urllib.request.urlopen(f"{uri.rstrip('/')}/health", timeout=5) as reply:
+            return reply.status == 200
+    except OSError:
+        return False
+
+
+class TrackingLost(RuntimeError):
+    """The tracking server stopped answering in the middle of a sweep."""
+
+
+def lost(uri: str, err: Exception) -> TrackingLost | None:
+    """`err`, an MLflow call's error, as TrackingLost where the server at `uri` no longer
+    answers; None where it does (the error is something else)."""
+    if isinstance(err, MlflowException) and not answering(uri):
+        return TrackingLost(f"the MLflow server at {uri} does not answer")
+    return None

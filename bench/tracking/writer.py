@@ -17,6 +17,7 @@ from mlflow.data.dataset_source import DatasetSource
 from mlflow.data.dataset_source_registry import resolve_dataset_source
 from mlflow.data.meta_dataset import MetaDataset
 from mlflow.entities import DatasetInput, InputTag, Metric, Param, Run, RunTag
+from mlflow.exceptions import RestException
 from mlflow.utils.mlflow_tags import (
     MLFLOW_DATASET_CONTEXT,
     MLFLOW_GIT_COMMIT,
@@ -28,8 +29,8 @@ from mlflow.utils.mlflow_tags import (
 from bench import provenance
 from bench.record import Evaluation, RunResult
 
+from . import page
 from .names import (
-    CLAIM,
     DATASET_KEYS,
     EVAL_METRICS,
     FAILURE,
@@ -66,32 +67,32 @@ def sweep_source(grid_file: Path) -> str:
     return f"bench.run {grid_file.name}"
 
 
-def start_sweep(client: MlflowClient, exp: str, grid: str, grid_file: Path, trials: list[str],
-                command: str) -> str:
+def start_sweep(client: MlflowClient, exp: str, grid_file: Path, command: str,
+                look: page.Look) -> str:
     """Create the sweep's parent run, described by its grid file and command line (the run's
-    description and the `command` param), with `sweep_source` as MLflow's source name, the grid
-    file and the hashes of every trial it covers (TRIALS, what its report selects) as
-    artifacts; returns its id."""
+    description, until its report replaces it, and the `command` param), with `sweep_source`
+    as MLflow's source name, the grid file and what it covers (`cover`) as artifacts and
+    tags; returns its id."""
     source = sweep_source(grid_file)
-    n_trials = len(trials)
     commit = provenance.git_commit()
-    note = (f"Sweep of `{grid_file.resolve()}`, {n_trials} trials, commit `{commit}`.\n\n"
-            f"```\n{command}\n```")
+    note = f"Sweep of `{grid_file.resolve()}`, commit `{commit}`.\n\n```\n{command}\n```"
     run = client.create_run(exp, run_name=f"sweep-{time.strftime('%Y%m%d-%H%M%S')}",
-                            tags={ROLE: "sweep", GRID: grid, MLFLOW_RUN_NOTE: note,
+                            tags={ROLE: "sweep", GRID: look.grid, MLFLOW_RUN_NOTE: note,
                                   SWEEP_PROCESS: this_process(), **source_tags(source, commit)})
-    params = {"grid_file": str(grid_file.resolve()), "n_trials": n_trials,
+    params = {"grid_file": str(grid_file.resolve()),
               "grid_sha256": hashlib.sha256(grid_file.read_bytes()).hexdigest(),
               "git_commit": commit, "command": command}
     client.log_batch(run.info.run_id, params=[Param(k, str(v)) for k, v in params.items()])
     client.log_artifact(run.info.run_id, str(grid_file))
-    cover(client, run.info.run_id, trials)
+    cover(client, run.info.run_id, look)
     return run.info.run_id
 
 
-def cover(client: MlflowClient, parent: str, trials: list[str]) -> None:
-    """The sweep's trial list (TRIALS, what its report selects), grown by a later look."""
-    client.log_dict(parent, {"trials": trials}, TRIALS)
+def cover(client: MlflowClient, parent: str, look: page.Look) -> None:
+    """The sweep's trial list (TRIALS, what its report selects) and what it has run so far
+    (`page.progress`), grown by a later look."""
+    client.log_dict(parent, {"trials": look.trials}, TRIALS)
+    page.progress(client, parent, look)
 
 
 def this_process() -> str:
@@ -140,14 +141,12 @@ def end_sweep(client: MlflowClient, parent: str, status: str) -> None:
     client.set_terminated(parent, status)
 
 
-def log_report(client: MlflowClient, parent: str, paths: list[Path],
-               verdicts: dict[str, str]) -> None:
-    """A sweep's report onto its run: the files as artifacts (report/), each claim's verdict as
-    a tag attnbench.claim.<id>."""
+def log_report(client: MlflowClient, sweep: Run, paths: list[Path], shown: page.Page) -> None:
+    """A sweep's report onto its run: the files as artifacts (report/), and its page
+    (`page.publish`: description, verdicts, figures)."""
     for p in paths:
-        client.log_artifact(parent, str(p), "report")
-    for cid, verdict in verdicts.items():
-        client.set_tag(parent, f"{CLAIM}{cid}", verdict)
+        client.log_artifact(sweep.info.run_id, str(p), "report")
+    page.publish(client, sweep, shown)
 
 
 def log_measurement(uri: str, experiment: str, params: dict[str, str],
@@ -265,8 +264,11 @@ class TrialRun:
         else a new one; marked RUNNING with its tags and config params."""
         client = MlflowClient(where.uri)
         run = sweep_run(client, where.experiment, where.parent, spec.hash)
-        if run is None:
+        config = flatten(spec.cfg.model_dump(mode="json"))
+        if run is None:  # its page opens on the grid's values (params are listed by name)
+            axes = "".join(f"`{k}` = {config.get(k)}, " for k in spec.grid_keys)
             run = client.create_run(where.experiment, run_name=spec.name, tags={
+                MLFLOW_RUN_NOTE: f"Trial of `{spec.grid}`: {axes}seed {spec.seed}.",
                 ROLE: "trial", GRID: spec.grid, HASH: spec.hash,
                 GRID_KEYS: ",".join(spec.grid_keys), PARENT: where.parent,
                 **{PLAN + k: v for k, v in spec.plan.items()},
@@ -276,7 +278,7 @@ class TrialRun:
         trial = cls(where.uri, run.info.run_id)
         client.update_run(trial.run_id, status="RUNNING")
         client.log_batch(trial.run_id, tags=[RunTag(k, v) for k, v in tags.items()])
-        trial.log_params({**flatten(spec.cfg.model_dump(mode="json")), "seed": str(spec.seed)})
+        trial.log_params({**config, "seed": str(spec.seed)})
         return trial
 
     def log_params(self, params: dict[str, str]) -> None:
@@ -302,9 +304,14 @@ class TrialRun:
         self.client.log_batch(self.run_id, tags=[RunTag(k, v) for k, v in source.items()])
         dataset = corpus_dataset(ds)._to_mlflow_entity()
         if not any(d.dataset.digest == dataset.digest for d in run.inputs.dataset_inputs):
+            inputs = [DatasetInput(dataset, [InputTag(MLFLOW_DATASET_CONTEXT, "train")])]
             with store_lock(self.uri):  # the sweep's other trials log the same corpus
-                self.client.log_inputs(self.run_id, [DatasetInput(dataset, [
-                    InputTag(MLFLOW_DATASET_CONTEXT, "train")])])
+                try:
+                    self.client.log_inputs(self.run_id, inputs)
+                except RestException as err:  # a server's store: another trial's insert won
+                    if "UNIQUE constraint failed: datasets" not in str(err):
+                        raise
+                    self.client.log_inputs(self.run_id, inputs)  # finds the dataset made
         self.provenance_logged = True
 
     def log_metrics(self, metrics: dict[str, float], step: int) -> None:

@@ -55,14 +55,15 @@ def train(cfg: Config, out_dir: Path, *, report: Report | None = None, progress:
     ckpt = out_dir / "checkpoint.pt"
     state, cache = _restore(ckpt, model, opt, device) if resume else (LoopState(), None)
     step = make_step(Learner(model, forward, opt, t, amp), device)  # captured after the restore
-    batches = data.train_batches(corpus.train, t.batch_size, t.block, start=state.pos,
-                                 device=device)
+    batches = data.train_batches(corpus.train, t.batch_size, t.block, start=state.pos)
+    onto = _onto(device)
     bar = tqdm(total=t.steps, initial=state.step, disable=not progress, dynamic_ncols=True,
                desc=cfg.model.variant)
     stopped_early = False
     pending, tic = [], time.perf_counter()  # losses are read (a wait for a GPU) at each record
     while state.step < t.steps and not stopped_early:
         pos, x, y = next(batches)
+        x, y = onto(x), onto(y)
         if pos == 0:
             cache = None  # start of the streams: no preceding text
         loss, lr, cache = step(x, y, cache, state.step)
@@ -88,6 +89,15 @@ def train(cfg: Config, out_dir: Path, *, report: Report | None = None, progress:
     result = final_record(run, state, stopped_early)
     (out_dir / "result.json").write_text(result.to_json())
     return result
+
+
+def _onto(device: torch.device) -> Callable[[torch.Tensor], torch.Tensor]:
+    """How a batch (made on the CPU) reaches `device`: on CUDA from pinned memory without the
+    host waiting (the step's kernels queue behind the copy on the same stream; a pageable copy
+    would wait for each), elsewhere as it is."""
+    if device.type != "cuda":
+        return lambda batch: batch
+    return lambda batch: batch.pin_memory().to(device, non_blocking=True)
 
 
 def _precision(amp: precision.Amp, device: torch.device, planned: str | None) -> bool:

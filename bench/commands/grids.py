@@ -1,0 +1,38 @@
+"""Write docs/grids.md, the table of every grid file in ablations/: its experiment, its status,
+its committed results folders and their verdicts, generated, never written by hand.
+
+python -m bench.grids [--check]
+
+A grid whose `of` or `superseded_by` leads to no primary grid exits 2, naming the file.
+"""
+
+import argparse
+import sys
+
+from bench.config import ConfigError
+from bench.experiment.catalogue import entries, render
+from bench.provenance import RESULTS, ROOT
+
+from .args import about
+
+TABLE = ROOT / "docs" / "grids.md"
+
+
+def main(argv: list[str] | None = None) -> int:
+    p = argparse.ArgumentParser(prog="python -m bench.grids", description=about(__doc__))
+    p.add_argument("--check", action="store_true", help="write nothing; exit 1 if the "
+                   "committed docs/grids.md is not what the grid files and results give")
+    args = p.parse_args(argv)
+    try:
+        text = render(entries(ROOT / "ablations", RESULTS), ROOT)
+    except ConfigError as err:
+        print(f"bench.grids: {err}", file=sys.stderr)
+        return 2
+    if args.check:
+        stale = not TABLE.is_file() or TABLE.read_text() != text
+        said = "stale: run python -m bench.grids" if stale else "current"
+        print(f"{TABLE.relative_to(ROOT)}: {said}")
+        return int(stale)
+    TABLE.write_text(text)
+    print(f"wrote {TABLE.relative_to(ROOT)}")
+    return 0

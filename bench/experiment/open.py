@@ -1,0 +1,147 @@
+"""Opening an experiment, the one way: `open_grid` reads a grid file (or its text, read from
+git or from the MLflow store), validates it against the schema (`grid.Grid`), imports its
+plugins (file paths relative to the grid file) and applies the command line's overrides
+(`Overrides`: --set, --preset, --data, --seeds, --seed-start); `to_text` writes a grid back as
+YAML that opens as the same Grid (the plan a sweep logs, a retagged result's grid.yaml). No
+other module parses a grid file's YAML.
+"""
+
+import copy
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from bench import data, plugins
+from bench.config import PRESETS, ConfigError, merge, set_dotted
+
+from .grid import Grid, Looks, parse
+
+SECTIONS = ("model", "data", "train")  # what a base and a --set may hold
+
+
+@dataclass(frozen=True)
+class GridText:
+    """A grid file's text read from elsewhere (a commit, the MLflow store): `where` names it in
+    errors, and its plugin file paths are relative to `folder` (where its file lay)."""
+
+    text: str
+    where: str
+    folder: Path
+
+
+@dataclass(frozen=True)
+class Overrides:
+    """What the command line changes in a grid: `sets` (a nested tree of --set values, which
+    also pin the grid axes they name), `preset` (wins over the sizes the base sets), `data` (a
+    registered corpus; drops the base's options of another), `seeds` (one list) or `seed_start`
+    (the grid's seeds from N)."""
+
+    sets: dict = field(default_factory=dict)
+    preset: str | None = None
+    data: str | None = None
+    seeds: list[int] | None = None
+    seed_start: int | None = None
+
+
+def _lookup(tree: dict, key: str) -> tuple[bool, Any]:
+    for part in key.split("."):
+        if not isinstance(tree, dict) or part not in tree:
+            return False, None
+        tree = tree[part]
+    return True, tree
+
+
+def _drop_preset_keys(tree: dict, preset: dict) -> dict:
+    """tree without the leaves `preset` sets, so a --preset on the command line wins over base."""
+    out = {}
+    for k, v in tree.items():
+        if isinstance(v, dict) and isinstance(preset.get(k), dict):
+            out[k] = _drop_preset_keys(v, preset[k])
+        elif k not in preset:
+            out[k] = v
+    return out
+
+
+def _seeds(grid: Grid, o: Overrides) -> Any:
+    if o.seeds and isinstance(grid.seeds, Looks):
+        raise ConfigError(f"--seeds: the grid declares seeds.looks {grid.seeds.looks} (seeds "
+                          "added look by look); --seeds fixes one list: use --seed-start N to "
+                          "run the looks from seed N, or drop --seeds")
+    seeds = o.seeds or grid.seeds
+    if o.seed_start is None:
+        return seeds
+    if isinstance(seeds, Looks):
+        return seeds.model_copy(update={"start": o.seed_start})
+    return list(range(o.seed_start, o.seed_start + len(seeds)))
+
+
+def apply(grid: Grid, o: Overrides) -> Grid:
+    """A new grid: `grid` under the overrides (`grid` itself is left as read)."""
+    if unknown := sorted(set(o.sets) - set(SECTIONS)):
+        raise ConfigError(f"--set {unknown[0]}: not a config section; allowed: "
+                          f"{', '.join(SECTIONS)}")
+    base = {k: getattr(grid.base, k) for k in SECTIONS}
+    preset = grid.base.preset
+    if o.preset:
+        preset, base = o.preset, _drop_preset_keys(base, PRESETS.get(o.preset, {}))
+    sets = copy.deepcopy(o.sets)  # --data adds to it
+    if o.data:
+        try:
+            takes = data.options(o.data)
+        except data.DataError as err:
+            raise ConfigError(f"--data: {err}") from None
+        set_dotted(sets, "data.name", o.data)
+        base["data"] = {k: v for k, v in base["data"].items() if k in takes}
+    axes, pinned = {}, dict(grid.pinned)
+    for key, values in grid.grid.items():  # a --set on a grid key pins that axis to one value
+        found, value = _lookup(sets, key)
+        axes[key] = [value] if found else values
+        if found:
+            pinned.setdefault(key, values)
+    return grid.model_copy(update={
+        "base": grid.base.model_copy(update={"preset": preset, **merge(base, sets)}),
+        "grid": axes, "seeds": _seeds(grid, o), "pinned": pinned})
+
+
+def _text(source: Path | GridText) -> GridText:
+    if isinstance(source, GridText):
+        return source
+    try:
+        return GridText(source.read_text(), f"grid file {source}", source.parent)
+    except OSError as err:
+        raise ConfigError(f"grid file {source}: cannot be read: {err.strerror}") from None
+
+
+def read(source: Path | GridText) -> Grid:
+    """The grid a file (or a file's text) says, as written, validated, nothing imported;
+    ConfigError naming the file and the key."""
+    source = _text(source)
+    try:
+        raw = yaml.safe_load(source.text)
+    except yaml.YAMLError as err:
+        raise ConfigError(f"{source.where}: not YAML: {err}") from None
+    return parse(raw, source.where)
+
+
+def open_grid(source: Path | GridText, overrides: Overrides | None = None,
+              imports: bool = True) -> Grid:
+    """The grid `source` says (`read`), its plugin files as absolute paths (relative ones from
+    the grid file's folder), imported first with $ATTNBENCH_PLUGINS (its `plugins` then lists
+    them all: what a trial imports), under the overrides. A plugin file that does not exist is
+    a PluginError (exit 2) naming the path as resolved; `imports=False` imports nothing (a grid
+    read to be listed, or from an old commit)."""
+    source = _text(source)
+    grid = read(source)
+    listed = [str((source.folder / p).expanduser().resolve()) if plugins.is_file(p) else p
+              for p in grid.plugins]
+    grid = grid.model_copy(update={"plugins": plugins.load(listed) if imports else listed})
+    return apply(grid, overrides) if overrides is not None else grid
+
+
+def to_text(grid: Grid) -> str:
+    """The grid as YAML that `open_grid` reads back as the same Grid (what it sets, defaults
+    left out)."""
+    return yaml.safe_dump(grid.model_dump(mode="json", exclude_defaults=True),
+                          sort_keys=False, width=100)

@@ -1,0 +1,79 @@
+"""Every grid says what it is (`status:`), and docs/grids.md, the table of every grid with its
+experiment, status, results and verdicts, is generated from the grid files, never stale."""
+
+from pathlib import Path
+
+import pytest
+import yaml
+
+from bench.commands import grids as command
+from bench.commands import run
+from bench.config import ConfigError
+from bench.experiment import catalogue
+from bench.provenance import RESULTS
+
+ROOT = Path(__file__).resolve().parents[1]
+SMOKE = ROOT / "ablations" / "smoke.yaml"
+
+
+def test_the_committed_table_is_what_the_grids_give(capsys):
+    """docs/grids.md is generated: a grid file or a result added without rerunning
+    `python -m bench.grids` fails here."""
+    assert command.main(["--check"]) == 0, capsys.readouterr().out
+
+
+def test_every_grid_declares_its_status_and_each_experiment_has_one_primary():
+    found = catalogue.entries(ROOT / "ablations", RESULTS)
+    assert len(found) == len(list((ROOT / "ablations").glob("*.yaml")))
+    assert not [e.file.name for e in found if "status" not in e.grid.model_fields_set]
+    experiments = catalogue.experiments(found)
+    for name in set(experiments.values()):
+        primary = [e.grid.name for e in found
+                   if experiments[e.grid.name] == name and e.grid.status == "primary"]
+        assert primary == [name]
+    refused = {e.grid.name: e.grid.superseded_by for e in found if e.grid.status == "superseded"}
+    assert refused == dict.fromkeys(["span_enwik8", "span_enwik8_restated",
+                                     "span_enwik8_adamw"], "span_enwik8_floor")
+
+
+def test_the_table_lists_results_folders_and_their_verdicts():
+    text = (ROOT / "docs" / "grids.md").read_text()
+    row = next(line for line in text.splitlines() if line.startswith("| span_enwik8_floor | "
+                                                                       "[`span_enwik8`]"))
+    assert "superseded by `span_enwik8_floor`" in row
+    assert "`results/enwik8-prefix/span_enwik8/`: 3 reproduced, 1 inconclusive" in row
+
+
+def grid_file(folder: Path, name: str, **status) -> Path:
+    path = folder / f"{name}.yaml"
+    path.write_text(yaml.safe_dump({**yaml.safe_load(SMOKE.read_text()), "name": name,
+                                    **status}))
+    return path
+
+
+def test_a_grid_that_leads_to_no_primary_is_named(tmp_path):
+    grid_file(tmp_path, "pilot", status="design", of="missing")
+    with pytest.raises(ConfigError, match=r"pilot.yaml: status 'design of missing' leads to "
+                       r"pilot -> missing, not to a primary grid"):
+        catalogue.experiments(catalogue.entries(tmp_path, tmp_path / "results"))
+    grid_file(tmp_path, "missing", status="superseded", superseded_by="pilot", why="loop")
+    with pytest.raises(ConfigError, match="not to a primary grid"):
+        catalogue.experiments(catalogue.entries(tmp_path, tmp_path / "results"))
+
+
+def test_a_superseded_grid_is_refused_naming_its_replacement(tmp_path, capsys):
+    """Exit 2 before anything is built, naming the grid that replaces it and the command that
+    runs it (its file lies beside)."""
+    grid_file(tmp_path, "new")
+    old = grid_file(tmp_path, "old", status="superseded", superseded_by="new",
+                    why="its claims read raw spans")
+    assert run.main([str(old), "--dry-run", "--results-dir", str(tmp_path / "r")]) == 2
+    err = capsys.readouterr().err.strip()
+    assert err == (f"error: {old}: status superseded: grid old is replaced by new (its claims "
+                   f"read raw spans); run python -m bench.run {tmp_path / 'new.yaml'}")
+    assert not (tmp_path / "r").exists()
+
+
+def test_the_dry_run_prints_the_status(capsys):
+    assert run.main([str(ROOT / "ablations" / "heads_h8_long.yaml"), "--dry-run"]) == 0
+    assert "grid heads_h8_long: design of heads_grid (docs/grids.md)" in capsys.readouterr().out

@@ -147,7 +147,7 @@ print(torch.cuda.get_device_name(0))
 PY
 check ray-gpu 60 "$PY" - <<'PY'
 import ray
-from bench.sweep.runner import start_ray, stop_ray
+from bench.sweep.workers import start_ray, stop_ray
 print(start_ray(None))
 try:
     gpus = ray.cluster_resources().get("GPU", 0)

@@ -12,7 +12,7 @@ import pytest
 import ray
 import torch
 
-from bench.sweep import runner
+from bench.sweep import workers
 from tests.test_grid import write_grid
 from tests.test_run import ROOT, cli_env, short_tmp, wait_for_a_finished_run  # noqa: F401
 
@@ -32,7 +32,7 @@ def test_local_ray_is_told_the_gpus_torch_counts(monkeypatch):
     monkeypatch.delenv("RAY_ADDRESS", raising=False)
     monkeypatch.setattr(ray, "init", lambda **kw: told.update(kw))
     monkeypatch.setattr(torch.cuda, "device_count", lambda: 1)
-    assert ", 1 GPUs, " in runner.start_ray(None)
+    assert ", 1 GPUs, " in workers.start_ray(None)
     assert told["num_gpus"] == 1 and told["num_cpus"] == os.cpu_count()
 
 

@@ -148,3 +148,30 @@ def test_a_results_copy_is_registered_by_the_grid_file_it_was_run_from(repo, tmp
     got = prereg.check(repo / "results/g/grid.yaml", open_grid(repo / "results/g/grid.yaml"),
                        data)
     assert got.evidence == "confirmatory" and "ablations/g.yaml" not in got.why
+
+
+def test_the_analysis_code_is_part_of_the_plan(repo, tmp_path, monkeypatch):
+    """With the analysis modules in the repository: a plan whose code changed after the grid
+    file's last commit is registered by that later commit (confirmatory); the code changed
+    again after the trials ran makes them exploratory: they ran under another plan."""
+    monkeypatch.setattr(prereg, "ROOT", repo)
+
+    def code(version: str, when: str) -> None:
+        for path in prereg.ANALYSIS:
+            (repo / path).parent.mkdir(parents=True, exist_ok=True)
+            (repo / path).write_text(f"# {path} {version}\n")
+        git(repo, "add", "bench")
+        subprocess.run(["git", "-c", "user.name=t", "-c", "user.email=t@t", "commit", "-q",
+                        "-m", version], cwd=repo, check=True,
+                       env={"GIT_COMMITTER_DATE": when, "GIT_AUTHOR_DATE": when,
+                            "PATH": "/usr/bin:/bin"})
+
+    code("v1", "2026-01-02T10:10:00+00:00")
+    code("v2", "2026-01-02T10:20:00+00:00")  # the grid file untouched since BEFORE
+    data = trials(repo)
+    md, table = findings(repo, data, tmp_path)
+    head = git(repo, "rev-parse", "HEAD").strip()
+    assert "Pre-registration: confirmatory" in md and f"first committed in {head[:10]}" in md
+    code("v3", "2026-01-02T12:00:00+00:00")  # after the trials (RAN, 11:00)
+    md, table = findings(repo, data, tmp_path)
+    assert "ran under another plan" in md and table["evidence"].iloc[0] == "exploratory"

@@ -148,8 +148,11 @@ class _Repo:
         return plan_sha(grid, start, analysis_version(files) if files else _analysis_here())
 
     def first(self, want: str, start: int | None) -> tuple[str, pd.Timestamp] | None:
-        """The first commit of the plan file whose plan is `want`, and its committer time."""
-        log = _git(self.root, "log", "--reverse", "--format=%H %cI", "--", self.plan_file) or ""
+        """The first commit whose plan is `want` (of those that changed the plan file or the
+        analysis code: the plan can change nowhere else), and its committer time."""
+        code = [f"{self.code}{p}" for p in ANALYSIS] if self.code is not None else []
+        log = _git(self.root, "log", "--reverse", "--format=%H %cI", "--", self.plan_file,
+                   *code) or ""
         for line in log.splitlines():
             commit, when = line.split()
             if self.plan(commit, start) == want:

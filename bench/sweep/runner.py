@@ -321,7 +321,7 @@ def look_by_look(run: Session, trials: list[Trial]) -> tuple[list[Trial], bool]:
                                         seen)):
             return covered, True
         if run.parent and run.options.report and k + 1 < len(looks):
-            render_report(run)  # the sweep's page says what this look found
+            render_report(run, None)  # the sweep's page says what this look found
     return covered, False
 
 

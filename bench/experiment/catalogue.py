@@ -47,12 +47,17 @@ def _owner(folder: Path, names: set[str]) -> str | None:
     return next((n for n in names if folder.name == n or folder.name.startswith(f"{n}-")), None)
 
 
+# what a sweep writes beside its results at run time, which git ignores (.gitignore)
+RUN_TIME = {"mlartifacts", "ray", "trials", "checkpoints"}
+
+
 def entries(ablations: Path, results: Path) -> list[Entry]:
     """Every grid file in `ablations`, with the folders under `results` holding its runs."""
     grids = {path: read(path) for path in sorted(ablations.glob("*.yaml"))}
     names = {g.name for g in grids.values()}
     held: dict[str, list[Path]] = {}
-    for folder in sorted(p for p in results.rglob("*") if p.is_dir()):
+    for folder in sorted(p for p in results.rglob("*") if p.is_dir()
+                         and not set(p.relative_to(results).parts) & RUN_TIME):
         if (owner := _owner(folder, names)) is not None:
             held.setdefault(owner, []).append(folder)
     return [Entry(g, path, tuple(held.get(g.name, []))) for path, g in grids.items()]

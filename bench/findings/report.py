@@ -273,8 +273,10 @@ def load(uri: str, experiment: str, sweep: str | None = None,
 def render_sweep(uri: str, experiment: str, out_dir: Path, sweep: str | None = None,
                  grid: Grid | None = None, grid_file: Path | None = None) -> list[Path]:
     """Write the report of sweep `sweep` (a parent run id; default: the experiment's newest):
-    the table, figures and findings its grid declares (`grid`, read from `grid_file`; default:
-    the grid file logged with the sweep), of exactly the trials it covers, under out_dir, and
+    runs.csv and the findings its grid declares first (plotting packages other than the pins,
+    a GPU image's, can break the figures, never these), then its table and figures (`grid`,
+    read from `grid_file`; default: the grid file logged with the sweep), of exactly the
+    trials it covers, under out_dir, and
     print the findings; log them as artifacts (report/) of the sweep's run, and make its page
     the report (`sweep_page`, `page.publish`). Raises ReportError (or reader.StoreError) when
     nothing can be reported; ConfigError for a logged grid file that cannot be read."""
@@ -285,12 +287,11 @@ def render_sweep(uri: str, experiment: str, out_dir: Path, sweep: str | None = N
                            found.runs["status"].value_counts().items())
         raise ReportError(f"{experiment}: no finished trials yet ({status}) in {uri}", 1)
     out_dir.mkdir(parents=True, exist_ok=True)
-    paths = write_tables(data, out_dir) + write_figures(data, out_dir)
     for line in missing_lines(data):
         print(f"not finished: {line}")
     runs = claim_runs(data)  # reads each run's result.json where a claim needs head spans
-    paths.append(out_dir / "runs.csv")  # every seed's values, a pilot's too
-    per_seed(data, runs).to_csv(paths[-1], index=False)
+    paths = [out_dir / "runs.csv"]  # every seed's values, a pilot's too; then the findings,
+    per_seed(data, runs).to_csv(paths[-1], index=False)  # before plotting can fail
     logged = found.sweep.data.params.get("grid_file") if found.sweep else None
     path = grid_file or (Path(logged) if logged else None)
     text = grid_file.read_text() if grid_file else found.grid_text
@@ -303,6 +304,7 @@ def render_sweep(uri: str, experiment: str, out_dir: Path, sweep: str | None = N
                                             path)
         paths += written
         print(f"\nfindings ({written[0]}):\n{md}")
+    paths += write_tables(data, out_dir) + write_figures(data, out_dir)
     if found.sweep is not None:
         claims = None if table is None else table[table["claim"].isin(
             [c.id for c in data.claims])]  # the claims, not their parts

@@ -143,9 +143,9 @@ def summary(client: Any, exp: str, trials: list[Trial], now: dict[str, str]) -> 
 
 
 def render_report(run: Session, partial: str | None) -> bool:
-    """The sweep's report (bench.findings): its runs.csv and findings first (`findings_first`),
-    then the tables, figures and the sweep run's artifacts (`render_sweep`); where the sweep was
-    cut (`partial`: why), partial.md beside them says so. Returns whether it was all written: a
+    """The sweep's report (`render_sweep`: its runs.csv and findings first, then the tables,
+    figures and the sweep run's artifacts); where the sweep was cut (`partial`: why),
+    partial.md beside them says so. Returns whether it was all written: a
     failure is printed whole, traceback included, and fails the sweep (exit 1); the runs are
     intact and `python -m bench.report` renders it again."""
     from bench.findings.report import ReportError, render_sweep
@@ -157,7 +157,6 @@ def render_report(run: Session, partial: str | None) -> bool:
         marker.write_text(f"# {run.grid.name}: a partial report\n\n{partial}\n")
         print(f"partial report: {partial}")
     try:
-        findings_first(run)
         render_sweep(run.uri, run.grid.name, run.root, run.parent, run.grid,
                      run.options.grid_file)
     except ReportError as err:  # nothing to report: said in one line
@@ -170,24 +169,6 @@ def render_report(run: Session, partial: str | None) -> bool:
               file=sys.stderr)
         return False
     return True
-
-
-def findings_first(run: Session) -> None:
-    """runs.csv and the findings of the sweep's finished trials, written before the report's
-    tables and figures: plotting packages other than the pins (a GPU image's) can break the
-    figures, never these."""
-    from bench.findings.report import load, per_seed, write_findings
-    from bench.findings.runs import claim_runs
-
-    data, _ = load(run.uri, run.grid.name, run.parent, run.grid)
-    if data.runs.empty:
-        return  # render_sweep says so
-    run.root.mkdir(parents=True, exist_ok=True)
-    runs = claim_runs(data)
-    per_seed(data, runs).to_csv(run.root / "runs.csv", index=False)
-    if data.claims:
-        write_findings(data.name, data.grid, runs, data.missing, run.root,
-                       run.options.grid_file)
 
 
 def stale_results(trials: list[Trial], runs: dict[str, list], now: dict[str, str]

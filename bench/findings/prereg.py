@@ -121,8 +121,8 @@ class _Repo:
     def __init__(self, root: Path, plan_file: str) -> None:
         self.root, self.plan_file, self.seen = root, plan_file, {}
         top = ROOT.resolve()  # the analysis code's folder in the repository ("" at its top)
-        self.code = (top.relative_to(root).as_posix().replace(".", "", 1) + "/").lstrip("/") \
-            if top.is_relative_to(root) else None
+        rel = top.relative_to(root).as_posix() if top.is_relative_to(root) else None
+        self.code = None if rel is None else "" if rel == "." else f"{rel}/"
 
     def plan(self, commit: str, start: int | None) -> str | None:
         """The plan's hash at `commit` for seed start `start` (the file's own start or one of

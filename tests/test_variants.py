@@ -619,3 +619,23 @@ def test_a_variant_owns_its_options():
         variants.register("fixed")
     with pytest.raises(ValueError, match=r"\['tau'\] are not options"):
         variants.register("nope", tau=3)
+
+
+def test_a_mixing_plugin_of_the_earlier_api_is_refused_with_the_change_to_make():
+    """A mixing policy whose constructor still takes d_model, span, h_k, ... is refused when it
+    is registered, naming the Shape it takes now; one taking the Shape builds."""
+    from variants.mixing import MultiHead, Shape
+
+    class Old(MultiHead):
+        def __init__(self, d_model, span, h_k, h, h_v, d_k, d_v, key_pe=None):
+            super().__init__(Shape(d_model, span, h_k, h, h_v, d_k, d_v, key_pe))
+
+    class New(MultiHead):
+        def __init__(self, shape: Shape, *, scale: float = 1.0) -> None:
+            super().__init__(shape)
+            self.scale = scale
+
+    with pytest.raises(ValueError, match="no longer as d_model, span, h_k"):
+        variants.register("old-mixing", mixing=Old)
+    variants.register("new-mixing", mixing=New, scale=2.0)
+    assert build("new-mixing").mixing.scale == 2.0

@@ -1,6 +1,7 @@
 """One attention layer = a span policy composed with a head-mixing policy."""
 
 import inspect
+from dataclasses import dataclass, fields
 
 import torch
 import torch.nn.functional as F
@@ -15,9 +16,43 @@ SpanArg = str | type[sp.SpanPolicy]
 MixingArg = str | type[mix.MixingPolicy]
 
 
+@dataclass(frozen=True)
+class Heads:
+    """The layer's head options: heads h_k (queries and keys), h (softmax), h_v (values),
+    default n_heads; widths d_k, d_v, default `width` over their heads, and `width` default
+    d_model (talking-heads Table 1 keeps h d_k = h d_v = width as h grows)."""
+
+    h_k: int | None = None
+    h: int | None = None
+    h_v: int | None = None
+    d_k: int | None = None
+    d_v: int | None = None
+    width: int | None = None
+
+
+@dataclass(frozen=True)
+class LayerOptions(Heads):
+    """The layer's own options (model.attn.<option>), beside its policies': `span_policy` and
+    `mixing` (registered names or policy classes), the heads (`Heads`) and the query `chunk`
+    (None: the device's default)."""
+
+    span_policy: "SpanArg" = "fixed"
+    mixing: "MixingArg" = "none"
+    chunk: int | None = None
+
+
 def _check(name: str, value, ok: bool, allowed: str) -> None:
     if not ok:
         raise ValueError(f"{name}={value!r} is invalid: expected {allowed}")
+
+
+def own_options() -> dict[str, inspect.Parameter]:
+    """The layer's own options (`LayerOptions`) as keyword-only parameters, typed and
+    defaulted as the policies' are."""
+    hints = {"span_policy": SpanArg, "mixing": MixingArg}
+    return {f.name: inspect.Parameter(f.name, inspect.Parameter.KEYWORD_ONLY, default=f.default,
+                                      annotation=hints.get(f.name, f.type))
+            for f in fields(LayerOptions)}
 
 
 def keyword_options(cls: type, follow: bool = True) -> dict[str, inspect.Parameter]:
@@ -47,6 +82,11 @@ def policy_class(kind: str, value: SpanArg | MixingArg) -> tuple[type, dict]:
     _check(kind, value, isinstance(value, type) and issubclass(value, base),
            f"one of {tuple(names)}, or a subclass of {base.__name__}"
            + (renamed(kind, value) if isinstance(value, str) else ""))
+    if base is mix.MixingPolicy:
+        first = next(iter(inspect.signature(value).parameters), None)
+        _check(kind, value, first == "shape", "a constructor (shape: variants.mixing.Shape, *, "
+               "options): the layer's dimensions arrive as one Shape (shape.d_model, "
+               "shape.h, ...), no longer as d_model, span, h_k, h, h_v, d_k, d_v, key_pe")
     return value, {}
 
 
@@ -54,24 +94,17 @@ def layer_options(span_policy: SpanArg = "fixed", mixing: MixingArg = "none"
                   ) -> dict[str, inspect.Parameter]:
     """Every option a layer of these policies takes: the layer's own keyword options and its
     span and mixing policies' (their constructors' keyword-only parameters, defaults there)."""
-    return (keyword_options(Attention, follow=False)
+    return (own_options()
             | keyword_options(policy_class("span_policy", span_policy)[0])
             | keyword_options(policy_class("mixing", mixing)[0]))
 
 
-def _build(cls: type, fixed: dict, shape: dict, options: dict) -> nn.Module:
-    """cls(the shape arguments its constructor names, the name's fixed ones, its options)."""
-    params = inspect.signature(cls).parameters
-    return cls(**{k: v for k, v in shape.items() if k in params}, **fixed, **options)
-
-
-def check_heads(d_model: int, n_heads: int, free: set[str], h_k: int | None, h: int | None,
-                h_v: int | None, d_k: int | None, d_v: int | None, width: int | None = None
-                ) -> tuple[int, ...]:
+def check_heads(d_model: int, n_heads: int, free: set[str], heads: Heads) -> tuple[int, ...]:
     """Validate the heads and widths before anything is allocated; return h_k, h, h_v, d_k,
-    d_v (h_k, h, h_v default to n_heads, d_k and d_v to `width` over their heads, and `width`
-    to d_model: talking-heads Table 1 keeps h d_k = h d_v = d_model as h grows). h_k and h_v
-    not in `free` (the mixing class's `free_heads`) must equal h."""
+    d_v with their defaults (`Heads`). h_k and h_v not in `free` (the mixing class's
+    `free_heads`) must equal h."""
+    h_k, h, h_v, d_k, d_v, width = (heads.h_k, heads.h, heads.h_v, heads.d_k, heads.d_v,
+                                    heads.width)
     _check("width", width, width is None or isinstance(width, int) and width > 0,
            "a positive int, or None for d_model")
     width = width or d_model
@@ -108,12 +141,11 @@ class Attention(nn.Module):
     """
 
     def __init__(self, d_model: int, n_heads: int, span: int, dropout: float = 0.0,
-                 key_pe: nn.Parameter | None = None, *, span_policy: SpanArg = "fixed",
-                 mixing: MixingArg = "none", h_k: int | None = None, h: int | None = None,
-                 h_v: int | None = None, d_k: int | None = None, d_v: int | None = None,
-                 width: int | None = None, chunk: int | None = None, **options) -> None:
+                 key_pe: nn.Parameter | None = None, **options) -> None:
         super().__init__()
-        span_cls, span_fixed = policy_class("span_policy", span_policy)
+        own = LayerOptions(**{k: options.pop(k) for k in own_options() if k in options})
+        mixing, chunk = own.mixing, own.chunk
+        span_cls, span_fixed = policy_class("span_policy", own.span_policy)
         mix_cls, mix_fixed = policy_class("mixing", mixing)
         for name, v in (("d_model", d_model), ("n_heads", n_heads), ("span", span)):
             _check(name, v, isinstance(v, int) and v > 0, "a positive int")
@@ -123,31 +155,31 @@ class Attention(nn.Module):
         takes = {part: keyword_options(cls) for part, cls in (("span", span_cls),
                                                                ("mixing", mix_cls))}
         if unknown := sorted(set(options) - set(takes["span"]) - set(takes["mixing"])):
-            taken = sorted({*keyword_options(Attention, follow=False), *takes["span"],
-                            *takes["mixing"]})
+            taken = sorted({*own_options(), *takes["span"], *takes["mixing"]})
             raise ValueError(f"{unknown[0]}={options[unknown[0]]!r} is not an option of this "
                              f"layer (span policy {getattr(span_cls, 'name', span_cls)}, mixing "
                              f"{mixing if isinstance(mixing, str) else mix_cls.__name__}); it "
                              f"takes: {', '.join(taken)}")
-        heads = {"h_k": h_k, "h": h, "h_v": h_v, "d_k": d_k, "d_v": d_v}
-        named = {"h", *inspect.signature(mix_cls).parameters}  # the span policy takes h heads
-        if unused := [k for k, v in heads.items() if v is not None and k not in named]:
-            raise ValueError(f"{unused[0]}={heads[unused[0]]!r} is not an option of mixing "
+        named = {"h", *mix_cls.heads}  # the span policy takes h heads
+        if unused := [f.name for f in fields(Heads) if f.name != "width" and f.name not in named
+                      and getattr(own, f.name) is not None]:
+            raise ValueError(f"{unused[0]}={getattr(own, unused[0])!r} is not an option of mixing "
                              f"{mixing if isinstance(mixing, str) else mix_cls.__name__}")
-        h_k, h, h_v, d_k, d_v = check_heads(d_model, n_heads, mix_cls.free_heads(mix_fixed), h_k,
-                                            h, h_v, d_k, d_v, width)
+        h_k, h, h_v, d_k, d_v = check_heads(d_model, n_heads, mix_cls.free_heads(mix_fixed), own)
         if key_pe is not None:
             _check("key_pe", tuple(key_pe.shape), tuple(key_pe.shape) == (span, d_k),
                    f"a relative-position table of shape (span, d_k) = ({span}, {d_k})")
         self.S, self.chunk = span, chunk
         pick = {part: {k: v for k, v in options.items() if k in takes[part]} for part in takes}
-        shape = dict(d_model=d_model, n_heads=h, span=span, h_k=h_k, h=h, h_v=h_v, d_k=d_k,
-                     d_v=d_v, key_pe=key_pe)
-        self.span_policy = _build(span_cls, span_fixed, shape, pick["span"])
-        self.mixing = _build(mix_cls, mix_fixed, shape, pick["mixing"])
+        takes_shape = inspect.signature(span_cls).parameters  # (d_model,) n_heads, span
+        shape = {k: v for k, v in (("d_model", d_model), ("n_heads", h), ("span", span))
+                 if k in takes_shape}
+        self.span_policy = span_cls(**shape, **span_fixed, **pick["span"])
+        self.mixing = mix_cls(mix.Shape(d_model, span, h_k, h, h_v, d_k, d_v, key_pe),
+                              **mix_fixed, **pick["mixing"])
         self.drop = nn.Dropout(dropout)
         resolved = {k: p.default for part in takes.values() for k, p in part.items()}
-        self.options = {"width": width, "chunk": chunk, **resolved, **options}  # for describe()
+        self.options = {"width": own.width, "chunk": chunk, **resolved, **options}  # describe()
 
     @property
     def key_pe(self) -> nn.Parameter:

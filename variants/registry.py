@@ -5,7 +5,15 @@ what it is called now (`names.RENAMED`)."""
 
 import inspect
 
-from .attention import Attention, MixingArg, SpanArg, check_heads, layer_options, policy_class
+from .attention import (
+    Attention,
+    Heads,
+    MixingArg,
+    SpanArg,
+    check_heads,
+    layer_options,
+    policy_class,
+)
 from .names import renamed
 
 _VARIANTS: dict[str, dict] = {}  # name -> its span policy, mixing and option defaults
@@ -70,7 +78,6 @@ def facts(name: str, d_model: int, n_heads: int, **attn) -> dict:
     span_cls, _ = policy_class("span_policy", variant["span_policy"])
     mix_cls, mix_fixed = policy_class("mixing", variant["mixing"])
     values = {k: attn.get(k, p.default) for k, p in options(name, **attn).items()}
-    heads = (values.get(k) for k in ("h_k", "h", "h_v", "d_k", "d_v"))
-    _, h, *_ = check_heads(d_model, n_heads, mix_cls.free_heads(mix_fixed), *heads,
-                           values.get("width"))
+    heads = Heads(*(values.get(k) for k in ("h_k", "h", "h_v", "d_k", "d_v", "width")))
+    _, h, *_ = check_heads(d_model, n_heads, mix_cls.free_heads(mix_fixed), heads)
     return {"learned_spans": span_cls.learned, "h": h, "options": values}

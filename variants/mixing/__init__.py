@@ -1,7 +1,7 @@
 """Head-mixing policies: none, logits (P_l), weights (P_w), both (talking heads),
 dynamic-projections (talking heads with dynamic projections), gbma."""
 
-from .base import MixingPolicy
+from .base import MixingPolicy, Shape
 from .dynamic import DynamicTalkingHeads
 from .gbma import GBMA
 from .multihead import MultiHead, TalkingHeads
@@ -15,4 +15,4 @@ POLICIES = {"none": (MultiHead, {}),
             "dynamic-projections": (DynamicTalkingHeads, {}), "gbma": (GBMA, {})}
 
 __all__ = ["GBMA", "INITS", "POLICIES", "DynamicTalkingHeads", "HeadMix", "MixingPolicy",
-           "MultiHead", "TalkingHeads"]
+           "MultiHead", "Shape", "TalkingHeads"]

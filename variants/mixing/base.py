@@ -1,9 +1,25 @@
 """The mixing-policy interface: what happens across the heads dimension, as the layer calls it."""
 
-import inspect
+from dataclasses import dataclass
 from typing import Any
 
 from torch import Tensor, nn
+
+
+@dataclass(frozen=True)
+class Shape:
+    """One layer's dimensions, as the layer resolved and checked them: the model width, the
+    span limit S, heads h_k (queries and keys), h (softmax), h_v (values), their widths d_k,
+    d_v, and the relative-position table to share (S, d_k) (None: the policy's own)."""
+
+    d_model: int
+    span: int
+    h_k: int
+    h: int
+    h_v: int
+    d_k: int
+    d_v: int
+    key_pe: nn.Parameter | None = None
 
 
 class MixingPolicy(nn.Module):
@@ -17,9 +33,12 @@ class MixingPolicy(nn.Module):
     policy states its heads h_k, h, h_v and widths d_k, d_v, holds a relative-position table
     `key_pe` (S, d) (its own, or the caller's shared one), and reports its cost: `flops(s)` (the
     paper's #FLOPS convention) and `position_flops(s)` (the q.p term), per query over s keys.
-    The layer passes the shape arguments a constructor names (d_model, span, h_k, h, h_v, d_k,
-    d_v, key_pe); its keyword-only parameters are the policy's options (model.attn.<option>).
+    A constructor takes the layer's `Shape` first; its keyword-only parameters are the
+    policy's options (model.attn.<option>). `heads` names the head options it reads (the layer
+    refuses the others).
     """
+
+    heads: tuple[str, ...] = ("h_k", "h", "h_v", "d_k", "d_v")
 
     h_k: int
     h: int
@@ -38,10 +57,9 @@ class MixingPolicy(nn.Module):
     def free_heads(cls, fixed: dict[str, Any]) -> set[str]:
         """Which of h_k and h_v may differ from h when built with the constructor arguments
         `fixed` (those a registered name fixes): the layer refuses the others unless equal to
-        h, before anything is allocated. By default those the constructor does not take; a
-        policy whose projection maps heads (talking-heads P_l: h_k -> h, P_w: h -> h_v) adds
-        them."""
-        return {k for k in ("h_k", "h_v") if k not in inspect.signature(cls).parameters}
+        h, before anything is allocated. By default those it does not read (`heads`); a policy
+        whose projection maps heads (talking-heads P_l: h_k -> h, P_w: h -> h_v) adds them."""
+        return {k for k in ("h_k", "h_v") if k not in cls.heads}
 
     def query(self, x: Tensor):
         """x (B, M, D) -> the queries, once per block."""

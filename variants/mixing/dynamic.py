@@ -7,6 +7,7 @@ import torch
 from torch import Tensor, nn
 
 from ..band import band, scores, unband
+from .base import Shape
 from .multihead import TalkingHeads
 
 
@@ -26,15 +27,14 @@ class DynamicTalkingHeads(TalkingHeads):
     key-major, to the c x (c + W - 1) products, so the option `banded` is refused.
     """
 
-    def __init__(self, d_model: int, span: int, h_k: int, h: int, h_v: int, d_k: int, d_v: int,
-                 key_pe: nn.Parameter | None = None, *, dynamic_init: float = 0.01,
-                 **options) -> None:
+    def __init__(self, shape: Shape, *, dynamic_init: float = 0.01, **options) -> None:
         if not dynamic_init >= 0:
             raise ValueError(f"dynamic_init={dynamic_init!r} is invalid: expected a std >= 0")
         if options.get("banded"):
             raise ValueError("banded=True is invalid with dynamic projections (their memory-side "
                              "terms need the unbanded products): expected false")
-        super().__init__(d_model, span, h_k, h, h_v, d_k, d_v, True, True, key_pe, **options)
+        super().__init__(shape, True, True, **options)
+        d_model, h_k, h, h_v = shape.d_model, shape.h_k, shape.h, shape.h_v
         std = dynamic_init / math.sqrt(d_model)
         self.P_Xl = nn.Parameter(torch.randn(d_model, h_k * h) * std)
         self.P_Ml = nn.Parameter(torch.randn(d_model, h_k * h) * std)

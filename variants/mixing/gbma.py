@@ -6,7 +6,7 @@ import torch
 from torch import Tensor, nn
 
 from ..band import mix, scores
-from .base import MixingPolicy
+from .base import MixingPolicy, Shape
 
 
 def _uniform(*shape: int, var: float) -> Tensor:
@@ -25,11 +25,11 @@ class GBMA(MixingPolicy):
     """
 
     name = "gbma"
+    heads = ("h", "d_k")
 
-    def __init__(self, d_model: int, span: int, h: int, d_k: int,
-                 key_pe: nn.Parameter | None = None) -> None:
+    def __init__(self, shape: Shape) -> None:
         super().__init__()
-        D = d_model
+        D, h, d_k = shape.d_model, shape.h, shape.d_k
         self.h_k = self.h_v = h
         self.d_k = self.d_v = D  # a full D x D bilinear form and value map per head
         d_pos = d_k  # the position table's width: the d_k of the multi-head layer it generalises
@@ -42,7 +42,8 @@ class GBMA(MixingPolicy):
         self.Q = nn.Parameter(_uniform(D, D, h, var=1 / (9 * D * h)))
         self.P_pos = nn.Parameter(_uniform(D, d_pos, h, var=1 / (3 * D * d_pos)))
         self.d_model, self.h, self.d_pos = D, h, d_pos
-        self.key_pe = key_pe if key_pe is not None else nn.Parameter(torch.randn(span, d_pos))
+        self.key_pe = shape.key_pe if shape.key_pe is not None else nn.Parameter(
+            torch.randn(shape.span, d_pos))
 
     def flops(self, s: float) -> float:
         """Multiply-adds per query over s keys (#FLOPS convention): X P and Q (2 D^2 h), then

@@ -8,7 +8,7 @@ import torch
 from torch import Tensor, nn
 
 from ..band import mix, scores
-from .base import MixingPolicy
+from .base import MixingPolicy, Shape
 from .talking import HeadMix
 
 
@@ -27,17 +27,19 @@ class MultiHead(MixingPolicy):
     pays where heads are 1 wide (d_k = d_v = 1); the same function to float rounding.
     """
 
-    def __init__(self, d_model: int, span: int, h_k: int, h: int, h_v: int, d_k: int, d_v: int,
-                 key_pe: nn.Parameter | None = None, *, banded: bool = False) -> None:
+    def __init__(self, shape: Shape, *, banded: bool = False) -> None:
         super().__init__()
-        self.d_model, self.h_k, self.h, self.h_v = d_model, h_k, h, h_v
+        d_model, span, h_k, h_v, d_k, d_v = (shape.d_model, shape.span, shape.h_k, shape.h_v,
+                                             shape.d_k, shape.d_v)
+        self.d_model, self.h_k, self.h, self.h_v = d_model, h_k, shape.h, h_v
         self.d_k, self.d_v, self.banded = d_k, d_v, banded
         b = 1 / math.sqrt(d_model)
         self.W_q = _uniform(d_model, h_k * d_k, bound=b)
         self.W_k = _uniform(d_model, h_k * d_k, bound=b)
         self.W_v = _uniform(d_model, h_v * d_v, bound=b)
         self.W_o = _uniform(h_v * d_v, d_model, bound=b)
-        self.key_pe = key_pe if key_pe is not None else nn.Parameter(torch.randn(span, d_k))
+        self.key_pe = shape.key_pe if shape.key_pe is not None else nn.Parameter(
+            torch.randn(span, d_k))
         self.P_l: HeadMix | None = None
         self.P_w: HeadMix | None = None
 
@@ -102,12 +104,11 @@ class TalkingHeads(MultiHead):
     weights-only (their Table 3). Options: the maps' start, `mix_init` (the identity, so a fresh
     layer is multi-head, or random) and `mix_noise` (std of noise added to it)."""
 
-    def __init__(self, d_model: int, span: int, h_k: int, h: int, h_v: int, d_k: int, d_v: int,
-                 mix_logits: bool, mix_weights: bool, key_pe: nn.Parameter | None = None, *,
+    def __init__(self, shape: Shape, mix_logits: bool, mix_weights: bool, *,
                  mix_noise: float = 0.0, mix_init: str = "identity", **options) -> None:
-        super().__init__(d_model, span, h_k, h, h_v, d_k, d_v, key_pe, **options)
-        self.P_l = HeadMix(h_k, h, mix_noise, mix_init) if mix_logits else None
-        self.P_w = HeadMix(h, h_v, mix_noise, mix_init) if mix_weights else None
+        super().__init__(shape, **options)
+        self.P_l = HeadMix(shape.h_k, shape.h, mix_noise, mix_init) if mix_logits else None
+        self.P_w = HeadMix(shape.h, shape.h_v, mix_noise, mix_init) if mix_weights else None
 
     @classmethod
     def free_heads(cls, fixed: dict[str, Any]) -> set[str]:

@@ -20,7 +20,7 @@ from bench.experiment.grid import Grid
 from bench.experiment.open import GridText, open_grid
 from bench.provenance import identity
 from bench.tracking import reader, writer
-from bench.tracking.names import PLAN, SEEDS
+from bench.tracking.names import SEEDS
 from bench.tracking.page import ClaimResult, Page
 
 from . import prereg, stats, verdicts
@@ -70,7 +70,6 @@ def per_seed(sweep: Sweep, runs: pd.DataFrame) -> pd.DataFrame:
     (`verdicts.evaluate` over it gives the same table)."""
     metrics = sorted(c for c in runs if c in METRICS or PROBE_METRIC.match(c)
                      or c.startswith(("layer.", "dataset.planted", "dataset.no_recall")))
-    runs = runs.rename(columns={f"tags.{PLAN}{k}": k for k in prereg.RECORDS})
     keys = [k for k in [*sweep.axes, *SEEDS, "trial", "precision", "cpu_capability",
                         *DATA_COLUMNS, "model.span", "floor_bpc", "head_spans", "start_time",
                         *prereg.RECORDS] if k in runs]
@@ -176,8 +175,7 @@ def judge(grid: Grid, runs: pd.DataFrame, missing: pd.DataFrame, grid_file: Path
           ) -> tuple[pd.DataFrame, prereg.Registration]:
     """The grid's claims' verdicts on `runs` (`verdicts.evaluate`), labelled by what the
     pre-registration check (`prereg.check`) found: exploratory or unverified where it says so.
-    `runs` as runs.csv holds them or as the store does (the plan records as MLflow tags)."""
-    runs = runs.rename(columns={f"tags.{PLAN}{k}": k for k in prereg.RECORDS})
+    `runs` as runs.csv holds them (`claim_runs`)."""
     registered = prereg.check(grid_file, grid, runs)
     table = verdicts.evaluate(grid.claims, runs, missing, grid.looks, grid.design_seeds)
     if registered.evidence == "exploratory":
@@ -276,10 +274,10 @@ def render_sweep(uri: str, experiment: str, out_dir: Path, sweep: str | None = N
     runs.csv and the findings its grid declares first (plotting packages other than the pins,
     a GPU image's, can break the figures, never these), then its table and figures (`grid`,
     read from `grid_file`; default: the grid file logged with the sweep), of exactly the
-    trials it covers, under out_dir, and
-    print the findings; log them as artifacts (report/) of the sweep's run, and make its page
-    the report (`sweep_page`, `page.publish`). Raises ReportError (or reader.StoreError) when
-    nothing can be reported; ConfigError for a logged grid file that cannot be read."""
+    trials it covers, under out_dir, and print the findings; log them as artifacts (report/) of
+    the sweep's run, and make its page the report (`sweep_page`, `page.publish`). Raises
+    ReportError (or reader.StoreError) when nothing can be reported; ConfigError for a logged
+    grid file that cannot be read."""
     os.environ.setdefault("MLFLOW_ENABLE_ARTIFACTS_PROGRESS_BAR", "false")  # no bars in logs
     data, found = load(uri, experiment, sweep, grid)
     if data.runs.empty:

@@ -15,9 +15,9 @@ from bench.experiment.layouts import PAPER_NAMES
 from bench.provenance import identity, short_commit
 from bench.record import RunResult
 from bench.tracking import reader
-from bench.tracking.names import FAILURE, GRID_KEYS, SEEDS, STOPPED
+from bench.tracking.names import FAILURE, GRID_KEYS, PLAN, SEEDS, STOPPED
 
-from . import verdicts
+from . import prereg, verdicts
 
 SHORT = {"model.span": "S", "model.n_heads": "h", "model.d_model": "D", "model.n_layers": "L",
          "data.name": "data"}
@@ -208,8 +208,9 @@ def head_spans(sweep: Sweep) -> pd.Series:
 
 def claim_runs(sweep: Sweep) -> pd.DataFrame:
     """The finished runs with what the claims read: their grid keys, seed, metrics, layer
-    description, and head spans where a claim needs them (as runs.csv holds them)."""
-    runs = sweep.runs
+    description, the plan records (`prereg.RECORDS`, from their tags), and head spans where a
+    claim needs them (as runs.csv holds them)."""
+    runs = sweep.runs.rename(columns={f"tags.{PLAN}{k}": k for k in prereg.RECORDS})
     if any(c.metric in HEAD_SPAN_METRICS for c in sweep.claims):
         runs = runs.assign(head_spans=head_spans(sweep))
     return runs

@@ -145,9 +145,9 @@ def summary(client: Any, exp: str, trials: list[Trial], now: dict[str, str]) -> 
 def render_report(run: Session, partial: str | None) -> bool:
     """The sweep's report (`render_sweep`: its runs.csv and findings first, then the tables,
     figures and the sweep run's artifacts); where the sweep was cut (`partial`: why),
-    partial.md beside them says so. Returns whether it was all written: a
-    failure is printed whole, traceback included, and fails the sweep (exit 1); the runs are
-    intact and `python -m bench.report` renders it again."""
+    partial.md beside them says so. Returns whether it was all written: a failure is printed
+    whole, traceback included, and fails the sweep (exit 1); the runs are intact and `python
+    -m bench.report` renders it again."""
     from bench.findings.report import ReportError, render_sweep
 
     marker = run.root / "partial.md"
@@ -319,11 +319,9 @@ def run_look(run: Session, trials: list[Trial], look: page.Look) -> bool:
         return False
     if run.parent is None:
         run.parent = writer.start_sweep(run.client, run.exp, run.options.grid_file,
-                                        run.options.command, look)
+                                        run.options.command, look, to_text(run.grid))
         page.share_view(run.client, run.exp, list(run.grid.grid),
                         [c.metric for c in run.grid.claims])
-        # the plan that ran (overrides, seeds, plugins resolved) over the file as written
-        run.client.log_text(run.parent, to_text(run.grid), run.options.grid_file.name)
         if run.options.mps:
             print(run.options.mps)
             run.client.set_tag(run.parent, names.MPS, run.options.mps)

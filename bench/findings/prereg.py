@@ -197,6 +197,8 @@ def _verify(repo: _Repo, grid: Grid, conf: pd.DataFrame) -> Registration:
     starts = {int(s) if str(s) not in ("", "nan") else None for s in conf["seed_start"]}
     begun = pd.to_datetime(conf["start_time"], utc=True, errors="coerce").min()
     said, firsts = [], []
+    absent = {c for c in set(conf["run_commit"].astype(str))  # asked of git once each
+              if _git(repo.root, "cat-file", "-e", f"{c}^{{commit}}") is None}
     for start in sorted(starts, key=str):
         if isinstance(grid.seeds, Looks) and start not in (grid.seeds.start,
                                                             *grid.seeds.replications):
@@ -206,7 +208,7 @@ def _verify(repo: _Repo, grid: Grid, conf: pd.DataFrame) -> Registration:
         for _, row in conf[conf["seed_start"].astype(str) == ("" if start is None
                                                               else str(start))].iterrows():
             commit = str(row["run_commit"])
-            if _git(repo.root, "cat-file", "-e", f"{commit}^{{commit}}") is None:
+            if commit in absent:
                 why = f"trial {_name(row)} ran from commit {commit[:10]}, not in this repository"
                 return Registration(f"Pre-registration: unverified: {why}.", "unverified", why)
             why = _trial_fault(repo, row, want, start)

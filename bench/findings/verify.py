@@ -10,6 +10,7 @@ import numpy as np
 import pandas as pd
 
 from bench.config import ConfigError
+from bench.experiment.catalogue import RUN_TIME
 from bench.experiment.open import open_grid
 
 from .report import judge, read_per_seed
@@ -37,7 +38,8 @@ def folders(paths: list[Path]) -> list[Path]:
     out = []
     for path in paths:
         found = [path] if (path / "findings.csv").is_file() else sorted(
-            f.parent for f in path.rglob("findings.csv"))
+            f.parent for f in path.rglob("findings.csv")
+            if not set(f.relative_to(path).parts) & RUN_TIME)  # not a sweep's own artifacts
         if not found:
             raise ConfigError(f"{path}: no findings.csv there or below (a result folder holds "
                               f"{', '.join(FILES)})")

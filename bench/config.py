@@ -1,8 +1,8 @@
 """The run's schema, shared by every room: {model, data, train} in pydantic, presets, dotted
 overrides, and errors that name the key.
 
-Presets fill every key; `--set a.b=v` overrides one. `model.attn` is typed by the variant's
-options (`variants.options`) and `data` by its corpus's builder (`bench.data.options`), so a
+Presets fill every key; `--set a.b=v` overrides one. `model.attn` is typed by the options its
+variant's parts declare (`variants.options`) and `data` by its corpus's (`corpus_options`), so a
 plugin's own options are checked like the built-in ones. Validation happens here, before any
 data is read or tensor allocated.
 """
@@ -38,17 +38,17 @@ class Strict(BaseModel):
     model_config = ConfigDict(extra="forbid", validate_assignment=True)
 
 
-def typed_options(where: str, given: dict[str, Any], params: dict[str, inspect.Parameter],
+def typed_options(where: str, given: dict[str, Any], params: dict[str, variants.Option],
                   owner: str = "") -> dict[str, Any]:
-    """`given` validated and converted by the types of `params`, a layer's or a generator's own
-    signature (pydantic, lax: YAML's "2e-6" becomes 2e-06, 64 a float where a float is wanted).
+    """`given` validated and converted by the types of `params`, the options a layer's parts or
+    a corpus declare (pydantic, lax: YAML's "2e-6" becomes 2e-06, 64 a float where a float is
+    wanted).
 
     Returns the given keys only, converted. Raises a PydanticCustomError "typed_options" whose
     message has one line per bad key: `where.key`, the value and the expected type (an
-    `unknown` line names what the options belong to).
+    `unknown` line names what the options belong to and what it accepts).
     """
-    fields = {name: (Any if p.annotation is p.empty else p.annotation,
-                     ... if p.default is p.empty else p.default) for name, p in params.items()}
+    fields = {name: (p.type, ... if p.required else p.default) for name, p in params.items()}
     options = create_model(f"options of {where}", __config__=ConfigDict(
         extra="forbid", arbitrary_types_allowed=True), **fields)
     try:
@@ -67,7 +67,7 @@ def typed_options(where: str, given: dict[str, Any], params: dict[str, inspect.P
                 got = f"={e['input']!r}" if "input" in e and e["type"] != "missing" else ""
                 lines.append(f"{where}.{key}.{inner}{got}: {e['msg']}")
             else:
-                ann = inspect.formatannotation(params[key].annotation)
+                ann = inspect.formatannotation(params[key].type)
                 lines.append(f"{where}.{key}={given[key]!r}: expected {ann} ({e['msg']})")
         raise PydanticCustomError("typed_options", "{lines}",
                                   {"lines": "\n  ".join(dict.fromkeys(lines))}) from None
@@ -95,8 +95,8 @@ class ModelConfig(Strict):
     @field_validator("attn")
     @classmethod
     def _typed(cls, attn: dict[str, Any], info: ValidationInfo) -> dict[str, Any]:
-        """Typed by the signatures of the variant's parts (a plugin's own options included);
-        an option no part takes names the variant."""
+        """Typed by the options the variant's parts declare (a plugin's own included); an
+        option no part takes names the variant."""
         if "variant" not in info.data:  # the variant itself is invalid: reported on its own
             return attn
         variant = info.data["variant"]
@@ -110,16 +110,21 @@ class ModelConfig(Strict):
         return self
 
 
-def variant_options(variant: str, attn: dict[str, Any]) -> dict[str, inspect.Parameter]:
+def variant_options(variant: str, attn: dict[str, Any]) -> dict[str, variants.Option]:
     """What model.attn may hold for `variant` with these options (a span_policy or mixing in
     them changes what the layer takes)."""
     return variants.options(variant, **{k: v for k, v in attn.items()
                                         if k in ("span_policy", "mixing")})
 
 
+def corpus_options(name: str) -> dict[str, variants.Option]:
+    """What data may hold for corpus `name`, as its options class declares it."""
+    return variants.declared(data.options(name))
+
+
 class DataConfig(BaseModel):
-    """data.name, a registered corpus; every other key is an option of its builder, typed by
-    the builder's signature (`bench.data.options(name)`)."""
+    """data.name, a registered corpus; every other key is an option its corpus declares
+    (`corpus_options`)."""
 
     model_config = ConfigDict(extra="allow")
     name: str = "synthetic"
@@ -133,12 +138,12 @@ class DataConfig(BaseModel):
     @model_validator(mode="after")
     def _typed(self) -> "DataConfig":
         self.__pydantic_extra__.update(typed_options(
-            "data", self.options, data.options(self.name), f" of dataset {self.name!r}"))
+            "data", self.options, corpus_options(self.name), f" of dataset {self.name!r}"))
         return self
 
     @property
     def options(self) -> dict[str, Any]:
-        """The corpus builder's options as given (defaults are the builder's)."""
+        """The corpus's options as given (defaults are its options class's)."""
         return dict(self.__pydantic_extra__ or {})
 
 

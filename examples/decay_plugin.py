@@ -1,24 +1,32 @@
 """attnbench plugin: the `decay` variant, a soft span exp(-x / tau_i) with talking heads."""
 
 import math
+from dataclasses import dataclass
 
 import torch
 from torch import Tensor, nn
 
 import variants
+from variants import Shape, option
 from variants.span import SpanPolicy
 
 
 class DecaySpan(SpanPolicy):
     """Soft span: weight exp(-x / tau_i) on distance x, with a learned tau per head. Its
-    keyword-only parameter `tau_init` is an option of every variant built on it
-    (model.attn.tau_init), typed and defaulted here."""
+    options are the fields of `Options`, each an option of every variant built on it
+    (model.attn.tau_init), typed, defaulted and explained there."""
 
-    def __init__(self, n_heads: int, span: int, *, tau_init: float = 20.0) -> None:
-        if tau_init <= 0:
-            raise ValueError(f"tau_init={tau_init!r} is invalid: expected tau > 0")
-        super().__init__(n_heads, span)
-        self.log_tau = nn.Parameter(torch.full((n_heads, 1, 1), math.log(tau_init)))
+    @dataclass(frozen=True)
+    class Options:
+        tau_init: float = option(20.0, "each head's decay length tau at the start (distances)")
+
+        def __post_init__(self) -> None:
+            if self.tau_init <= 0:
+                raise ValueError(f"tau_init={self.tau_init!r} is invalid: expected tau > 0")
+
+    def __init__(self, shape: Shape, options: Options) -> None:  # shape.h heads, shape.span
+        super().__init__(shape, options)
+        self.log_tau = nn.Parameter(torch.full((shape.h, 1, 1), math.log(options.tau_init)))
 
     def mask(self, dist: Tensor, rows: slice) -> Tensor:  # broadcast to (B, h, len(rows), W)
         return torch.exp(-dist / self.log_tau.exp())

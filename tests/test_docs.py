@@ -24,7 +24,7 @@ ROOT = Path(__file__).resolve().parents[1]
 DOCS = [ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md"))]
 CLIS = ("bench.run", "bench.train", "bench.report", "bench.speed", "bench.anchors",
         "bench.th_layer", "bench.flops", "bench.retag", "bench.verify", "bench.grids",
-        "ci.regression", "ci.bundle", "ci.carry")
+        "bench.options", "ci.regression", "ci.bundle", "ci.carry")
 # The top-level entries a repository path may start with.
 TOPS = ("bench", "variants", "ablations", "results", "examples", "docs", "tests", "ci", ".ci",
         "runs")
@@ -225,7 +225,7 @@ def test_the_mixing_plugin_in_docs_runs():
     assert block, "docs/variants.md lost its mixing-policy example"
     try:
         exec(compile(block.group(1), "docs/variants.md", "exec"), {})
-        assert variants.options("temp-heads")["temp_init"].annotation is float
+        assert variants.options("temp-heads")["temp_init"].type is float
         layer = variants.build("temp-heads", d_model=32, n_heads=4, span=16, temp_init=2.0)
         x = torch.randn(1, 20, 32, requires_grad=True)
         y = layer(x)
@@ -296,7 +296,7 @@ def test_the_add_a_claim_commands_run_as_written_and_leave_a_clone_clean():
 
 
 @pytest.mark.parametrize("name", ["run", "report", "grids", "verify", "train", "retag", "speed",
-                                  "anchors", "th_layer", "flops"])
+                                  "anchors", "th_layer", "flops", "options"])
 def test_help_describes_each_command_in_whole_sentences(name, capsys):
     """`--help` opens with the command module's first paragraph, whole: never cut at its first
     line, mid-sentence."""

@@ -106,7 +106,8 @@ def test_dry_run_prints_trials_and_cost(tmp_path, capsys):
                      "--results-dir", str(tmp_path / "results")]) == 0
     out = capsys.readouterr().out
     assert "6 trials" in out and "estimated cost" in out  # (2 x 2 - 1) x 2 seeds
-    rows = [line for line in out.splitlines() if line.startswith("| ") and "gbma" in line]
+    trials = out.split("The layer options")[0]
+    rows = [line for line in trials.splitlines() if line.startswith("| ") and "gbma" in line]
     assert len(rows) == 2 and all(" 2 " in r for r in rows)
     assert not (tmp_path / "results").exists()
 

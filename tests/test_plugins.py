@@ -133,7 +133,7 @@ def test_a_plugin_file_is_found_beside_its_grid_file_or_named_as_resolved(clean,
 
 # --- typed options ----------------------------------------------------------------------------
 
-def test_options_are_converted_by_the_signature(clean):
+def test_options_are_converted_by_the_types_their_classes_declare(clean):
     plugins.load([str(PLUGIN)])
     cfg = resolve(parse_sets(["model.variant=adaptive", "model.attn.span_loss=2e-6",
                               "model.attn.ramp=16", "data.distances=[8,24]",

@@ -24,7 +24,7 @@ def test_add_a_variant_example():
     try:
         exec(compile(block.group(1), "README.md", "exec"), {})
         assert "decay" in variants.names()
-        assert variants.options("decay")["tau_init"].annotation is float
+        assert variants.options("decay")["tau_init"].type is float
         layer = variants.build("decay", d_model=32, n_heads=2, span=16, tau_init=4.0)
         assert torch.allclose(layer.span_policy.log_tau.exp(), torch.tensor(4.0))
         x = torch.randn(1, 20, 32, requires_grad=True)

@@ -13,12 +13,12 @@ import numpy as np
 import pytest
 
 from bench import data
-from bench.config import ConfigError, parse_sets, resolve
+from bench.config import ConfigError, corpus_options, parse_sets, resolve
 from bench.data.frames import Frames, stationary
 from bench.data.probes import MQAR, PROBES, Conjunctive, Recall, first_asked
 from bench.data.synthetic import Synthetic
 
-DEFAULTS = {k: p.default for k, p in data.options("synthetic").items()
+DEFAULTS = {k: p.default for k, p in corpus_options("synthetic").items()
             if k in Frames.__dataclass_fields__}
 
 
@@ -497,10 +497,12 @@ def test_mqar_is_deterministic_per_seed_and_its_splits_share_no_episode():
 
 def test_every_probe_class_is_an_option_writing_its_own_script():
     """A probe is its class: PROBES makes each an option of the corpus (data.<name>, typed by
-    the class) and its script is the class's own, in its code points, after the frames'."""
-    takes = data.options("synthetic")
+    the class, with help) and its script is the class's own, in its code points, after the
+    frames'."""
+    takes = corpus_options("synthetic")
     for P in PROBES:
-        assert takes[P.name].annotation == P | None and takes[P.name].default is None
+        assert takes[P.name].type == P | None and takes[P.name].default is None
+        assert P.name in takes[P.name].help
     probes = [P(rate=0.2) for P in PROBES]
     corpus = data.build("synthetic", n_chars=20_000, p_copy=0.0, **{p.name: p for p in probes})
     symbols = corpus.meta["symbols"]

@@ -599,8 +599,8 @@ def test_an_earlier_name_is_refused_naming_the_one_to_use():
 
 
 def test_a_variant_owns_its_options():
-    """Each option goes to the part whose constructor names it, with its default written there
-    once; `options(name)` is what the parts take (an override of a policy changes it); an
+    """Each option goes to the part whose `Options` class declares it, with its default written
+    there once; `options(name)` is what the parts take (an override of a policy changes it); an
     option no part takes is refused by name; describe() reports every option as resolved."""
     assert "span_loss" in variants.options("adaptive")
     assert "ramp" in variants.options("dynamic-span")
@@ -621,21 +621,45 @@ def test_a_variant_owns_its_options():
         variants.register("nope", tau=3)
 
 
-def test_a_mixing_plugin_of_the_earlier_api_is_refused_with_the_change_to_make():
-    """A mixing policy whose constructor still takes d_model, span, h_k, ... is refused when it
-    is registered, naming the Shape it takes now; one taking the Shape builds."""
-    from variants.mixing import MultiHead, Shape
+def test_a_plugin_of_the_earlier_api_is_refused_with_the_change_to_make():
+    """A policy whose constructor takes its options as keyword-only parameters (the earlier
+    API) is refused when it is registered, before anything is built, with the Options class
+    to write from those parameters; one declaring `Options` and taking (shape, options)
+    builds, its options typed and reported like the built-in ones."""
+    from dataclasses import dataclass
 
-    class Old(MultiHead):
-        def __init__(self, d_model, span, h_k, h, h_v, d_k, d_v, key_pe=None):
-            super().__init__(Shape(d_model, span, h_k, h, h_v, d_k, d_v, key_pe))
+    from variants import Shape, option
+    from variants.mixing import MultiHead
+    from variants.span import SpanPolicy
+
+    class OldSpan(SpanPolicy):
+        def __init__(self, n_heads: int, span: int, *, tau_init: float = 20.0) -> None:
+            super().__init__(Shape(1, span, n_heads, n_heads, n_heads, 1, 1), None)
+
+    class OldMixing(MultiHead):
+        def __init__(self, shape: Shape, *, scale: float = 1.0) -> None:
+            super().__init__(shape, MultiHead.Options())
+
+    with pytest.raises(ValueError, match=r"(?s)span_policy=OldSpan: its constructor is "
+                       r"\(n_heads, span, tau_init\).*class Options:.*tau_init: float = "
+                       r"option\(20.0, .*def __init__\(self, shape: Shape, options: Options\)"):
+        variants.register("old-span", span_policy=OldSpan)
+    with pytest.raises(ValueError, match=r"(?s)mixing=OldMixing.*scale: float = option\(1.0"):
+        variants.register("old-mixing", mixing=OldMixing)
+    assert not {"old-span", "old-mixing"} & set(variants.names())
 
     class New(MultiHead):
-        def __init__(self, shape: Shape, *, scale: float = 1.0) -> None:
-            super().__init__(shape)
-            self.scale = scale
+        @dataclass(frozen=True)
+        class Options(MultiHead.Options):
+            scale: float = option(1.0, "a scale")
 
-    with pytest.raises(ValueError, match="no longer as d_model, span, h_k"):
-        variants.register("old-mixing", mixing=Old)
+        def __init__(self, shape: Shape, options: Options) -> None:
+            super().__init__(shape, options)
+            self.scale = options.scale
+
     variants.register("new-mixing", mixing=New, scale=2.0)
     assert build("new-mixing").mixing.scale == 2.0
+    declared = variants.options("new-mixing")
+    assert declared["scale"].type is float and declared["scale"].help == "a scale"
+    assert declared["scale"].default == 2.0 and declared["banded"].owner == "MultiHead.Options"
+    assert build("new-mixing", scale=3.0).describe()["options"]["scale"] == 3.0

@@ -1,7 +1,6 @@
 """One attention layer = a span policy composed with a head-mixing policy."""
 
-import inspect
-from dataclasses import dataclass, fields
+from dataclasses import asdict, dataclass
 
 import torch
 import torch.nn.functional as F
@@ -11,6 +10,8 @@ from . import mixing as mix
 from . import span as sp
 from .band import distances, valid_keys
 from .names import renamed
+from .options import Option, check_api, declared, option
+from .shape import Shape
 
 SpanArg = str | type[sp.SpanPolicy]
 MixingArg = str | type[mix.MixingPolicy]
@@ -22,12 +23,13 @@ class Heads:
     default n_heads; widths d_k, d_v, default `width` over their heads, and `width` default
     d_model (talking-heads Table 1 keeps h d_k = h d_v = width as h grows)."""
 
-    h_k: int | None = None
-    h: int | None = None
-    h_v: int | None = None
-    d_k: int | None = None
-    d_v: int | None = None
-    width: int | None = None
+    h_k: int | None = option(None, "query and key heads (default n_heads; != h needs P_l)")
+    h: int | None = option(None, "softmax heads (default n_heads)")
+    h_v: int | None = option(None, "value heads (default n_heads; != h needs P_w)")
+    d_k: int | None = option(None, "query and key width per head (default width / h_k)")
+    d_v: int | None = option(None, "value width per head (default width / h_v)")
+    width: int | None = option(None, "the attention's width h_k d_k = h_v d_v (default "
+                               "d_model)")
 
 
 @dataclass(frozen=True)
@@ -36,9 +38,10 @@ class LayerOptions(Heads):
     `mixing` (registered names or policy classes), the heads (`Heads`) and the query `chunk`
     (None: the device's default)."""
 
-    span_policy: "SpanArg" = "fixed"
-    mixing: "MixingArg" = "none"
-    chunk: int | None = None
+    span_policy: SpanArg = option("fixed", "the span policy: a registered name or a class")
+    mixing: MixingArg = option("none", "the head mixing: a registered name or a class")
+    chunk: int | None = option(None, "queries per chunk (default: 64 on a CPU, the block on "
+                               "a GPU)")
 
 
 def _check(name: str, value, ok: bool, allowed: str) -> None:
@@ -46,34 +49,10 @@ def _check(name: str, value, ok: bool, allowed: str) -> None:
         raise ValueError(f"{name}={value!r} is invalid: expected {allowed}")
 
 
-def own_options() -> dict[str, inspect.Parameter]:
-    """The layer's own options (`LayerOptions`) as keyword-only parameters, typed and
-    defaulted as the policies' are."""
-    hints = {"span_policy": SpanArg, "mixing": MixingArg}
-    return {f.name: inspect.Parameter(f.name, inspect.Parameter.KEYWORD_ONLY, default=f.default,
-                                      annotation=hints.get(f.name, f.type))
-            for f in fields(LayerOptions)}
-
-
-def keyword_options(cls: type, follow: bool = True) -> dict[str, inspect.Parameter]:
-    """The keyword-only parameters of a class's constructor: a layer part's options. With
-    `follow`, a constructor that forwards **options to its base class takes the base's too."""
-    out: dict[str, inspect.Parameter] = {}
-    for owner in cls.__mro__:
-        if owner is nn.Module:
-            break
-        if "__init__" not in vars(owner):
-            continue
-        params = inspect.signature(vars(owner)["__init__"], eval_str=True).parameters.values()
-        out |= {p.name: p for p in params if p.kind is p.KEYWORD_ONLY and p.name not in out}
-        if not follow or not any(p.kind is p.VAR_KEYWORD for p in params):
-            break
-    return out
-
-
 def policy_class(kind: str, value: SpanArg | MixingArg) -> tuple[type, dict]:
     """A span or mixing policy, by registered name or as a class -> (class, the constructor
-    arguments the name fixes); a ValueError naming `kind` for anything else."""
+    arguments the name fixes); a ValueError naming `kind` for anything else, and for a class
+    of the earlier API (options as keyword-only constructor parameters), with the change."""
     names, base = (sp.POLICIES, sp.SpanPolicy) if kind == "span_policy" else (
         mix.POLICIES, mix.MixingPolicy)
     if isinstance(value, str) and value in names:
@@ -82,21 +61,18 @@ def policy_class(kind: str, value: SpanArg | MixingArg) -> tuple[type, dict]:
     _check(kind, value, isinstance(value, type) and issubclass(value, base),
            f"one of {tuple(names)}, or a subclass of {base.__name__}"
            + (renamed(kind, value) if isinstance(value, str) else ""))
-    if base is mix.MixingPolicy:
-        first = next(iter(inspect.signature(value).parameters), None)
-        _check(kind, value, first == "shape", "a constructor (shape: variants.mixing.Shape, *, "
-               "options): the layer's dimensions arrive as one Shape (shape.d_model, "
-               "shape.h, ...), no longer as d_model, span, h_k, h, h_v, d_k, d_v, key_pe")
+    check_api(kind, value, "super().__init__(shape, options)  # shape.h, shape.span, "
+              "shape.d_model, ...; options.<name>")
     return value, {}
 
 
 def layer_options(span_policy: SpanArg = "fixed", mixing: MixingArg = "none"
-                  ) -> dict[str, inspect.Parameter]:
-    """Every option a layer of these policies takes: the layer's own keyword options and its
-    span and mixing policies' (their constructors' keyword-only parameters, defaults there)."""
-    return (own_options()
-            | keyword_options(policy_class("span_policy", span_policy)[0])
-            | keyword_options(policy_class("mixing", mixing)[0]))
+                  ) -> dict[str, Option]:
+    """Every option a layer of these policies takes, as their classes declare them: the
+    layer's own (`LayerOptions`) and its span and mixing policies' (their `Options`)."""
+    return (declared(LayerOptions)
+            | declared(policy_class("span_policy", span_policy)[0].Options)
+            | declared(policy_class("mixing", mixing)[0].Options))
 
 
 def check_heads(d_model: int, n_heads: int, free: set[str], heads: Heads) -> tuple[int, ...]:
@@ -132,10 +108,10 @@ class Attention(nn.Module):
 
     The positional arguments are the body's (d_model, heads, span limit, dropout, and `key_pe`
     (S, d_k), a relative-position table the body shares between layers; None: the layer's own).
-    The keyword arguments are options: the layer's own (`span_policy` and `mixing`, registered
-    names or policy classes; heads h_k, h, h_v; widths d_k, d_v, by default `width` over their
-    heads, d_model unless set; query `chunk`), and every other option goes to the policy whose
-    constructor names it as a keyword-only parameter (`layer_options` lists them). An option no
+    The keyword arguments are options: the layer's own (`LayerOptions`: `span_policy` and
+    `mixing`, registered names or policy classes; heads h_k, h, h_v; widths d_k, d_v, by default
+    `width` over their heads, d_model unless set; query `chunk`), and every other option goes to
+    the policy whose `Options` class declares it (`layer_options` lists them). An option no
     part takes is refused. The layer describes itself (`describe`, `flops`, `spans`,
     `span_trace`) and sets learned spans (`set_spans`), so tools never probe its policies.
     """
@@ -143,43 +119,39 @@ class Attention(nn.Module):
     def __init__(self, d_model: int, n_heads: int, span: int, dropout: float = 0.0,
                  key_pe: nn.Parameter | None = None, **options) -> None:
         super().__init__()
-        own = LayerOptions(**{k: options.pop(k) for k in own_options() if k in options})
-        mixing, chunk = own.mixing, own.chunk
+        own = LayerOptions(**{k: options.pop(k) for k in declared(LayerOptions) if k in options})
         span_cls, span_fixed = policy_class("span_policy", own.span_policy)
-        mix_cls, mix_fixed = policy_class("mixing", mixing)
+        mix_cls, mix_fixed = policy_class("mixing", own.mixing)
         for name, v in (("d_model", d_model), ("n_heads", n_heads), ("span", span)):
             _check(name, v, isinstance(v, int) and v > 0, "a positive int")
-        _check("chunk", chunk, chunk is None or isinstance(chunk, int) and chunk > 0,
-               "a positive int, or None for the device's default")
+        _check("chunk", own.chunk, own.chunk is None or isinstance(own.chunk, int)
+               and own.chunk > 0, "a positive int, or None for the device's default")
         _check("dropout", dropout, 0 <= dropout < 1, "a value in [0, 1)")
-        takes = {part: keyword_options(cls) for part, cls in (("span", span_cls),
-                                                               ("mixing", mix_cls))}
+        takes = {"span": declared(span_cls.Options), "mixing": declared(mix_cls.Options)}
+        mixing = own.mixing if isinstance(own.mixing, str) else mix_cls.__name__
         if unknown := sorted(set(options) - set(takes["span"]) - set(takes["mixing"])):
-            taken = sorted({*own_options(), *takes["span"], *takes["mixing"]})
+            taken = sorted({*declared(LayerOptions), *takes["span"], *takes["mixing"]})
             raise ValueError(f"{unknown[0]}={options[unknown[0]]!r} is not an option of this "
                              f"layer (span policy {getattr(span_cls, 'name', span_cls)}, mixing "
-                             f"{mixing if isinstance(mixing, str) else mix_cls.__name__}); it "
-                             f"takes: {', '.join(taken)}")
+                             f"{mixing}); it takes: {', '.join(taken)}")
         named = {"h", *mix_cls.heads}  # the span policy takes h heads
-        if unused := [f.name for f in fields(Heads) if f.name != "width" and f.name not in named
-                      and getattr(own, f.name) is not None]:
+        if unused := [k for k in declared(Heads) if k != "width" and k not in named
+                      and getattr(own, k) is not None]:
             raise ValueError(f"{unused[0]}={getattr(own, unused[0])!r} is not an option of mixing "
-                             f"{mixing if isinstance(mixing, str) else mix_cls.__name__}")
+                             f"{mixing}")
         h_k, h, h_v, d_k, d_v = check_heads(d_model, n_heads, mix_cls.free_heads(mix_fixed), own)
         if key_pe is not None:
             _check("key_pe", tuple(key_pe.shape), tuple(key_pe.shape) == (span, d_k),
                    f"a relative-position table of shape (span, d_k) = ({span}, {d_k})")
-        self.S, self.chunk = span, chunk
-        pick = {part: {k: v for k, v in options.items() if k in takes[part]} for part in takes}
-        takes_shape = inspect.signature(span_cls).parameters  # (d_model,) n_heads, span
-        shape = {k: v for k, v in (("d_model", d_model), ("n_heads", h), ("span", span))
-                 if k in takes_shape}
-        self.span_policy = span_cls(**shape, **span_fixed, **pick["span"])
-        self.mixing = mix_cls(mix.Shape(d_model, span, h_k, h, h_v, d_k, d_v, key_pe),
-                              **mix_fixed, **pick["mixing"])
+        self.S, self.chunk = span, own.chunk
+        parts = {part: cls.Options(**{k: v for k, v in options.items() if k in takes[part]})
+                 for part, cls in (("span", span_cls), ("mixing", mix_cls))}
+        shape = Shape(d_model, span, h_k, h, h_v, d_k, d_v, key_pe)
+        self.span_policy = span_cls(shape, parts["span"], **span_fixed)
+        self.mixing = mix_cls(shape, parts["mixing"], **mix_fixed)
         self.drop = nn.Dropout(dropout)
-        resolved = {k: p.default for part in takes.values() for k, p in part.items()}
-        self.options = {"width": own.width, "chunk": chunk, **resolved, **options}  # describe()
+        self.options = {"width": own.width, "chunk": own.chunk,  # describe()
+                        **asdict(parts["span"]), **asdict(parts["mixing"])}
 
     @property
     def key_pe(self) -> nn.Parameter:

@@ -1,9 +1,9 @@
 """timm-style registry of variants: `register` a variant (a span policy, a mixing policy and
 defaults for their options), `build(name, **cfg)` it, list `names()`; what a variant accepts is
-its parts' signatures (`options(name)`). One name per thing: an earlier name is refused, saying
-what it is called now (`names.RENAMED`)."""
+what its parts' `Options` classes declare (`options(name)`). One name per thing: an earlier
+name is refused, saying what it is called now (`names.RENAMED`)."""
 
-import inspect
+from dataclasses import replace
 
 from .attention import (
     Attention,
@@ -15,6 +15,7 @@ from .attention import (
     policy_class,
 )
 from .names import renamed
+from .options import Option
 
 _VARIANTS: dict[str, dict] = {}  # name -> its span policy, mixing and option defaults
 
@@ -58,20 +59,20 @@ def build(name: str, **cfg) -> Attention:
     return Attention(**{**_variant(name), **cfg})
 
 
-def options(name: str, **overrides) -> dict[str, inspect.Parameter]:
+def options(name: str, **overrides) -> dict[str, Option]:
     """The options `build(name, ...)` accepts (beyond the body's d_model, n_heads, span,
-    dropout, key_pe), with their annotations and the defaults of the variant: the layer's own
+    dropout, key_pe), typed, with help and the defaults of the variant: the layer's own
     and those of its span and mixing policies, which `overrides` may replace (e.g.
     options("adaptive", mixing="both") includes talking heads' mix_init)."""
     variant = {**_variant(name), **{k: v for k, v in overrides.items()
                                      if k in ("span_policy", "mixing")}}
     params = layer_options(variant["span_policy"], variant["mixing"])
-    return {k: p.replace(default=variant[k]) if k in variant else p for k, p in params.items()}
+    return {k: replace(p, default=variant[k]) if k in variant else p for k, p in params.items()}
 
 
 def facts(name: str, d_model: int, n_heads: int, **attn) -> dict:
-    """What a layer of variant `name` with these options is, read from its parts' classes and
-    signatures without building one: whether its spans are learned (`learned_spans`), its
+    """What a layer of variant `name` with these options is, read from its parts' classes
+    without building one: whether its spans are learned (`learned_spans`), its
     softmax heads `h`, and `options`, every option of its parts with its value (the variant's
     and the parts' defaults where `attn` does not set it)."""
     variant = {**_variant(name), **attn}

@@ -1,6 +1,6 @@
 """The data room: corpora, registered like variants, and batching.
 
-A corpus is built by name (`build(name, **options)`, options typed by its builder's signature)
+A corpus is built by name (`build(name, **options)`, options declared by its options class)
 and describes itself: its splits, identity, floors and probes where it knows them (`Corpus`).
 Built in: enwik8, text8, file (`text.py`) and the generated corpus (`synthetic.py`) with its
 probes (`probes/`, one a module); a plugin adds one with `register`. Imports: numpy and torch,

@@ -2,7 +2,7 @@
 probe of reach (span policies), with what each costs a model that reaches S symbols back."""
 
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import NamedTuple
 
 import numpy as np
@@ -14,6 +14,10 @@ _Q = 1 << 16  # transition probabilities are multiples of 1/_Q, so sampling them
 # consecutive code points: Latin, LATIN, Greek, Cyrillic, Hebrew, Armenian, Georgian, Cherokee,
 # Hiragana, Katakana.
 CASES = ("a", "A", "α", "а", "א", "Ա", "ა", "Ꭰ", "ぁ", "ァ")
+
+
+def _help(text: str) -> dict:
+    return {"help": text}
 
 
 class FrameBlock(NamedTuple):
@@ -55,13 +59,16 @@ class Frames:
     right after it, within reach, hints at its last letter).
     """
 
-    alphabet: int = 8
-    concentration: float = 0.1
-    frame: int = 8
-    p_copy: float = 0.5
-    distances: tuple[int, ...] = (16, 64, 128)
-    distance_probs: tuple[float, ...] = (1 / 3, 1 / 3, 1 / 3)
-    seed: int = 0
+    alphabet: int = field(default=8, metadata=_help("letters of the background chain"))
+    concentration: float = field(default=0.1, metadata=_help(
+        "Dirichlet concentration of the chain's rows (small: predictable text)"))
+    frame: int = field(default=8, metadata=_help("F, symbols per frame"))
+    p_copy: float = field(default=0.5, metadata=_help("p, the chance a frame is a copy"))
+    distances: tuple[int, ...] = field(default=(16, 64, 128), metadata=_help(
+        "the copy distances d_i (multiples of F)"))
+    distance_probs: tuple[float, ...] = field(default=(1 / 3, 1 / 3, 1 / 3), metadata=_help(
+        "q_i, the chance a copy is of distance d_i"))
+    seed: int = field(default=0, metadata=_help("the chain's seed (the text's, not the run's)"))
 
     def __post_init__(self) -> None:
         checks = {

@@ -1,22 +1,26 @@
-"""Registry of corpora, as variants have one: `register` a builder, `build(name, **options)` it;
-the builder's signature is the check of its options (`options(name)`)."""
+"""Registry of corpora, as variants have one: `register` a builder with the class of its
+options, `build(name, **options)` it. A corpus declares its options as a frozen dataclass (a
+field per data.<option>: its type, its default, and a help sentence as `metadata["help"]`),
+which the run's schema types and the docs list (`options(name)`)."""
 
-import inspect
 from collections.abc import Callable
+from dataclasses import MISSING, fields
+from typing import Any
 
 from .corpus import Corpus, DataError
 
-Builder = Callable[..., Corpus]
-_BUILDERS: dict[str, Builder] = {}
+Builder = Callable[[Any], Corpus]
+_BUILDERS: dict[str, tuple[Builder, type]] = {}  # name -> its builder, its options' class
 
 
-def register(name: str) -> Callable[[Builder], Builder]:
-    """Decorator: register `fn(**options) -> Corpus` as corpus `name` (data.name)."""
+def register(name: str, options: type) -> Callable[[Builder], Builder]:
+    """Decorator: register `fn(o: options) -> Corpus` as corpus `name` (data.name), its
+    options declared by the frozen dataclass `options`."""
 
     def wrap(fn: Builder) -> Builder:
         if name in _BUILDERS:
             raise ValueError(f"corpus {name!r} is already registered")
-        _BUILDERS[name] = fn
+        _BUILDERS[name] = fn, options
         return fn
 
     return wrap
@@ -34,20 +38,23 @@ def check_name(name: str) -> None:
 
 
 def build(name: str, **given) -> Corpus:
-    """The corpus registered as `name`, built with `given` options (its builder's keywords); a
-    DataError naming an option it does not take or a required one that is missing."""
-    takes = options(name)
+    """The corpus registered as `name`, built with `given` options (fields of its options'
+    class); a DataError naming an option it does not take or a required one that is missing."""
+    check_name(name)
+    fn, cls = _BUILDERS[name]
+    takes = {f.name: f for f in fields(cls)}
     if unknown := sorted(set(given) - set(takes)):
         raise DataError(f"{name}: unknown options {unknown}; known: {', '.join(takes)}")
-    if missing := [k for k, p in takes.items() if p.default is p.empty and k not in given]:
+    if missing := [k for k, f in takes.items() if f.default is MISSING and k not in given]:
         raise DataError(f"{name}: {missing[0]}= is required")
-    return _BUILDERS[name](**given)
+    return fn(cls(**given))
 
 
-def options(name: str) -> dict[str, inspect.Parameter]:
-    """The options `build(name, ...)` accepts, with their annotations and defaults."""
+def options(name: str) -> type:
+    """The class that declares corpus `name`'s options (a frozen dataclass: their types,
+    defaults and help)."""
     check_name(name)
-    return dict(inspect.signature(_BUILDERS[name], eval_str=True).parameters)
+    return _BUILDERS[name][1]
 
 
 def fitted(name: str, options: dict, *, span: int, block: int, batch_size: int) -> Corpus:

@@ -18,16 +18,15 @@ fresh from pi), the floor is E[bits] / E[len], and a target's floor is the bits 
 leaves over its count. Without probes the stream is the frames' own, as it always was.
 """
 
-import inspect
-from dataclasses import asdict, dataclass, fields
-from typing import Any, NamedTuple, get_type_hints
+from dataclasses import asdict, dataclass, field, fields, make_dataclass
+from typing import NamedTuple, get_type_hints
 
 import numpy as np
 
 from .corpus import SPLITS, STANDARD_FRACTIONS, Corpus, DataError, sha256_of, split_sizes
 from .frames import Frames, entropy
 from .probes import PROBES, Probe
-from .registry import Builder, register
+from .registry import register
 
 
 class SyntheticStream(NamedTuple):
@@ -232,35 +231,36 @@ class SyntheticCorpus(Corpus):
         return {f"data.{p.name}": p.length - 1 for p in self.gen.probes}
 
 
-def with_parts(fn: Builder) -> Builder:
-    """`fn`, whose `**parts` takes the options of the generator's parts, with a signature that
-    names them, so that `bench.data.options` types each: one per field of `Frames` (its type and
-    default: `data.p_copy`, ...) and one per class of PROBES (`data.<name>`: an instance of the
-    class, or None). Adding a probe is its class in probes.py; a frame option, a field of
-    Frames."""
-    sig = inspect.signature(fn)
-    fixed = [p for p in sig.parameters.values() if p.kind is not p.VAR_KEYWORD]
-    hints = get_type_hints(Frames)
-    frames = [inspect.Parameter(f.name, inspect.Parameter.KEYWORD_ONLY, default=f.default,
-                                annotation=hints[f.name]) for f in fields(Frames)]
-    probes = [inspect.Parameter(P.name, inspect.Parameter.KEYWORD_ONLY, default=None,
-                                annotation=P | None) for P in PROBES]
-    fn.__signature__ = sig.replace(parameters=[*fixed, *frames, *probes])
-    return fn
+def _options() -> type:
+    """The built-in corpus's options (data.<option>), declared from its parts' classes: `n_chars`
+    and `fractions`, one per field of `Frames` (its type, default and help: `data.p_copy`, ...)
+    and one per class of PROBES (`data.<name>`: an instance of the class, or None). Adding a
+    probe is its class in probes.py; a frame option, a field of Frames."""
+    frames = [(f.name, hint, field(default=f.default, metadata=f.metadata))
+              for f, hint in zip(fields(Frames), get_type_hints(Frames).values(), strict=True)]
+    probes = [(P.name, P | None, field(default=None, metadata={
+        "help": f"the {P.name} probe's episodes (rate, ...; None: none)"})) for P in PROBES]
+    return make_dataclass("SyntheticOptions", [
+        ("n_chars", int, field(default=2_000_000, metadata={
+            "help": "symbols generated, split by `fractions`"})),
+        ("fractions", tuple[float, float, float], field(default=STANDARD_FRACTIONS, metadata={
+            "help": "train, dev and test fractions, each split its own stream"})),
+        *frames, *probes], frozen=True, namespace={"__module__": __name__})
 
 
-@register("synthetic")
-@with_parts
-def synthetic(*, n_chars: int = 2_000_000,
-              fractions: tuple[float, float, float] = STANDARD_FRACTIONS,
-              **parts: Any) -> SyntheticCorpus:
+SyntheticOptions = _options()
+
+
+@register("synthetic", SyntheticOptions)
+def synthetic(o: SyntheticOptions) -> SyntheticCorpus:
     """`n_chars` symbols of the generator, split by `fractions`, each split its own stream:
-    frames (`Frames`, from the parts named by its fields) and the probes (PROBES, by name) given
-    a positive rate, in PROBES' order."""
-    frames = Frames(**{f.name: tuple(v) if isinstance(v := parts[f.name], list) else v
-                       for f in fields(Frames) if f.name in parts})
-    given = [p for P in PROBES if (p := parts.get(P.name)) is not None]
+    frames (`Frames`, from the options named by its fields) and the probes (PROBES, by name)
+    given a positive rate, in PROBES' order."""
+    frames = Frames(**{f.name: tuple(v) if isinstance(v := getattr(o, f.name), list) else v
+                       for f in fields(Frames)})
+    given = [p for P in PROBES if (p := getattr(o, P.name)) is not None]
     gen = Synthetic(frames=frames, probes=tuple(p for p in given if p.rate > 0))
+    n_chars, fractions = o.n_chars, o.fractions
     sizes = split_sizes(f"synthetic (n_chars={n_chars})", n_chars, fractions)
     streams = [gen.stream(size, split) for split, size in zip(SPLITS, sizes, strict=True)]
     options = {"n_chars": n_chars, **asdict(frames), **{p.name: asdict(p) for p in given}}

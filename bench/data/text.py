@@ -14,7 +14,7 @@ import shutil
 import tempfile
 import urllib.request
 import zipfile
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from functools import lru_cache
 from pathlib import Path
 
@@ -65,32 +65,58 @@ def data_dir(explicit: Path | str | None = None) -> Path:
     return Path(explicit or env or platformdirs.user_cache_path("attnbench")).expanduser()
 
 
-@register("enwik8")
-def enwik8(path: Path | None = None, fractions: Fractions = STANDARD_FRACTIONS,
-           data_dir: Path | None = None, download: bool = True, url: str | None = None
-           ) -> Corpus:
+def _help(text: str) -> dict:
+    return {"help": text}
+
+
+@dataclass(frozen=True)
+class FileOptions:
+    """A local file's options (data.<option>)."""
+
+    path: Path = field(metadata=_help("the file: text or bytes, one symbol per byte"))
+    fractions: Fractions = field(default=STANDARD_FRACTIONS,
+                                 metadata=_help("train, dev and test fractions of the file"))
+
+
+@dataclass(frozen=True)
+class HutterOptions:
+    """enwik8's and text8's options (data.<option>): the file at `path`, else the cached
+    download."""
+
+    path: Path | None = field(default=None, metadata=_help(
+        "a local copy or prefix of the file (default: the cached download)"))
+    fractions: Fractions = field(default=STANDARD_FRACTIONS, metadata=_help(
+        "train, dev and test fractions (the papers': 90M, 5M, 5M)"))
+    data_dir: Path | None = field(default=None, metadata=_help(
+        "the download cache (default: $ATTNBENCH_DATA, else the user cache directory)"))
+    download: bool = field(default=True, metadata=_help(
+        "download and verify the file when it is not cached"))
+    url: str | None = field(default=None, metadata=_help(
+        "where to download the zip from (default: the Hutter-prize address)"))
+
+
+@register("enwik8", HutterOptions)
+def enwik8(o: HutterOptions) -> Corpus:
     """The Hutter-prize enwik8 file (bytes, vocab 256), or a prefix of it at `path`."""
-    return _hutter("enwik8", path, fractions, data_dir, download, url)
+    return _hutter("enwik8", o)
 
 
-@register("text8")
-def text8(path: Path | None = None, fractions: Fractions = STANDARD_FRACTIONS,
-          data_dir: Path | None = None, download: bool = True, url: str | None = None
-          ) -> Corpus:
+@register("text8", HutterOptions)
+def text8(o: HutterOptions) -> Corpus:
     """text8 (27 symbols: space and a-z, mapped to ids 0..26), or a prefix of it at `path`."""
-    return _hutter("text8", path, fractions, data_dir, download, url)
+    return _hutter("text8", o)
 
 
-@register("file")
-def local_file(path: Path, fractions: Fractions = STANDARD_FRACTIONS) -> Corpus:
+@register("file", FileOptions)
+def local_file(o: FileOptions) -> Corpus:
     """Any local text or byte file, split by `fractions`."""
-    return _from_file("file", _existing("file", path), fractions)
+    return _from_file("file", _existing("file", o.path), o.fractions)
 
 
-def _hutter(name: str, path: Path | None, fractions: Fractions, root: Path | None,
-            download: bool, url: str | None) -> Corpus:
-    file = _existing(name, path) if path is not None else _cached(name, root, download, url)
-    return _from_file(name, file, fractions)
+def _hutter(name: str, o: HutterOptions) -> Corpus:
+    file = _existing(name, o.path) if o.path is not None else _cached(
+        name, o.data_dir, o.download, o.url)
+    return _from_file(name, file, o.fractions)
 
 
 def _existing(name: str, path: Path | str) -> Path:

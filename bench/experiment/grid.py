@@ -30,12 +30,12 @@ from .claims import Claim
 from .claims import check as check_claims
 from .layouts import FIGURES, LAYOUTS
 
-FREE = ("model.attn.", "data.")  # typed by the variant's and the corpus's signatures
+FREE = ("model.attn.", "data.")  # typed by the options a variant's parts, a corpus declare
 
 
 def check_key(key: str) -> None:
     """Raise ValueError unless the dotted key names a field of Config (or lies in a section
-    typed by a signature: a variant's options, a corpus's)."""
+    typed by the options a class declares: a variant's, a corpus's)."""
     if key == "train.seed":
         raise ValueError("train.seed: seeds come from `seeds:` (or --seeds)")
     if key.startswith(FREE):

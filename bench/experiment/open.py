@@ -14,7 +14,7 @@ from typing import Any
 import yaml
 
 from bench import data, plugins
-from bench.config import PRESETS, ConfigError, merge, set_dotted
+from bench.config import PRESETS, ConfigError, corpus_options, merge, set_dotted
 
 from .grid import Grid, Looks, parse
 
@@ -89,7 +89,7 @@ def apply(grid: Grid, o: Overrides) -> Grid:
     sets = copy.deepcopy(o.sets)  # --data adds to it
     if o.data:
         try:
-            takes = data.options(o.data)
+            takes = corpus_options(o.data)
         except data.DataError as err:
             raise ConfigError(f"--data: {err}") from None
         set_dotted(sets, "data.name", o.data)

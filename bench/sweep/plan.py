@@ -7,6 +7,7 @@ import pandas as pd
 
 from bench.experiment.claims import describe
 from bench.experiment.grid import Grid, seed_list
+from bench.experiment.options import markdown, trial_options
 from bench.findings.verdicts import evidence_of, seed_range
 from bench.model import create_model
 from bench.model.cost import cost, executed_flops
@@ -52,9 +53,9 @@ def costliest_first(trials: list[Trial]) -> list[Trial]:
 def print_plan(trials: list[Trial], grid: Grid, levels: pd.DataFrame | None = None,
                rates: pd.DataFrame | None = None) -> None:
     """The trial table and cost (hashes marked provisional where the corpus is not there yet),
-    then the claims the sweep's report will compute, each look's exact rules
-    (`feasible.by_look`), the design's exact rates (`feasible.rates`), and whether the seeds
-    are confirmatory."""
+    the layer options the trials run with, then the claims the sweep's report will compute,
+    each look's exact rules (`feasible.by_look`), the design's exact rates (`feasible.rates`),
+    and whether the seeds are confirmatory."""
     df = plan_table(trials).drop(columns="work")
     if (df["ignored"] == "-").all():
         df = df.drop(columns="ignored")
@@ -65,6 +66,11 @@ def print_plan(trials: list[Trial], grid: Grid, levels: pd.DataFrame | None = No
     if any(t.provisional for t in trials):
         print("trial hashes marked * are provisional: their corpus is not downloaded yet, and "
               "the run identifies it by its bytes")
+    if trials:
+        print("\nThe layer options the trials run with, by variant (defaults included; -: the "
+              "variant does not take it), as the classes that declare them type and explain "
+              "them (python -m bench.options):\n")
+        print(markdown(trial_options([t.cfg for t in trials])))
     if grid.claims:
         print(f"\n{len(grid.claims)} claims, computed by the report from the finished runs:\n")
         print(describe(grid.claims).to_markdown(index=False))

@@ -14,7 +14,16 @@ from pathlib import Path
 from typing import Any
 
 from bench import data, provenance
-from bench.config import Config, ConfigError, drop_untaken, merge, resolve, set_dotted, untaken
+from bench.config import (
+    Config,
+    ConfigError,
+    corpus_options,
+    drop_untaken,
+    merge,
+    resolve,
+    set_dotted,
+    untaken,
+)
 from bench.experiment.grid import Grid, excluded, seed_list
 from bench.experiment.open import SECTIONS
 from bench.training import precision
@@ -174,7 +183,7 @@ def resolve_trials(grid: Grid, dry_run: bool) -> list[Trial]:
 def _corpus(cfg: Config, dry_run: bool, name: str) -> tuple[int, dict | None, tuple | None]:
     """(vocabulary size, identity, probes) of a trial's corpus; ConfigError naming the trial."""
     d = cfg.data
-    if dry_run and "download" in data.options(d.name):
+    if dry_run and "download" in corpus_options(d.name):
         cfg = cfg.model_copy(update={"data": d.model_copy(update={"download": False})})
     try:
         corpus = cfg.corpus()

@@ -1,25 +1,11 @@
 """The mixing-policy interface: what happens across the heads dimension, as the layer calls it."""
 
-from dataclasses import dataclass
 from typing import Any
 
 from torch import Tensor, nn
 
-
-@dataclass(frozen=True)
-class Shape:
-    """One layer's dimensions, as the layer resolved and checked them: the model width, the
-    span limit S, heads h_k (queries and keys), h (softmax), h_v (values), their widths d_k,
-    d_v, and the relative-position table to share (S, d_k) (None: the policy's own)."""
-
-    d_model: int
-    span: int
-    h_k: int
-    h: int
-    h_v: int
-    d_k: int
-    d_v: int
-    key_pe: nn.Parameter | None = None
+from ..options import NoOptions
+from ..shape import Shape
 
 
 class MixingPolicy(nn.Module):
@@ -33,11 +19,13 @@ class MixingPolicy(nn.Module):
     policy states its heads h_k, h, h_v and widths d_k, d_v, holds a relative-position table
     `key_pe` (S, d) (its own, or the caller's shared one), and reports its cost: `flops(s)` (the
     paper's #FLOPS convention) and `position_flops(s)` (the q.p term), per query over s keys.
-    A constructor takes the layer's `Shape` first; its keyword-only parameters are the
-    policy's options (model.attn.<option>). `heads` names the head options it reads (the layer
+    The constructor takes the layer's `Shape` and the policy's options, an instance of its
+    `Options` (a frozen dataclass: model.attn.<option>, `variants.options`), and any argument a
+    registered name fixes (`POLICIES`). `heads` names the head options it reads (the layer
     refuses the others).
     """
 
+    Options: type = NoOptions
     heads: tuple[str, ...] = ("h_k", "h", "h_v", "d_k", "d_v")
 
     h_k: int
@@ -46,6 +34,10 @@ class MixingPolicy(nn.Module):
     d_k: int
     d_v: int
     key_pe: nn.Parameter
+
+    def __init__(self, shape: Shape, options: NoOptions) -> None:
+        super().__init__()
+        self.options = options
 
     @property
     def name(self) -> str:

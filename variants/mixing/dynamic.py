@@ -1,12 +1,14 @@
 """Talking-heads attention with dynamic projections (Shazeer et al. 2020, appendix A)."""
 
 import math
+from dataclasses import dataclass
 from typing import Any
 
 import torch
 from torch import Tensor, nn
 
 from ..band import band, scores, unband
+from ..options import option
 from .base import Shape
 from .multihead import TalkingHeads
 
@@ -27,15 +29,23 @@ class DynamicTalkingHeads(TalkingHeads):
     key-major, to the c x (c + W - 1) products, so the option `banded` is refused.
     """
 
-    def __init__(self, shape: Shape, *, dynamic_init: float = 0.01, **options) -> None:
-        if not dynamic_init >= 0:
-            raise ValueError(f"dynamic_init={dynamic_init!r} is invalid: expected a std >= 0")
-        if options.get("banded"):
-            raise ValueError("banded=True is invalid with dynamic projections (their memory-side "
-                             "terms need the unbanded products): expected false")
-        super().__init__(shape, True, True, **options)
+    @dataclass(frozen=True)
+    class Options(TalkingHeads.Options):
+        dynamic_init: float = option(0.01, "std of each generated entry of P_l's and P_w's "
+                                     "input-dependent terms at the start (0: talking heads)")
+
+        def __post_init__(self) -> None:
+            if not self.dynamic_init >= 0:
+                raise ValueError(f"dynamic_init={self.dynamic_init!r} is invalid: expected a "
+                                 "std >= 0")
+            if self.banded:
+                raise ValueError("banded=True is invalid with dynamic projections (their "
+                                 "memory-side terms need the unbanded products): expected false")
+
+    def __init__(self, shape: Shape, options: Options) -> None:
+        super().__init__(shape, options)
         d_model, h_k, h, h_v = shape.d_model, shape.h_k, shape.h, shape.h_v
-        std = dynamic_init / math.sqrt(d_model)
+        std = options.dynamic_init / math.sqrt(d_model)
         self.P_Xl = nn.Parameter(torch.randn(d_model, h_k * h) * std)
         self.P_Ml = nn.Parameter(torch.randn(d_model, h_k * h) * std)
         self.P_Xw = nn.Parameter(torch.randn(d_model, h * h_v) * std)

@@ -27,8 +27,8 @@ class GBMA(MixingPolicy):
     name = "gbma"
     heads = ("h", "d_k")
 
-    def __init__(self, shape: Shape) -> None:
-        super().__init__()
+    def __init__(self, shape: Shape, options: MixingPolicy.Options) -> None:
+        super().__init__(shape, options)
         D, h, d_k = shape.d_model, shape.h, shape.d_k
         self.h_k = self.h_v = h
         self.d_k = self.d_v = D  # a full D x D bilinear form and value map per head

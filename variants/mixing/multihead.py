@@ -2,12 +2,14 @@
 learned head-mixing maps P_l and P_w."""
 
 import math
-from typing import Any
+from dataclasses import dataclass
+from typing import Any, Literal
 
 import torch
 from torch import Tensor, nn
 
 from ..band import mix, scores
+from ..options import option
 from .base import MixingPolicy, Shape
 from .talking import HeadMix
 
@@ -27,12 +29,17 @@ class MultiHead(MixingPolicy):
     pays where heads are 1 wide (d_k = d_v = 1); the same function to float rounding.
     """
 
-    def __init__(self, shape: Shape, *, banded: bool = False) -> None:
-        super().__init__()
+    @dataclass(frozen=True)
+    class Options:
+        banded: bool = option(False, "q.k and w.v over each query's window only (faster where "
+                              "heads are 1 wide; equal to float rounding)")
+
+    def __init__(self, shape: Shape, options: Options) -> None:
+        super().__init__(shape, options)
         d_model, span, h_k, h_v, d_k, d_v = (shape.d_model, shape.span, shape.h_k, shape.h_v,
                                              shape.d_k, shape.d_v)
         self.d_model, self.h_k, self.h, self.h_v = d_model, h_k, shape.h, h_v
-        self.d_k, self.d_v, self.banded = d_k, d_v, banded
+        self.d_k, self.d_v, self.banded = d_k, d_v, options.banded
         b = 1 / math.sqrt(d_model)
         self.W_q = _uniform(d_model, h_k * d_k, bound=b)
         self.W_k = _uniform(d_model, h_k * d_k, bound=b)
@@ -104,11 +111,19 @@ class TalkingHeads(MultiHead):
     weights-only (their Table 3). Options: the maps' start, `mix_init` (the identity, so a fresh
     layer is multi-head, or random) and `mix_noise` (std of noise added to it)."""
 
-    def __init__(self, shape: Shape, mix_logits: bool, mix_weights: bool, *,
-                 mix_noise: float = 0.0, mix_init: str = "identity", **options) -> None:
-        super().__init__(shape, **options)
-        self.P_l = HeadMix(shape.h_k, shape.h, mix_noise, mix_init) if mix_logits else None
-        self.P_w = HeadMix(shape.h, shape.h_v, mix_noise, mix_init) if mix_weights else None
+    @dataclass(frozen=True)
+    class Options(MultiHead.Options):
+        mix_init: Literal["identity", "random"] = option(
+            "identity", "P_l and P_w start as the identity (a fresh layer is multi-head) or "
+            "random, N(0, 1/h_in)")
+        mix_noise: float = option(0.0, "std of the noise added to P_l's and P_w's start")
+
+    def __init__(self, shape: Shape, options: Options, mix_logits: bool = True,
+                 mix_weights: bool = True) -> None:
+        super().__init__(shape, options)
+        noise, init = options.mix_noise, options.mix_init
+        self.P_l = HeadMix(shape.h_k, shape.h, noise, init) if mix_logits else None
+        self.P_w = HeadMix(shape.h, shape.h_v, noise, init) if mix_weights else None
 
     @classmethod
     def free_heads(cls, fixed: dict[str, Any]) -> set[str]:

@@ -1,8 +1,12 @@
 """Adaptive span (Sukhbaatar et al. 2019, section 3.2): one learned span z_i per head."""
 
+from dataclasses import dataclass
+
 import torch
 from torch import Tensor, nn
 
+from ..options import option
+from ..shape import Shape
 from .base import LearnedSpan, soft_mask
 
 GROWTH = 64  # cached states kept beyond the window: "a span might increase" (the reference's 64)
@@ -21,9 +25,13 @@ class AdaptiveSpan(LearnedSpan):
 
     name = "adaptive"
 
-    def __init__(self, n_heads: int, span: int, *, z_init: float = 0.0, **options) -> None:
-        super().__init__(n_heads, span, **options)
-        self.z_prime = nn.Parameter(torch.full((n_heads, 1, 1), float(z_init)))
+    @dataclass(frozen=True)
+    class Options(LearnedSpan.Options):
+        z_init: float = option(0.0, "z', each head's span over S at the start (the paper: 0)")
+
+    def __init__(self, shape: Shape, options: Options) -> None:
+        super().__init__(shape, options)
+        self.z_prime = nn.Parameter(torch.full((shape.h, 1, 1), float(options.z_init)))
         self.clamp_()
 
     @property

@@ -1,9 +1,13 @@
 """The span-policy interface: which distances each softmax head may attend over, and how much."""
 
 import math
+from dataclasses import dataclass
 
 import torch
 from torch import Tensor, nn
+
+from ..options import NoOptions, option
+from ..shape import Shape
 
 
 class SpanPolicy(nn.Module):
@@ -13,17 +17,18 @@ class SpanPolicy(nn.Module):
     `mask(dist, rows)` is the soft mask m(x) of the queries `rows` of the block, broadcastable to
     (B, h, len(rows), W), or None for a hard window. A policy whose spans are learned says so
     (`learned`) and sets them on request (`set_spans`); one whose spans depend on the input
-    gives them per position (`trace`). The layer passes the shape arguments a constructor names
-    (d_model, n_heads, span); a constructor's keyword-only parameters are the policy's options,
-    which the layer hands over by name (model.attn.<option>).
+    gives them per position (`trace`). The constructor takes the layer's `Shape` (a policy
+    reads its softmax heads `h`, the span limit S = `span`, and `d_model`) and the policy's
+    options, an instance of its `Options` (a frozen dataclass: model.attn.<option>).
     """
 
+    Options: type = NoOptions
     learned = False  # are the spans trained (adaptive, dynamic)?
 
-    def __init__(self, n_heads: int, span: int) -> None:
+    def __init__(self, shape: Shape, options: NoOptions) -> None:
         super().__init__()
-        self.n_heads, self.S = n_heads, span
-        self._window = span  # trimmed by policies whose spans are learned
+        self.n_heads, self.S, self.options = shape.h, shape.span, options
+        self._window = shape.span  # trimmed by policies whose spans are learned
 
     @property
     def name(self) -> str:
@@ -78,16 +83,27 @@ class LearnedSpan(SpanPolicy):
     mask m_z(x) with ramp R, the penalty lambda (`span_loss`) on the spans, and trimming the
     window to what the widest head can use, in steps of `trim_step` distances."""
 
+    @dataclass(frozen=True)
+    class Options:
+        ramp: float = option(32.0, "R, the soft mask's ramp: weight 1 up to z, 0 at z + R")
+        span_loss: float = option(2e-6, "lambda, the penalty per unit of mean span, added to "
+                                  "the loss")
+        trim: bool = option(True, "compute only the distances the widest head can use")
+        trim_step: int = option(64, "round the trimmed window up to a multiple of this")
+
+        def __post_init__(self) -> None:
+            if not self.ramp > 0:
+                raise ValueError(f"ramp={self.ramp!r} is invalid: expected R > 0")
+            if not (isinstance(self.trim_step, int) and self.trim_step > 0):
+                raise ValueError(f"trim_step={self.trim_step!r} is invalid: expected a positive "
+                                 "int")
+
     learned = True
 
-    def __init__(self, n_heads: int, span: int, *, ramp: float = 32.0, span_loss: float = 2e-6,
-                 trim: bool = True, trim_step: int = 64) -> None:
-        super().__init__(n_heads, span)
-        if not ramp > 0:
-            raise ValueError(f"ramp={ramp!r} is invalid: expected R > 0")
-        if not (isinstance(trim_step, int) and trim_step > 0):
-            raise ValueError(f"trim_step={trim_step!r} is invalid: expected a positive int")
-        self.ramp, self.lam, self.trim, self.trim_step = ramp, span_loss, trim, trim_step
+    def __init__(self, shape: Shape, options: Options) -> None:
+        super().__init__(shape, options)
+        self.ramp, self.lam = options.ramp, options.span_loss
+        self.trim, self.trim_step = options.trim, options.trim_step
 
     def trimmed(self, max_z: float) -> int:
         """The window for a widest span z: trimmed to z + R (`trim`), else S."""

@@ -1,10 +1,13 @@
 """Dynamic span (Sukhbaatar et al. 2019, section 3.3): the span is a function of the input."""
 
 import math
+from dataclasses import dataclass
 
 import torch
 from torch import Tensor, nn
 
+from ..options import option
+from ..shape import Shape
 from .base import LearnedSpan, soft_mask
 
 
@@ -19,11 +22,15 @@ class DynamicSpan(LearnedSpan):
 
     name = "dynamic-span"
 
-    def __init__(self, d_model: int, n_heads: int, span: int, *, gate_bias: float = -4.0,
-                 **options) -> None:
-        super().__init__(n_heads, span, **options)
-        self.gate = nn.Linear(d_model, n_heads)
-        nn.init.constant_(self.gate.bias, gate_bias)
+    @dataclass(frozen=True)
+    class Options(LearnedSpan.Options):
+        gate_bias: float = option(-4.0, "b, the gate's bias at the start: spans start near "
+                                  "S sigmoid(b)")
+
+    def __init__(self, shape: Shape, options: Options) -> None:
+        super().__init__(shape, options)
+        self.gate = nn.Linear(shape.d_model, shape.h)
+        nn.init.constant_(self.gate.bias, options.gate_bias)
         self.z_t: Tensor | None = None
 
     @property

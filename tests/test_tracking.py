@@ -14,7 +14,6 @@ from mlflow.entities import Param
 
 from bench import data, provenance
 from bench.config import parse_sets, resolve
-from bench.data.synthetic import synthetic as synthetic_corpus
 from bench.experiment.open import Overrides, open_grid
 from bench.findings import report
 from bench.sweep import runner
@@ -138,7 +137,7 @@ def test_report_labels_rows_from_other_code(tmp_path):
 def test_corpus_as_mlflow_dataset():
     """What MLflow shows of a corpus comes from the corpus's own description: a generated one
     by its builder's options, a file by its path."""
-    corpus = synthetic_corpus(n_chars=20_000)
+    corpus = data.build("synthetic", n_chars=20_000)
     ds = writer.corpus_dataset(corpus.describe())._to_mlflow_entity()
     profile = json.loads(ds.profile)
     assert (ds.name, ds.source_type, ds.digest) == ("synthetic", "code",
@@ -208,7 +207,7 @@ def test_trials_logging_one_dataset_at_once(tmp_path):
     datasets...). Every run gets the input; the experiment holds the dataset once."""
     import multiprocessing as mp
 
-    corpus = synthetic_corpus(n_chars=20_000)
+    corpus = data.build("synthetic", n_chars=20_000)
     (tmp_path / "config.json").write_text(json.dumps({
         "dataset": corpus.describe(), **provenance.identity(),
         "versions": provenance.versions()}))

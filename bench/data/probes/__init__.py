@@ -36,7 +36,7 @@ from .conjunctive import Conjunctive
 from .mqar import MQAR
 from .recall import Recall, first_asked
 
-# The built-in corpus's probes: each is an option of `bench.data.synthetic.synthetic` (data.<name>)
+# The built-in corpus's probes: each is an option of its `SyntheticOptions` (data.<name>)
 # and a target set it scores. A new probe is a module here and an entry in this tuple.
 PROBES = (Recall, Conjunctive, MQAR)
 

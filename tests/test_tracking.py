@@ -12,7 +12,7 @@ import torch
 from mlflow import MlflowClient
 from mlflow.entities import Param
 
-from bench import data, provenance
+from bench import data, metrics, provenance
 from bench.config import parse_sets, resolve
 from bench.data.synthetic import synthetic as synthetic_corpus
 from bench.experiment.open import Overrides, open_grid
@@ -123,7 +123,7 @@ def test_report_labels_rows_from_other_code(tmp_path):
     exp = client.create_experiment("g", artifact_location=(tmp_path / "art").as_uri())
     for seed, commit in enumerate([provenance.git_commit(), provenance.git_commit(), "c" * 40]):
         r = client.create_run(exp, tags={names.ROLE: "trial", names.HASH: str(seed),
-                                         names.GRID_KEYS: "model.variant"})
+                                         metrics.GRID_KEYS: "model.variant"})
         client.log_batch(r.info.run_id, params=[Param(k, str(v)) for k, v in {
             "model.variant": "fixed", "seed": seed, "git_commit": commit}.items()])
         client.log_metric(r.info.run_id, "final_dev_bpc", 1.5 + seed)

@@ -30,6 +30,7 @@ from bench.experiment.claims import Claim, cells
 from bench.experiment.grid import Grid
 from bench.experiment.open import to_text
 from bench.findings.runs import waiting
+from bench.metrics import FAILURE, STOPPED
 from bench.tracking import names, page, reader, store, writer
 from bench.tracking.trial import TrialSpec, Where
 
@@ -130,7 +131,7 @@ def summary(client: Any, exp: str, trials: list[Trial], now: dict[str, str]) -> 
         m, tags = (run.data.metrics, run.data.tags) if run else ({}, {})
         ran = reader.stale(run.data.params, now) if run else None
         stale = f"stale: {ran}" if ran else ""
-        note = tags.get(names.FAILURE) or tags.get(names.STOPPED) or ""
+        note = tags.get(FAILURE) or tags.get(STOPPED) or ""
         rows.append({"run": t.name, "status": run.info.status if run else "NOT RUN",
                      "dev_bpc": m.get("final_dev_bpc"), "test_bpc": m.get("final_test_bpc"),
                      "params": m.get("params"), "flops/token": m.get("flops_full"),
@@ -344,7 +345,7 @@ def run_look(run: Session, trials: list[Trial], look: page.Look) -> bool:
     interrupted = False
     for t in todo:
         if t.hash not in ended:
-            writer.close(run.client, where, t.hash, "KILLED", names.FAILURE, "interrupted")
+            writer.close(run.client, where, t.hash, "KILLED", FAILURE, "interrupted")
             interrupted = True
     return interrupted
 

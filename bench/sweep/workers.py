@@ -12,6 +12,7 @@ from mlflow.exceptions import MlflowException
 
 from bench import data, plugins
 from bench.config import ConfigError
+from bench.metrics import FAILURE, STOPPED
 from bench.record import Evaluation, RunResult
 from bench.tracking import names, store, writer
 from bench.tracking.trial import TrialSpec, Where
@@ -119,11 +120,11 @@ def make_callback(client: Any, where: Where, specs: dict[str, TrialSpec], ended:
                   flush=True)
 
         def on_trial_complete(self, iteration: int, trials: list, trial: Any, **info) -> None:
-            self._end(trial, close(trial, "KILLED", names.STOPPED, "stopped by the scheduler"))
+            self._end(trial, close(trial, "KILLED", STOPPED, "stopped by the scheduler"))
 
         def on_trial_error(self, iteration: int, trials: list, trial: Any, **info) -> None:
             error = str(trial.get_error() or "error").strip().splitlines()[-1]
-            self._end(trial, close(trial, "FAILED", names.FAILURE,
+            self._end(trial, close(trial, "FAILED", FAILURE,
                                    f"crashed {trial.num_failures} times; last error: {error}"))
 
     return CloseRuns()

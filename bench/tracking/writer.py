@@ -1,7 +1,8 @@
 """Writing attnbench's runs to MLflow, the one door for every write: a sweep's parent run (its
 start, the earlier runs it adopts, its end, its report), each trial's child run (config,
 provenance, its corpus as a dataset input, metrics, artifacts), closing runs a worker or a
-killed driver left open, and a measurement's run. The names are `names.py`'s."""
+killed driver left open, and a measurement's run. The names are `names.py`'s and, for what a
+run measures and the marks the findings read, `bench.metrics`'."""
 
 import hashlib
 import json
@@ -27,23 +28,18 @@ from mlflow.utils.mlflow_tags import (
 )
 
 from bench import provenance
+from bench.metrics import EVAL_METRICS, FAILURE, FINAL_RENAMED, FINAL_SAME, GRID_KEYS, PLAN
 from bench.record import Evaluation, RunResult
 
 from . import page
 from .names import (
     DATASET_KEYS,
-    EVAL_METRICS,
-    FAILURE,
-    FINAL_RENAMED,
-    FINAL_SAME,
     FLOPS_ERROR,
     GRID,
-    GRID_KEYS,
     HASH,
     IGNORED,
     LOST,
     PARENT,
-    PLAN,
     ROLE,
     RUN_MACHINE,
     SWEEP_PROCESS,

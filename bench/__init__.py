@@ -16,7 +16,10 @@ pyproject.toml, which `lint-imports` checks (tests/test_rooms.py):
 - `findings`: verdicts, statistics, tables, figures, the report;
 - `measure`: speed, memory and FLOPs, side by side.
 The ground floor every room shares: `config`, the run's schema; `record`, the run record
-(`RunResult`); `provenance`, where a run came from (the checkout's ROOT, code version, device).
-`plugins` loads a user's variants and corpora.
+(`RunResult`); `metrics`, the names a run's metrics and marks go by, which a grid's schema, the
+findings and MLflow's writer and reader share; `provenance`, where a run came from (the
+checkout's ROOT, code version, device). Above them, `plugins` loads a user's variants and
+corpora, and `trial` is one trial (`Trial`), built whole by the sweep and handed as it is to
+its Ray worker and the MLflow writer.
 The attention layers themselves are the top-level package `variants`.
 """

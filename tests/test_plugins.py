@@ -220,7 +220,8 @@ def cli(module: str, *args: str, env: dict, cwd: Path) -> subprocess.CompletedPr
 def test_plugin_through_all_five_commands():
     """examples/decay_plugin.py, never imported by the package: bench.train and bench.speed
     and bench.flops get it from ATTNBENCH_PLUGINS; bench.run from the grid's `plugins:` list
-    only (so its Ray trial imports it from the trial spec), then bench.report on that grid."""
+    only (so its Ray trial imports it from the trial it is handed), then bench.report on that
+    grid."""
     with tempfile.TemporaryDirectory(prefix="ab", dir="/tmp") as d:
         tmp = Path(d)
         base = {k: v for k, v in os.environ.items()

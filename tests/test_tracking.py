@@ -12,15 +12,16 @@ import torch
 from mlflow import MlflowClient
 from mlflow.entities import Param
 
-from bench import data, provenance
+from bench import data, metrics, provenance
 from bench.config import parse_sets, resolve
 from bench.experiment.open import Overrides, open_grid
 from bench.findings import report
 from bench.sweep import runner
-from bench.sweep.trials import Trial, resolve_trials
+from bench.sweep.trials import resolve_trials
 from bench.tracking import names, page, reader, store, writer
 from bench.training.checkpoint import load_checkpoint
 from bench.training.loop import train
+from bench.trial import Trial
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -45,6 +46,29 @@ def test_trial_identity_is_the_data_not_its_path(tmp_path):
     b.write_bytes(text[::-1])
     assert {t.hash for t in smoke_trials([f"data.path={b}"], "file")}.isdisjoint(
         t.hash for t in at_a)
+
+
+def test_a_trial_is_built_whole_once_and_crosses_to_ray_as_it_is(tmp_path):
+    """resolve_trials builds each trial whole, with what the sweep gives it (its folder under
+    the results folder, the grid's name, threads and plugins, the plan it serves), and that
+    one object is what Ray pickles to the worker and the writer records: equal after the
+    crossing, its hash the same."""
+    import pickle
+
+    grid = open_grid(ROOT / "ablations" / "smoke.yaml")
+    plan = {"plan_sha": "0" * 64, "run_clean": "true"}
+    trials = resolve_trials(grid, False, results_dir=tmp_path / "results", plan=plan)
+    unplaced = smoke_trials([])  # the command line's folder, no plan: the same identities
+    assert [t.hash for t in trials] == [t.hash for t in unplaced]
+    assert all(t.plan == {} for t in unplaced)
+    for t in trials:
+        assert isinstance(t, Trial) and t.grid == grid.name == "smoke"
+        assert t.out_dir == (tmp_path / "results").resolve() / "smoke" / "trials" / t.hash
+        assert t.grid_keys == tuple(grid.grid) and t.plan == plan
+        assert t.threads == max(1, int(grid.resources.cpu))
+        assert t.plugins == tuple(grid.plugins)
+        crossed = pickle.loads(pickle.dumps(t))
+        assert crossed == t and crossed.name == t.name and crossed.hash == t.hash
 
 
 def test_stale_results_name_their_commits(tmp_path):
@@ -122,7 +146,7 @@ def test_report_labels_rows_from_other_code(tmp_path):
     exp = client.create_experiment("g", artifact_location=(tmp_path / "art").as_uri())
     for seed, commit in enumerate([provenance.git_commit(), provenance.git_commit(), "c" * 40]):
         r = client.create_run(exp, tags={names.ROLE: "trial", names.HASH: str(seed),
-                                         names.GRID_KEYS: "model.variant"})
+                                         metrics.GRID_KEYS: "model.variant"})
         client.log_batch(r.info.run_id, params=[Param(k, str(v)) for k, v in {
             "model.variant": "fixed", "seed": seed, "git_commit": commit}.items()])
         client.log_metric(r.info.run_id, "final_dev_bpc", 1.5 + seed)
@@ -373,8 +397,9 @@ def test_a_tracking_server_that_does_not_answer_stops_a_sweep_with_one_line(tmp_
     assert not store.answering(uri) and store.answering(f"sqlite:///{tmp_path / 'db'}")
     grid = ROOT / "ablations" / "smoke.yaml"
     options = runner.SweepOptions(grid, tmp_path / "results", "cmd", tracking_uri=uri)
+    trials = resolve_trials(open_grid(grid), False, results_dir=tmp_path / "results")
     start = time.monotonic()
-    code = runner.sweep(open_grid(grid), smoke_trials([]), options)
+    code = runner.sweep(open_grid(grid), trials, options)
     took = time.monotonic() - start
     err = capsys.readouterr().err
     assert code == 2 and took < 60, (code, took)

@@ -25,7 +25,8 @@ from bench.provenance import LOCAL
 from bench.sweep import feasible, gpus
 from bench.sweep.plan import print_plan
 from bench.sweep.runner import SweepOptions, reads, sweep
-from bench.sweep.trials import Trial, resolve_trials
+from bench.sweep.trials import resolve_trials
+from bench.trial import Trial
 
 from .args import VERDICTS, about, add_tracking_uri, add_trial_args
 
@@ -73,12 +74,11 @@ def _dry_run(grid: Grid, trials: list[Trial], levels: pd.DataFrame,
               f"{len(later)} more trials")
 
 
-def _plan(path: Path, grid: Grid, overrides: Overrides) -> tuple[tuple[str, str], ...]:
+def _plan(path: Path, grid: Grid, overrides: Overrides) -> dict[str, str]:
     """What every trial records of the plan it serves (`prereg.record`): the grid file as read
     with the seeds it runs, and the other overrides."""
     given = {k: v for k, v in vars(overrides).items() if v and k != "seed_start"}
-    return tuple(prereg.record(read(path).model_copy(update={"seeds": grid.seeds}), path,
-                               given).items())
+    return prereg.record(read(path).model_copy(update={"seeds": grid.seeds}), path, given)
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -91,7 +91,9 @@ def main(argv: list[str] | None = None) -> int:
         overrides = Overrides(parse_sets(args.sets), args.preset, args.data, args.seeds,
                               args.seed_start)
         grid = open_grid(args.grid, overrides)  # its plugins, and $ATTNBENCH_PLUGINS, first
-        trials = resolve_trials(grid, args.dry_run)
+        trials = resolve_trials(  # a dry run records no plan: it runs nothing
+            grid, args.dry_run, results_dir=args.results_dir,
+            plan=None if args.dry_run else _plan(args.grid, grid, overrides))
         feasible.check(grid.claims, grid.grid, trials)
         feasible.check_restated(grid)
         levels = feasible.by_look(grid.claims, grid.grid, grid.seeds)
@@ -117,6 +119,5 @@ def main(argv: list[str] | None = None) -> int:
     return sweep(grid, trials, SweepOptions(
         args.grid, args.results_dir, command, tracking_uri=args.tracking_uri,
         address=args.address, force=args.force, rerun_stale=args.rerun_stale,
-        report=not args.no_report, gpu=packed.share, mps=mps,
-        plan=_plan(args.grid, grid, overrides)))
+        report=not args.no_report, gpu=packed.share, mps=mps))
 

@@ -3,6 +3,7 @@ its status, its trials' base, axes and seeds, its looks, its claims and its repo
 way (`open.open_grid`: read, plugins imported, overrides applied) and carried whole through the
 sweep, its looks and its report; every grid in one generated table (`catalogue`); claims as data
 (`claims`) and the table layouts and figures a report may name (`layouts`). Imports the run's
-schema (`bench.config`), the plugins and the corpora's options (for --data), and the tracking
-names, nothing of the rooms that run or read runs (the table in pyproject.toml).
+schema (`bench.config`), the plugins, the corpora's options (for --data) and the names of what
+a run measures (`bench.metrics`), nothing of tracking or of the rooms that run or read runs
+(the table in pyproject.toml).
 """

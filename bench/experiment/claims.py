@@ -37,7 +37,7 @@ import pandas as pd
 from pydantic import Field, TypeAdapter, ValidationError, field_validator, model_validator
 
 from bench.config import Strict
-from bench.tracking.names import FINAL_RENAMED, FINAL_SAME
+from bench.metrics import FINAL_RENAMED, FINAL_SAME
 
 STATISTIC: dict[str, str] = {"sign-flip": "mean", "sign": "median"}  # what `effect` is, per test
 

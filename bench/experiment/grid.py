@@ -24,7 +24,7 @@ from bench.config import (
     Strict,
     format_error,
 )
-from bench.tracking.names import EVAL_METRICS
+from bench.metrics import EVAL_METRICS
 
 from .claims import Claim
 from .claims import check as check_claims

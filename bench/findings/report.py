@@ -18,9 +18,9 @@ from bench.config import ConfigError
 from bench.experiment.claims import METRICS, PROBE_METRIC
 from bench.experiment.grid import Grid
 from bench.experiment.open import GridText, open_grid
+from bench.metrics import SEEDS
 from bench.provenance import identity
 from bench.tracking import reader, writer
-from bench.tracking.names import SEEDS
 from bench.tracking.page import ClaimResult, Page
 
 from . import prereg, stats, verdicts

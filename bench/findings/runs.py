@@ -12,10 +12,10 @@ from mlflow import MlflowClient
 from bench.experiment.claims import HEAD_SPAN_METRICS, Claim, num
 from bench.experiment.grid import Grid, ReportSpec
 from bench.experiment.layouts import PAPER_NAMES
+from bench.metrics import FAILURE, GRID_KEYS, PLAN, SEEDS, STOPPED
 from bench.provenance import identity, short_commit
 from bench.record import RunResult
 from bench.tracking import reader
-from bench.tracking.names import FAILURE, GRID_KEYS, PLAN, SEEDS, STOPPED
 
 from . import prereg, verdicts
 

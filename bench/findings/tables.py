@@ -9,7 +9,7 @@ import pandas as pd
 
 from bench.experiment.claims import num
 from bench.experiment.layouts import LAYOUTS
-from bench.tracking.names import SEEDS
+from bench.metrics import SEEDS
 
 from . import stats
 from .numbers import flag, human

@@ -21,8 +21,7 @@ from bench.findings import sequential
 from bench.findings.bounds import Spans, decided
 from bench.findings.stats import ALPHA, min_seeds
 from bench.provenance import RESULTS
-
-from .trials import Trial
+from bench.trial import Trial
 
 SPAN_AFFINE = ("flops_mean", "mean_span", "span_fraction")  # one quantity at a fixed size
 

@@ -24,8 +24,7 @@ import torch
 from bench.config import ConfigError
 from bench.model import create_model
 from bench.training.memory import saved_bytes
-
-from .trials import Trial
+from bench.trial import Trial
 
 PACK = 8  # trials per GPU at most: eight main-job trials under MPS, 4.5x one alone (H100)
 CONTEXT_MB = 600.0  # a process's CUDA context and allocator slack, measured near 500 MB

@@ -11,8 +11,7 @@ from bench.experiment.options import markdown, trial_options
 from bench.findings.verdicts import evidence_of, seed_range
 from bench.model import create_model
 from bench.model.cost import cost, executed_flops
-
-from .trials import Trial
+from bench.trial import Trial
 
 SCORE_PASSES = 16  # elementwise kernels over each attention score (band, mask, softmax, mixing)
 

@@ -10,9 +10,10 @@ import pandas as pd
 from bench.experiment.grid import Grid, parse, seed_list
 from bench.experiment.open import read, to_text
 from bench.tracking.retag import NAMED
+from bench.trial import Trial
 from variants.names import RENAMED
 
-from .trials import Trial, resolve_trials, trial_hash
+from .trials import resolve_trials, trial_hash
 
 PRECISIONS = ("fp32", "bf16-autocast")  # a record's precision, whichever machine ran it
 

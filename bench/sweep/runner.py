@@ -30,11 +30,12 @@ from bench.experiment.claims import Claim, cells
 from bench.experiment.grid import Grid
 from bench.experiment.open import to_text
 from bench.findings.runs import waiting
+from bench.metrics import FAILURE, STOPPED
 from bench.tracking import names, page, reader, store, writer
-from bench.tracking.trial import TrialSpec, Where
+from bench.tracking.writer import Where
+from bench.trial import Trial
 
 from .plan import costliest_first
-from .trials import Trial
 from .watch import make_watch
 from .workers import make_callback, start_ray, stop_ray, trainable
 
@@ -43,7 +44,8 @@ from .workers import make_callback, start_ray, stop_ray, trainable
 class SweepOptions:
     """What the command line asks of a sweep beyond its grid: the grid file it came from, where
     results and the store go, the cluster, whether finished trials are rerun (all, or those from
-    other code), whether the report is rendered, and the command as typed (for the record)."""
+    other code), whether the report is rendered, and the command as typed (for the record).
+    What each trial records of the plan it serves is the trial's own (`Trial.plan`)."""
 
     grid_file: Path
     results_dir: Path
@@ -55,7 +57,6 @@ class SweepOptions:
     report: bool = True
     gpu: float = 0.0  # each trial's share of a GPU (`gpus.packing`; 0: none)
     mps: str | None = None  # whether NVIDIA's MPS serves the packed trials, in words
-    plan: tuple[tuple[str, str], ...] = ()  # what each trial records (`prereg.record`)
 
 
 @dataclass
@@ -71,13 +72,6 @@ class Session:
     now: dict[str, str]
     root: Path
     parent: str | None = None
-
-
-def trial_spec(t: Trial, run: Session) -> TrialSpec:
-    grid = run.grid
-    return TrialSpec(t.hash, t.name, grid.name, tuple(grid.grid), t.cfg, t.precision,
-                     run.root / "trials" / t.hash, max(1, int(grid.resources.cpu)),
-                     tuple(grid.plugins), tuple(t.ignored), dict(run.options.plan))
 
 
 def run_tune(run: Session, todo: list[Trial], where: Where, ended: set[str], gone: list[str]
@@ -100,23 +94,23 @@ def run_tune(run: Session, todo: list[Trial], where: Where, ended: set[str], gon
     # `metric` is checked by the schema; a trial that diverges before its first evaluation
     # ends with a result that has no metric, which must not stop the sweep.
     os.environ["TUNE_DISABLE_STRICT_METRIC_CHECKING"] = "1"
-    specs = {t.hash: trial_spec(t, run) for t in todo}
+    by_hash = {t.hash: t for t in todo}  # each handed to its worker as it is
     tuner = tune.Tuner(
-        tune.with_resources(tune.with_parameters(trainable, specs=specs, where=where),
+        tune.with_resources(tune.with_parameters(trainable, by_hash=by_hash, where=where),
                             {"cpu": grid.resources.cpu, "gpu": gpu}),
-        param_space={"trial": tune.grid_search(list(specs))},
+        param_space={"trial": tune.grid_search(list(by_hash))},
         # reuse_actors: a worker runs its next trial without a new process and imports (about
         # 5 s a trial on this CPU); train() seeds everything and resets the peak-memory mark
         tune_config=tune.TuneConfig(
             metric=grid.metric, mode=grid.mode, scheduler=scheduler, reuse_actors=True,
-            trial_name_creator=lambda trial: specs[trial.config["trial"]].name,
+            trial_name_creator=lambda trial: by_hash[trial.config["trial"]].name,
             trial_dirname_creator=lambda trial: trial.config["trial"][:16]),
         run_config=tune.RunConfig(
             storage_path=str((run.root / "ray").resolve()),
             name=run.client.get_run(where.parent).info.run_name, verbose=0,
             failure_config=tune.FailureConfig(max_failures=grid.max_failures),
             stop=make_watch(run.uri, gone),
-            callbacks=[make_callback(run.client, where, specs, ended, gone)]))
+            callbacks=[make_callback(run.client, where, by_hash, ended, gone)]))
     tuner.fit()
 
 
@@ -130,7 +124,7 @@ def summary(client: Any, exp: str, trials: list[Trial], now: dict[str, str]) -> 
         m, tags = (run.data.metrics, run.data.tags) if run else ({}, {})
         ran = reader.stale(run.data.params, now) if run else None
         stale = f"stale: {ran}" if ran else ""
-        note = tags.get(names.FAILURE) or tags.get(names.STOPPED) or ""
+        note = tags.get(FAILURE) or tags.get(STOPPED) or ""
         rows.append({"run": t.name, "status": run.info.status if run else "NOT RUN",
                      "dev_bpc": m.get("final_dev_bpc"), "test_bpc": m.get("final_test_bpc"),
                      "params": m.get("params"), "flops/token": m.get("flops_full"),
@@ -344,7 +338,7 @@ def run_look(run: Session, trials: list[Trial], look: page.Look) -> bool:
     interrupted = False
     for t in todo:
         if t.hash not in ended:
-            writer.close(run.client, where, t.hash, "KILLED", names.FAILURE, "interrupted")
+            writer.close(run.client, where, t.hash, "KILLED", FAILURE, "interrupted")
             interrupted = True
     return interrupted
 
@@ -362,8 +356,9 @@ def pending(run: Session, trials: list[Trial]) -> tuple[list[Trial], set[str], d
         print(f"warning: {len(again)} unfinished trials started on other code than this "
               "checkout; restarting them afresh, in new runs", file=sys.stderr, flush=True)
     fresh |= again
-    for h in fresh:
-        shutil.rmtree(run.root / "trials" / h, ignore_errors=True)
+    for t in trials:
+        if t.hash in fresh:
+            shutil.rmtree(t.out_dir, ignore_errors=True)
     todo = costliest_first([t for t in trials
                             if t.hash in fresh or not reader.done_run(runs.get(t.hash, []))])
     return todo, fresh, runs

@@ -1,7 +1,9 @@
 """What a grid expands to (opened with the command line's overrides applied,
 `bench.experiment.open`): the trials (cross product minus `exclude`, times seeds), each built
-whole by `resolve_trials`: its validated config and its identity (the config, what its corpus
-is, the precision it runs in), its vocabulary and the probes its corpus scores.
+whole by `resolve_trials` as the one `bench.trial.Trial` the plan, Ray's worker and the MLflow
+writer share: its validated config and its identity (the config, what its corpus is, the
+precision it runs in), its vocabulary and the probes its corpus scores, and what the sweep
+gives each trial (its folder, threads, plugins, the plan it serves).
 
 Nothing here starts Ray or MLflow: the runner runs what this module resolves.
 """
@@ -9,7 +11,6 @@ Nothing here starts Ray or MLflow: the runner runs what this module resolves.
 import hashlib
 import itertools
 import json
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -27,44 +28,7 @@ from bench.config import (
 from bench.experiment.grid import Grid, excluded, seed_list
 from bench.experiment.open import SECTIONS
 from bench.training import precision
-
-
-@dataclass(frozen=True)
-class Trial:
-    """One trial, finished: its grid values, validated config, identity (`trial_hash`), the
-    precision train.amp resolves to here, its corpus's vocabulary size, the grid options its
-    variant does not take, and the probes its corpus scores apart (None: a dry run that built
-    no corpus)."""
-
-    values: dict[str, Any]  # this trial's value of each grid key
-    cfg: Config
-    hash: str
-    precision: str
-    vocab: int
-    ignored: tuple[str, ...] = ()
-    probes: tuple[str, ...] | None = None
-    identity: dict | None = None  # what its corpus is (`Corpus.identity()`); None: not built
-
-    @property
-    def seed(self) -> int:
-        return self.cfg.train.seed
-
-    @property
-    def provisional(self) -> bool:
-        """A dry run's trial whose corpus is not downloaded yet: its hash names the corpus by
-        its options, where the run's names it by its bytes."""
-        return self.identity is None
-
-    @property
-    def name(self) -> str:
-        return trial_name(self.values, self.cfg)
-
-
-def trial_name(values: dict[str, Any], cfg: Config) -> str:
-    """<variant>-<varied values>-s<seed>, e.g. talking-heads-n_heads=8-s0."""
-    varied = [f"{k.rsplit('.', 1)[-1]}={v}" for k, v in values.items() if k != "model.variant"]
-    return "-".join([cfg.model.variant, *varied, f"s{cfg.train.seed}"])
-
+from bench.trial import Trial, trial_name
 
 # Options added after trials were recorded, at the value that trains as the code before them
 # did: left out of a config's identity at that value, so every earlier trial keeps its hash.
@@ -160,13 +124,17 @@ def expand(grid: Grid) -> list[tuple[dict[str, Any], Config, list[str]]]:
     return list(found.values())
 
 
-def resolve_trials(grid: Grid, dry_run: bool) -> list[Trial]:
+def resolve_trials(grid: Grid, dry_run: bool, *, results_dir: Path = provenance.LOCAL,
+                   plan: dict[str, str] | None = None) -> list[Trial]:
     """The grid's trials (a grid opened under the command line's overrides), each built whole:
     validated, its corpus built once per distinct data section (so a bad data option is a user
-    error here, and a download happens once), identified by that corpus and its precision. A
-    dry run downloads nothing: a corpus not yet downloaded is planned with 256 symbols and
-    identified by its options."""
+    error here, and a download happens once), identified by that corpus and its precision,
+    placed in <results_dir>/<grid>/trials/<hash> (default: the command line's, runs/), and
+    given the grid's threads and plugins and `plan`, what it records of the plan it serves
+    (None: nothing). A dry run downloads nothing: a corpus not yet downloaded is planned with
+    256 symbols and identified by its options."""
     seen: dict[str, tuple] = {}  # data options -> (vocabulary, identity, probes)
+    trials_dir = results_dir.resolve() / grid.name / "trials"
     trials = []
     for values, cfg, ignored in expand(grid):
         d, tr = cfg.data, cfg.train
@@ -175,8 +143,12 @@ def resolve_trials(grid: Grid, dry_run: bool) -> list[Trial]:
             seen[key] = _corpus(cfg, dry_run, trial_name(values, cfg))
         vocab, identity, probes = seen[key]
         precision_name = resolved_precision(cfg)
-        trials.append(Trial(values, cfg, trial_hash(cfg, identity, precision_name),
-                            precision_name, vocab, tuple(ignored), probes, identity))
+        hashed = trial_hash(cfg, identity, precision_name)
+        trials.append(Trial(
+            values, cfg, hashed, precision_name, vocab, grid=grid.name,
+            out_dir=trials_dir / hashed, threads=max(1, int(grid.resources.cpu)),
+            plugins=tuple(grid.plugins), ignored=tuple(ignored), probes=probes,
+            identity=identity, plan=dict(plan or {})))
     return trials
 
 

@@ -12,32 +12,34 @@ from mlflow.exceptions import MlflowException
 
 from bench import data, plugins
 from bench.config import ConfigError
+from bench.metrics import FAILURE, STOPPED
 from bench.record import Evaluation, RunResult
 from bench.tracking import names, store, writer
-from bench.tracking.trial import TrialSpec, Where
+from bench.tracking.writer import Where
 from bench.training.loop import train
 from bench.training.state import Diverged
+from bench.trial import Trial
 
 
-def trainable(config: dict, specs: dict[str, TrialSpec], where: Where) -> None:
-    """One trial in a Ray worker (`config["trial"]`, its hash, names its spec in `specs`, which
-    Ray hands over as is: its config would flatten a dataclass): train, log to MLflow
-    (`train_logged`). Where the tracking server stops answering, the trial ends quietly (its
-    folder keeps its checkpoint, or its result for a rerun to log) and the driver, which
-    watches the server, stops the sweep and says so."""
-    spec = specs[config["trial"]]
-    plugins.load(list(spec.plugins), env=False)  # before anything names a variant
-    torch.set_num_threads(spec.threads)
-    spec.out_dir.mkdir(parents=True, exist_ok=True)
+def trainable(config: dict, by_hash: dict[str, Trial], where: Where) -> None:
+    """One trial in a Ray worker (`config["trial"]`, its hash, names it in `by_hash`, the
+    trials as the driver built them, which Ray hands over as they are: its config would flatten
+    a dataclass): train, log to MLflow (`train_logged`). Where the tracking server stops
+    answering, the trial ends quietly (its folder keeps its checkpoint, or its result for a
+    rerun to log) and the driver, which watches the server, stops the sweep and says so."""
+    trial = by_hash[config["trial"]]
+    plugins.load(list(trial.plugins), env=False)  # before anything names a variant
+    torch.set_num_threads(trial.threads)
+    trial.out_dir.mkdir(parents=True, exist_ok=True)
     store.be_brief(where.uri)  # a cluster's worker: not the driver's environment
     try:
-        train_logged(spec, where)
+        train_logged(trial, where)
     except MlflowException as err:
         if store.lost(where.uri, err) is None:
             raise
 
 
-def train_logged(spec: TrialSpec, where: Where) -> None:
+def train_logged(trial: Trial, where: Where) -> None:
     """Train one trial, logging to MLflow. The trial folder is the only checkpoint store:
     train() resumes from its checkpoint.pt after a crash, so nothing is handed to Ray's
     checkpointing (which would copy the weights into <results-dir>/<grid>/ray/ at every
@@ -46,27 +48,27 @@ def train_logged(spec: TrialSpec, where: Where) -> None:
     from ray import tune
 
     ctx = ray.get_runtime_context()
-    run = writer.TrialRun.open(where, spec, {
+    run = writer.TrialRun.open(where, trial, {
         names.RAY_NODE: ctx.get_node_id(), names.RAY_GCS: ctx.gcs_address,
         names.RAY_GPUS: ",".join(map(str, ray.get_gpu_ids())),
         names.VISIBLE: os.environ.get("CUDA_VISIBLE_DEVICES", ""),
-        names.TRIAL_DIR: str(spec.out_dir), names.PLUGINS: ",".join(spec.plugins),
+        names.TRIAL_DIR: str(trial.out_dir), names.PLUGINS: ",".join(trial.plugins),
         **writer.source_tags(where.source, "unknown")})
 
     def report(metrics: Evaluation, _: Path | None) -> None:
-        run.log_eval(metrics, spec.out_dir)
-        print(f"{spec.name} step {metrics['step']}: dev bpc {metrics['dev_bpc']:.4f}, "
+        run.log_eval(metrics, trial.out_dir)
+        print(f"{trial.name} step {metrics['step']}: dev bpc {metrics['dev_bpc']:.4f}, "
               f"{metrics['tokens_per_s']:,.0f} tokens/s")
         tune.report(metrics)
 
-    done = spec.out_dir / "result.json"
+    done = trial.out_dir / "result.json"
     try:  # a result.json means train() finished and only the logging was cut off
         result = RunResult.load(done) if done.exists() else train(
-            spec.cfg, spec.out_dir, report=report, progress=False, planned=spec.precision)
+            trial.cfg, trial.out_dir, report=report, progress=False, planned=trial.precision)
     except (Diverged, data.DataError, ConfigError) as err:  # retrying cannot help
-        run.fail(f"{type(err).__name__}: {err}", spec.out_dir)
+        run.fail(f"{type(err).__name__}: {err}", trial.out_dir)
         return
-    run.finish(result, spec.out_dir)
+    run.finish(result, trial.out_dir)
 
 
 def start_ray(address: str | None) -> str:
@@ -93,7 +95,7 @@ def stop_ray() -> None:
     ray.shutdown()
 
 
-def make_callback(client: Any, where: Where, specs: dict[str, TrialSpec], ended: set[str],
+def make_callback(client: Any, where: Where, by_hash: dict[str, Trial], ended: set[str],
                   gone: list[str]) -> Any:
     """A Tune callback that prints each trial's end and closes the MLflow run of a trial whose
     worker could not (stopped by the scheduler, crashed past its retries); where the tracking
@@ -115,15 +117,15 @@ def make_callback(client: Any, where: Where, specs: dict[str, TrialSpec], ended:
             last = trial.last_result or {}
             where = f" (step {last['step']}, dev bpc {last['dev_bpc']:.4f})" if "dev_bpc" in last \
                 else ""
-            print(f"[{len(ended)}/{len(specs)}] {specs[trial.config['trial']].name}: {how}{where}",
-                  flush=True)
+            name = by_hash[trial.config["trial"]].name
+            print(f"[{len(ended)}/{len(by_hash)}] {name}: {how}{where}", flush=True)
 
         def on_trial_complete(self, iteration: int, trials: list, trial: Any, **info) -> None:
-            self._end(trial, close(trial, "KILLED", names.STOPPED, "stopped by the scheduler"))
+            self._end(trial, close(trial, "KILLED", STOPPED, "stopped by the scheduler"))
 
         def on_trial_error(self, iteration: int, trials: list, trial: Any, **info) -> None:
             error = str(trial.get_error() or "error").strip().splitlines()[-1]
-            self._end(trial, close(trial, "FAILED", names.FAILURE,
+            self._end(trial, close(trial, "FAILED", FAILURE,
                                    f"crashed {trial.num_failures} times; last error: {error}"))
 
     return CloseRuns()

@@ -1,28 +1,34 @@
 """MLflow's schema for attnbench, defined once: the writer logs these names, the reader (and
-through it the report) reads them.
+through it the report) reads them. What a run measures and the marks the findings read (its
+metrics, seed, GRID_KEYS, FAILURE, STOPPED, PLAN) are named below every room, in
+`bench.metrics`; this module names the store's own structure around them.
 
 One experiment per grid; a parent run per sweep (tags ROLE=sweep, GRID, SWEEP_PROCESS; LOST
 when a later sweep found its driver gone and ended it; the grid file and TRIALS, the sweep's
-trial hashes, as artifacts) and a child run per trial (ROLE=trial, GRID,
-HASH, GRID_KEYS, FAILURE when it failed, IGNORED for grid options its variant does not take).
-Child params: the flattened resolved config (model.n_heads, ...), seed, git_commit,
-code_version, versions.<pkg>, dataset.<DATASET_KEYS>, the run's machine and precision
-(RUN_MACHINE) and
-layer.* (the layer's own description); metrics: EVAL_METRICS and dev_bpc.<probe> (on each
-probe's target symbols, the evaluated dev prefix) at each evaluation's step, then the final
-ones under their own names (FINAL_SAME, final_<FINAL_RENAMED>, final_dev_bpc, final_test_bpc,
-probe_bpc.<probe>, probe_floor.<probe>, probe_gap.<probe> over the whole dev split, and
-test_probe_bpc.<probe>, test_probe_gap.<probe> over the whole test split).
+trial hashes, as artifacts) and a child run per trial (ROLE=trial, GRID, HASH, GRID_KEYS,
+FAILURE when it failed, IGNORED for grid options its variant does not take, PLAN + each record
+of the plan it serves). Child params: the flattened resolved config (model.n_heads, ...), seed,
+git_commit, code_version, versions.<pkg>, dataset.<DATASET_KEYS>, the run's machine and
+precision (RUN_MACHINE) and layer.* (the layer's own description); metrics: EVAL_METRICS and
+dev_bpc.<probe> (on each probe's target symbols, the evaluated dev prefix) at each
+evaluation's step, then the final ones under their own names (FINAL_SAME, final_<FINAL_RENAMED>,
+final_dev_bpc, final_test_bpc, probe_bpc.<probe>, probe_floor.<probe>, probe_gap.<probe> over
+the whole dev split, and test_probe_bpc.<probe>, test_probe_gap.<probe> over the whole test
+split).
 """
 
 from pathlib import Path
 
+# the analysis code's name for them: bench/findings/samples.py is one of the files whose bytes
+# every registered plan hashes (`bench.findings.prereg.ANALYSIS`), so its import line stays as
+# the committed findings' plans recorded it
+from bench.metrics import FAILURE as FAILURE
+from bench.metrics import SEEDS as SEEDS
+from bench.metrics import STOPPED as STOPPED
+
 ROLE = "attnbench.role"  # "sweep" (parent run) or "trial" (child run)
 GRID = "attnbench.grid"
 HASH = "attnbench.trial_hash"
-GRID_KEYS = "attnbench.grid_keys"
-FAILURE = "attnbench.failure"  # why a trial failed or was interrupted
-STOPPED = "attnbench.stopped"  # why the scheduler stopped a trial early
 IGNORED = "attnbench.ignored"  # grid options the trial's variant does not take
 PLUGINS = "attnbench.plugins"
 SWEEP_PROCESS = "attnbench.process"  # a sweep run's driver: "<host>:<pid>" (is it still alive?)
@@ -33,7 +39,6 @@ RAY_NODE, RAY_GCS, TRIAL_DIR = "attnbench.ray_node_id", "attnbench.ray_gcs", "at
 RAY_GPUS, VISIBLE = "attnbench.ray_gpu_ids", "attnbench.cuda_visible_devices"
 FLOPS_ERROR = "attnbench.flops_error"  # why counting FLOPs failed (the results are kept)
 MPS = "attnbench.mps"  # on a sweep's run: whether NVIDIA's MPS served its packed trials
-PLAN = "attnbench.plan."  # + a record of `bench.findings.prereg`: the plan a trial run serves
 # on a sweep's run, short for the UI's columns: each claim's verdict (tag VERDICT + claim id;
 # metrics effect.<id> and p.<id>); what it has run (tags, rewritten at each look; TRIAL_COUNT
 # and LOOKS also as metrics, a step per look) and where its trials ran
@@ -44,17 +49,7 @@ PARENT = "mlflow.parentRunId"
 TRIALS = "trials.json"  # the sweep run's artifact: the hashes of the trials the sweep covers
 # MLflow's UI opens an experiment of this kind on its runs (unset, 3.x opens the GenAI overview)
 EXPERIMENT_KIND, TRAINING = "mlflow.experimentKind", "custom_model_development"
-# peak_cuda_mb: CUDA only, the peak allocated since the previous evaluation
-EVAL_METRICS = ("train_bpc", "dev_bpc", "lr", "mean_span", "tokens_per_s", "tokens",
-                "train_time_s", "peak_rss_mb", "peak_cuda_mb")
 DATASET_KEYS = ("name", "n_bytes", "sha256", "prefix", "entropy_rate", "planted", "no_recall")
-FINAL_SAME = ("params", "params_non_embedding", "flops_full", "flops_mean", "flops_max",
-              "flops_position", "flops_counted", "flops_executed", "flops_cache_reprojection",
-              "floor_bpc", "entropy_rate", "steps")
-# train()'s summaries whose per-evaluation metric has the same name: logged as final_<name>
-# (peaks over the whole run; mean span over the dev split; tokens/s over all steps)
-FINAL_RENAMED = ("mean_span", "tokens_per_s", "tokens", "peak_rss_mb", "peak_cuda_mb")
-SEEDS = ("seed", "train.seed")  # a run's seed: the param, else the config's
 # what a run's numbers depend on beyond code, config and seed: params of every trial run
 RUN_MACHINE = ("precision", "cpu_bf16", "cpu_capability", "gpu", "cpu")
 

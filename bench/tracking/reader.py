@@ -12,7 +12,9 @@ import pandas as pd
 from mlflow import MlflowClient
 from mlflow.entities import Run
 
-from .names import FINAL_RENAMED, HASH, ROLE, STOPPED, TRIALS
+from bench.metrics import FINAL_RENAMED, STOPPED
+
+from .names import HASH, ROLE, TRIALS
 
 
 def trial_runs(client: MlflowClient, exp: str) -> dict[str, list[Run]]:

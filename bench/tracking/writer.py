@@ -1,13 +1,16 @@
 """Writing attnbench's runs to MLflow, the one door for every write: a sweep's parent run (its
 start, the earlier runs it adopts, its end, its report), each trial's child run (config,
 provenance, its corpus as a dataset input, metrics, artifacts), closing runs a worker or a
-killed driver left open, and a measurement's run. The names are `names.py`'s."""
+killed driver left open, and a measurement's run. The names are `names.py`'s and, for what a
+run measures and the marks the findings read, `bench.metrics`'; a trial is `bench.trial.Trial`,
+as the sweep built it and Ray handed it over."""
 
 import hashlib
 import json
 import os
 import socket
 import time
+from dataclasses import dataclass
 from pathlib import Path
 
 import pandas as pd
@@ -27,30 +30,37 @@ from mlflow.utils.mlflow_tags import (
 )
 
 from bench import provenance
+from bench.metrics import EVAL_METRICS, FAILURE, FINAL_RENAMED, FINAL_SAME, GRID_KEYS, PLAN
 from bench.record import Evaluation, RunResult
+from bench.trial import Trial
 
 from . import page
 from .names import (
     DATASET_KEYS,
-    EVAL_METRICS,
-    FAILURE,
-    FINAL_RENAMED,
-    FINAL_SAME,
     FLOPS_ERROR,
     GRID,
-    GRID_KEYS,
     HASH,
     IGNORED,
     LOST,
     PARENT,
-    PLAN,
     ROLE,
     RUN_MACHINE,
     SWEEP_PROCESS,
     TRIALS,
 )
 from .store import experiment_id, open_store, store_lock
-from .trial import TrialSpec, Where
+
+
+@dataclass(frozen=True)
+class Where:
+    """Where a sweep's trials are logged, handed to each Ray worker beside its trial: the
+    store's URI, the grid's experiment id, the sweep's parent run and the source name the
+    MLflow UI shows."""
+
+    uri: str
+    experiment: str
+    parent: str
+    source: str
 
 
 def source_tags(command: str, commit: str) -> dict[str, str]:
@@ -263,27 +273,27 @@ class TrialRun:
         self.client = MlflowClient(uri)
 
     @classmethod
-    def open(cls, where: Where, spec: TrialSpec, tags: dict[str, str]) -> "TrialRun":
+    def open(cls, where: Where, trial: Trial, tags: dict[str, str]) -> "TrialRun":
         """This sweep's run of the trial (a Ray retry or a run adopted from an earlier sweep),
         else a new one; marked RUNNING with its tags and config params."""
         client = MlflowClient(where.uri)
-        run = sweep_run(client, where.experiment, where.parent, spec.hash)
-        config = flatten(spec.cfg.model_dump(mode="json"))
+        run = sweep_run(client, where.experiment, where.parent, trial.hash)
+        config = flatten(trial.cfg.model_dump(mode="json"))
         if run is None:  # its page opens on the grid's values (params are listed by name)
-            axes = "".join(f"`{k}` = {config.get(k)}, " for k in spec.grid_keys)
-            run = client.create_run(where.experiment, run_name=spec.name, tags={
-                MLFLOW_RUN_NOTE: f"Trial of `{spec.grid}`: {axes}seed {spec.seed}.",
-                ROLE: "trial", GRID: spec.grid, HASH: spec.hash,
-                GRID_KEYS: ",".join(spec.grid_keys), PARENT: where.parent,
-                **{PLAN + k: v for k, v in spec.plan.items()},
-                **({IGNORED: ",".join(spec.ignored)} if spec.ignored else {})})
+            axes = "".join(f"`{k}` = {config.get(k)}, " for k in trial.grid_keys)
+            run = client.create_run(where.experiment, run_name=trial.name, tags={
+                MLFLOW_RUN_NOTE: f"Trial of `{trial.grid}`: {axes}seed {trial.seed}.",
+                ROLE: "trial", GRID: trial.grid, HASH: trial.hash,
+                GRID_KEYS: ",".join(trial.grid_keys), PARENT: where.parent,
+                **{PLAN + k: v for k, v in trial.plan.items()},
+                **({IGNORED: ",".join(trial.ignored)} if trial.ignored else {})})
         elif FAILURE in run.data.tags:
             client.delete_tag(run.info.run_id, FAILURE)
-        trial = cls(where.uri, run.info.run_id)
-        client.update_run(trial.run_id, status="RUNNING")
-        client.log_batch(trial.run_id, tags=[RunTag(k, v) for k, v in tags.items()])
-        trial.log_params({**config, "seed": str(spec.seed)})
-        return trial
+        logged = cls(where.uri, run.info.run_id)
+        client.update_run(logged.run_id, status="RUNNING")
+        client.log_batch(logged.run_id, tags=[RunTag(k, v) for k, v in tags.items()])
+        logged.log_params({**config, "seed": str(trial.seed)})
+        return logged
 
     def log_params(self, params: dict[str, str]) -> None:
         """Log the params this run lacks (a resumed run keeps the values it first logged)."""

@@ -1,0 +1,64 @@
+"""One trial of a sweep, typed and frozen (`Trial`): built whole once, where the grid expands
+(`bench.sweep.trials.resolve_trials`), then planned, packed on GPUs, handed to its Ray worker as
+it is and recorded by the MLflow writer, with no other type between them. It sits below the
+sweep and the tracking rooms, beside the plugins, and imports the run's schema
+(`bench.config`) only, so every room that handles a trial may import it (the table in
+pyproject.toml).
+"""
+
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from bench.config import Config
+
+
+@dataclass(frozen=True)
+class Trial:
+    """One trial, finished: its grid values, validated config and identity (`hash`: the
+    config, what its corpus is and the precision it runs in), that precision (train.amp
+    resolved here; the worker refuses another), its corpus's vocabulary size and the probes it
+    scores apart (None: a dry run that built no corpus), the grid options its variant does not
+    take; and what its worker and its MLflow run need of the sweep: the grid's name, its folder
+    (the only checkpoint store), torch threads, the plugins to import first and what it records
+    of the plan it serves (`bench.findings.prereg.record`). Ray hands it to the worker as it is
+    (`tune.with_parameters`): a Tune config would flatten a dataclass."""
+
+    values: dict[str, Any]  # this trial's value of each grid key, in the grid's order
+    cfg: Config
+    hash: str
+    precision: str
+    vocab: int
+    grid: str  # the grid's name
+    out_dir: Path  # <results-dir>/<grid>/trials/<hash>
+    threads: int  # torch threads: the grid's resources.cpu
+    plugins: tuple[str, ...]  # the grid's plugins, imported before anything names a variant
+    ignored: tuple[str, ...]
+    probes: tuple[str, ...] | None
+    identity: dict | None  # what its corpus is (`Corpus.identity()`); None: not built
+    plan: dict[str, str]  # {}: a plan that records nothing (a dry run, a rename)
+
+    @property
+    def seed(self) -> int:
+        return self.cfg.train.seed
+
+    @property
+    def grid_keys(self) -> tuple[str, ...]:
+        """The grid's keys, in the grid's order (the seed aside)."""
+        return tuple(self.values)
+
+    @property
+    def provisional(self) -> bool:
+        """A dry run's trial whose corpus is not downloaded yet: its hash names the corpus by
+        its options, where the run's names it by its bytes."""
+        return self.identity is None
+
+    @property
+    def name(self) -> str:
+        return trial_name(self.values, self.cfg)
+
+
+def trial_name(values: dict[str, Any], cfg: Config) -> str:
+    """<variant>-<varied values>-s<seed>, e.g. talking-heads-n_heads=8-s0."""
+    varied = [f"{k.rsplit('.', 1)[-1]}={v}" for k, v in values.items() if k != "model.variant"]
+    return "-".join([cfg.model.variant, *varied, f"s{cfg.train.seed}"])

@@ -40,13 +40,15 @@ class Option:
 
 def declared(options: type) -> dict[str, Option]:
     """The options an `Options` dataclass declares, by name in declaration order, each with
-    the class that declares it (a base's options keep their base as owner)."""
+    the class that declares it (a base's options keep their base as owner; a field made from
+    another class's names it as `metadata["owner"]`)."""
     hints = get_type_hints(options)
     owners = {f.name: cls.__qualname__ for cls in reversed(options.__mro__)
               if is_dataclass(cls) for f in fields(cls) if f.name in vars(cls).get(
                   "__annotations__", {})}
     return {f.name: Option(f.name, hints[f.name], f.default, f.metadata.get("help", ""),
-                           owners.get(f.name, options.__qualname__)) for f in fields(options)}
+                           f.metadata.get("owner", owners.get(f.name, options.__qualname__)))
+            for f in fields(options)}
 
 
 def check_api(kind: str, cls: type, example: str) -> None:

@@ -236,10 +236,12 @@ def _options() -> type:
     and `fractions`, one per field of `Frames` (its type, default and help: `data.p_copy`, ...)
     and one per class of PROBES (`data.<name>`: an instance of the class, or None). Adding a
     probe is its class in probes.py; a frame option, a field of Frames."""
-    frames = [(f.name, hint, field(default=f.default, metadata=f.metadata))
-              for f, hint in zip(fields(Frames), get_type_hints(Frames).values(), strict=True)]
+    hints = get_type_hints(Frames)
+    frames = [(f.name, hints[f.name], field(default=f.default, metadata={
+        **f.metadata, "owner": "Frames"})) for f in fields(Frames)]
     probes = [(P.name, P | None, field(default=None, metadata={
-        "help": f"the {P.name} probe's episodes (rate, ...; None: none)"})) for P in PROBES]
+        "help": f"the {P.name} probe's episodes (rate, ...; None: none)",
+        "owner": P.__name__})) for P in PROBES]
     return make_dataclass("SyntheticOptions", [
         ("n_chars", int, field(default=2_000_000, metadata={
             "help": "symbols generated, split by `fractions`"})),

@@ -45,8 +45,9 @@ def typed_options(where: str, given: dict[str, Any], params: dict[str, variants.
     wanted).
 
     Returns the given keys only, converted. Raises a PydanticCustomError "typed_options" whose
-    message has one line per bad key: `where.key`, the value and the expected type (an
-    `unknown` line names what the options belong to and what it accepts).
+    message has one line per bad key: `where.key`, the value and the expected type, with what
+    the option belongs to (`owner`), the class that declares it and its help (an `unknown`
+    line names what the options belong to and every option it accepts).
     """
     fields = {name: (p.type, ... if p.required else p.default) for name, p in params.items()}
     options = create_model(f"options of {where}", __config__=ConfigDict(
@@ -67,8 +68,10 @@ def typed_options(where: str, given: dict[str, Any], params: dict[str, variants.
                 got = f"={e['input']!r}" if "input" in e and e["type"] != "missing" else ""
                 lines.append(f"{where}.{key}.{inner}{got}: {e['msg']}")
             else:
-                ann = inspect.formatannotation(params[key].type)
-                lines.append(f"{where}.{key}={given[key]!r}: expected {ann} ({e['msg']})")
+                p = params[key]
+                lines.append(f"{where}.{key}={given[key]!r}: expected "
+                             f"{inspect.formatannotation(p.type)} ({e['msg']}); an option"
+                             f"{owner}, declared by {p.owner}: {p.help}")
         raise PydanticCustomError("typed_options", "{lines}",
                                   {"lines": "\n  ".join(dict.fromkeys(lines))}) from None
     return {k: getattr(valid, k) for k in given}

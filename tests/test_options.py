@@ -64,7 +64,9 @@ def test_a_layer_reports_the_values_its_options_classes_resolve():
 
 def test_a_bad_option_is_refused_naming_it_its_variant_and_what_it_takes(clean):
     plugins.load([str(PLUGIN)])
-    with pytest.raises(ConfigError, match=r"model\.attn\.tau_init='long': expected float"):
+    with pytest.raises(ConfigError, match=r"model\.attn\.tau_init='long': expected float .*; "
+                       r"an option of variant 'decay', declared by DecaySpan.Options: each "
+                       r"head's decay length"):
         resolve({"model": {"variant": "decay", "attn": {"tau_init": "long"}}})
     with pytest.raises(ConfigError, match=r"model\.attn\.tau=8: unknown option of variant "
                        r"'decay'; allowed: .*tau_init"):

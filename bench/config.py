@@ -18,13 +18,13 @@ from pydantic import (
     Field,
     ValidationError,
     ValidationInfo,
-    create_model,
     field_validator,
     model_validator,
 )
 from pydantic_core import PydanticCustomError
 
 import variants
+from variants.typed import model_of
 
 from . import data
 from .data import Corpus
@@ -49,9 +49,7 @@ def typed_options(where: str, given: dict[str, Any], params: dict[str, variants.
     the option belongs to (`owner`), the class that declares it and its help (an `unknown`
     line names what the options belong to and every option it accepts).
     """
-    fields = {name: (p.type, ... if p.required else p.default) for name, p in params.items()}
-    options = create_model(f"options of {where}", __config__=ConfigDict(
-        extra="forbid", arbitrary_types_allowed=True), **fields)
+    options = model_of(params, f"options of {where}")
     try:
         valid = options.model_validate(given)
     except ValidationError as err:

@@ -120,3 +120,19 @@ def test_the_dry_run_lists_the_options_each_variant_runs_with(clean, capsys):
     assert rows["option"][:3] == ["type", "talking-heads", "decay"]
     assert rows["tau_init"][:3] == ["float", "-", "20.0"]
     assert rows["mix_init"][1:3] == ["'identity'", "'identity'"]
+
+
+def test_a_layer_built_in_python_converts_and_checks_its_options_as_the_schema_does():
+    """variants.build, with no config around it, types each part's options by its class
+    (lax: "16" a float) and names the option, the part and the expected type when one is
+    wrong; a value of the right type out of range is refused by the class's own check."""
+    layer = variants.build("adaptive", d_model=32, n_heads=4, span=16, ramp="16")
+    assert layer.span_policy.ramp == 16.0 and layer.describe()["options"]["ramp"] == 16.0
+    with pytest.raises(ValueError, match=r"ramp='wide' is invalid for span policy adaptive: "
+                       r"expected float"):
+        variants.build("adaptive", d_model=32, n_heads=4, span=16, ramp="wide")
+    with pytest.raises(ValueError, match=r"mix_init='x' is invalid for mixing both: expected "
+                       r"Literal\['identity', 'random'\]"):
+        variants.build("talking-heads", d_model=32, n_heads=4, span=16, mix_init="x")
+    with pytest.raises(ValueError, match=r"ramp=-1.0 is invalid: expected R > 0"):
+        variants.build("adaptive", d_model=32, n_heads=4, span=16, ramp=-1)

@@ -69,7 +69,7 @@ def test_functions_are_short_and_take_few_parameters():
 def test_options_are_declared_as_types_never_read_from_signatures():
     """Nothing under bench/ or variants/ reads a signature or fakes one (`__signature__`) to
     learn what a part takes: options are the fields of the classes that declare them. The one
-    signature read is `variants.options.check_api`, which refuses a plugin of the earlier API
+    signature read is `variants.typed.check_api`, which refuses a plugin of the earlier API
     and writes the Options class it should declare."""
     reads = []
     for path in sorted([*(ROOT / "bench").rglob("*.py"), *(ROOT / "variants").rglob("*.py")]):
@@ -82,7 +82,7 @@ def test_options_are_declared_as_types_never_read_from_signatures():
             if node.attr == "__signature__" or of_inspect and node.attr in (
                     "signature", "Parameter", "getfullargspec", "Signature"):
                 reads.append(f"{path.relative_to(ROOT)}:{node.lineno} {node.attr}")
-    assert [r.split(":")[0] for r in reads] == ["variants/options.py"], reads
+    assert [r.split(":")[0] for r in reads] == ["variants/typed.py"], reads
 
 
 def test_the_command_line_stays_in_commands():

@@ -10,8 +10,8 @@ from . import mixing as mix
 from . import span as sp
 from .band import distances, valid_keys
 from .names import renamed
-from .options import Option, check_api, declared, option
 from .shape import Shape
+from .typed import Option, check_api, declared, option, parse
 
 SpanArg = str | type[sp.SpanPolicy]
 MixingArg = str | type[mix.MixingPolicy]
@@ -128,24 +128,27 @@ class Attention(nn.Module):
                and own.chunk > 0, "a positive int, or None for the device's default")
         _check("dropout", dropout, 0 <= dropout < 1, "a value in [0, 1)")
         takes = {"span": declared(span_cls.Options), "mixing": declared(mix_cls.Options)}
-        mixing = own.mixing if isinstance(own.mixing, str) else mix_cls.__name__
+        called = {part: v if isinstance(v, str) else v.__name__  # as messages name them
+                 for part, v in (("span policy", own.span_policy), ("mixing", own.mixing))}
         if unknown := sorted(set(options) - set(takes["span"]) - set(takes["mixing"])):
             taken = sorted({*declared(LayerOptions), *takes["span"], *takes["mixing"]})
             raise ValueError(f"{unknown[0]}={options[unknown[0]]!r} is not an option of this "
-                             f"layer (span policy {getattr(span_cls, 'name', span_cls)}, mixing "
-                             f"{mixing}); it takes: {', '.join(taken)}")
+                             f"layer (span policy {called['span policy']}, mixing "
+                             f"{called['mixing']}); it takes: {', '.join(taken)}")
         named = {"h", *mix_cls.heads}  # the span policy takes h heads
         if unused := [k for k in declared(Heads) if k != "width" and k not in named
                       and getattr(own, k) is not None]:
             raise ValueError(f"{unused[0]}={getattr(own, unused[0])!r} is not an option of mixing "
-                             f"{mixing}")
+                             f"{called['mixing']}")
         h_k, h, h_v, d_k, d_v = check_heads(d_model, n_heads, mix_cls.free_heads(mix_fixed), own)
         if key_pe is not None:
             _check("key_pe", tuple(key_pe.shape), tuple(key_pe.shape) == (span, d_k),
                    f"a relative-position table of shape (span, d_k) = ({span}, {d_k})")
         self.S, self.chunk = span, own.chunk
-        parts = {part: cls.Options(**{k: v for k, v in options.items() if k in takes[part]})
-                 for part, cls in (("span", span_cls), ("mixing", mix_cls))}
+        parts = {part: parse(cls.Options, {k: v for k, v in options.items() if k in takes[part]},
+                             f"{kind} {called[kind]}")
+                 for part, kind, cls in (("span", "span policy", span_cls),
+                                         ("mixing", "mixing", mix_cls))}
         shape = Shape(d_model, span, h_k, h, h_v, d_k, d_v, key_pe)
         self.span_policy = span_cls(shape, parts["span"], **span_fixed)
         self.mixing = mix_cls(shape, parts["mixing"], **mix_fixed)

@@ -15,7 +15,7 @@ from .attention import (
     policy_class,
 )
 from .names import renamed
-from .options import Option
+from .typed import Option
 
 _VARIANTS: dict[str, dict] = {}  # name -> its span policy, mixing and option defaults
 

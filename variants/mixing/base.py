@@ -4,8 +4,8 @@ from typing import Any
 
 from torch import Tensor, nn
 
-from ..options import NoOptions
 from ..shape import Shape
+from ..typed import NoOptions
 
 
 class MixingPolicy(nn.Module):

@@ -8,7 +8,7 @@ import torch
 from torch import Tensor, nn
 
 from ..band import band, scores, unband
-from ..options import option
+from ..typed import option
 from .base import Shape
 from .multihead import TalkingHeads
 

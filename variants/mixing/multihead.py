@@ -9,7 +9,7 @@ import torch
 from torch import Tensor, nn
 
 from ..band import mix, scores
-from ..options import option
+from ..typed import option
 from .base import MixingPolicy, Shape
 from .talking import HeadMix
 

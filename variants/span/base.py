@@ -6,8 +6,8 @@ from dataclasses import dataclass
 import torch
 from torch import Tensor, nn
 
-from ..options import NoOptions, option
 from ..shape import Shape
+from ..typed import NoOptions, option
 
 
 class SpanPolicy(nn.Module):

@@ -9,7 +9,10 @@ extends its base's options by subclassing its `Options`."""
 
 import inspect
 from dataclasses import MISSING, dataclass, field, fields, is_dataclass
+from functools import cache
 from typing import Any, get_type_hints
+
+from pydantic import BaseModel, ConfigDict, ValidationError, create_model
 
 
 def option(default: Any, help: str) -> Any:
@@ -49,6 +52,36 @@ def declared(options: type) -> dict[str, Option]:
     return {f.name: Option(f.name, hints[f.name], f.default, f.metadata.get("help", ""),
                            f.metadata.get("owner", owners.get(f.name, options.__qualname__)))
             for f in fields(options)}
+
+
+def model_of(params: dict[str, Option], name: str) -> type[BaseModel]:
+    """A pydantic model of declared options (their types and defaults; unknown keys forbidden,
+    any type allowed): what converts and checks given values, lax (YAML's "2e-6" a float, a
+    list a tuple where a tuple is wanted). The run's schema types model.attn and data with it."""
+    return create_model(name, __config__=ConfigDict(extra="forbid", arbitrary_types_allowed=True),
+                        **{o.name: (o.type, ... if o.required else o.default)
+                           for o in params.values()})
+
+
+@cache
+def schema(options: type) -> type[BaseModel]:
+    """`model_of` one `Options` class, built once per class."""
+    return model_of(declared(options), f"options of {options.__qualname__}")
+
+
+def parse(options: type, given: dict[str, Any], part: str) -> Any:
+    """An instance of `options` from `given`, converted by its declared types (`schema`) and
+    then checked by its own `__post_init__`; a ValueError naming the option, `part` (what it
+    belongs to) and the type it expected."""
+    try:
+        valid = schema(options).model_validate(given)
+    except ValidationError as err:
+        e = err.errors()[0]
+        key, found = str(e["loc"][0]), declared(options)
+        expected = inspect.formatannotation(found[key].type) if key in found else "no such option"
+        raise ValueError(f"{key}={given.get(key)!r} is invalid for {part}: expected {expected} "
+                         f"({e['msg']})") from None
+    return options(**{k: getattr(valid, k) for k in given})
 
 
 def check_api(kind: str, cls: type, example: str) -> None:

@@ -2,7 +2,6 @@
 as a dataclass (type, default, help), and the layer, the schema, describe() (the MLflow
 params), the dry run and docs/options.md all read those classes."""
 
-import sys
 from dataclasses import MISSING, dataclass, field, fields
 from pathlib import Path
 
@@ -13,23 +12,10 @@ from bench import data, plugins
 from bench.commands import options as command
 from bench.commands import run
 from bench.config import ConfigError, corpus_options, resolve
-from variants import registry
 from variants.attention import LayerOptions
 
 ROOT = Path(__file__).resolve().parents[1]
 PLUGIN = ROOT / "examples" / "decay_plugin.py"
-
-
-@pytest.fixture
-def clean(monkeypatch):
-    """No plugin env; the variant registry and imported file plugins restored afterwards."""
-    monkeypatch.delenv(plugins.ENV, raising=False)
-    saved = dict(registry._VARIANTS)
-    yield
-    registry._VARIANTS.clear()
-    registry._VARIANTS.update(saved)
-    for name in [m for m in sys.modules if m.startswith("attnbench_plugin_")]:
-        del sys.modules[name]
 
 
 def test_the_committed_reference_is_what_the_classes_give(capsys):

@@ -19,7 +19,6 @@ from bench import plugins
 from bench.commands import flops, report, run, speed, train
 from bench.config import ConfigError, parse_sets, resolve
 from bench.experiment.open import GridText, Overrides, open_grid, read
-from variants import registry
 
 ROOT = Path(__file__).resolve().parents[1]
 SMOKE = ROOT / "ablations" / "smoke.yaml"
@@ -29,19 +28,6 @@ TINY = ["model.d_model=32", "model.n_layers=1", "model.n_heads=2", "model.d_ff=6
         "model.span=32", "train.block=32", "train.batch_size=4", "train.steps=4",
         "train.eval_every=4", "train.eval_tokens=500", "train.warmup=2",
         "data.n_chars=20000"]
-
-
-@pytest.fixture
-def clean(monkeypatch):
-    """Restore the registry and drop imported file plugins afterwards; no plugin env."""
-    monkeypatch.delenv(plugins.ENV, raising=False)
-    monkeypatch.delenv("MLFLOW_TRACKING_URI", raising=False)
-    saved = dict(registry._VARIANTS)
-    yield
-    registry._VARIANTS.clear()
-    registry._VARIANTS.update(saved)
-    for name in [m for m in sys.modules if m.startswith("attnbench_plugin_")]:
-        del sys.modules[name]
 
 
 def grid_file(tmp: Path, **changes) -> Path:

@@ -153,8 +153,7 @@ class Attention(nn.Module):
         self.span_policy = span_cls(shape, parts["span"], **span_fixed)
         self.mixing = mix_cls(shape, parts["mixing"], **mix_fixed)
         self.drop = nn.Dropout(dropout)
-        self.options = {"width": own.width, "chunk": own.chunk,  # describe()
-                        **asdict(parts["span"]), **asdict(parts["mixing"])}
+        self.width = own.width  # None: d_model (describe())
 
     @property
     def key_pe(self) -> nn.Parameter:
@@ -219,15 +218,16 @@ class Attention(nn.Module):
     def describe(self) -> dict:
         """What the layer is, as tables and reports name it: span policy, mixing (and whether it
         learns P_l, P_w), heads (h_k query/key, h softmax, h_v value), widths d_k, d_v, the span
-        limit S, whether the spans are learned, and `options`: every option of its parts with the
-        value it was built with (defaults included). Its cost per query at s keys is
+        limit S, whether the spans are learned, and `options`: the layer's width and chunk and
+        every option of its parts, as each part holds them (`options`, defaults included). Its cost per query at s keys is
         `flops(s)`."""
         m = self.mixing
         mats = m.matrices()
         return {"span_policy": self.span_policy.name, "mixing": m.name, "P_l": "P_l" in mats,
                 "P_w": "P_w" in mats, "h_k": m.h_k, "h": m.h, "h_v": m.h_v, "d_k": m.d_k,
                 "d_v": m.d_v, "S": self.S, "learned_spans": self.span_policy.learned,
-                "options": dict(self.options)}
+                "options": {"width": self.width, "chunk": self.chunk,
+                            **asdict(self.span_policy.options), **asdict(m.options)}}
 
     def set_spans(self, spans: Tensor | float) -> None:
         """Set the effective spans (z + R, at most S; one value or one per softmax head) as if

@@ -2,22 +2,18 @@
 probe of reach (span policies), with what each costs a model that reaches S symbols back."""
 
 import math
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import NamedTuple
 
 import numpy as np
 
-from .corpus import DataError
+from .corpus import DataError, option
 
 _Q = 1 << 16  # transition probabilities are multiples of 1/_Q, so sampling them is exact
 # One script per kind of frame (background, then each copy distance), each with >= 22 letters in
 # consecutive code points: Latin, LATIN, Greek, Cyrillic, Hebrew, Armenian, Georgian, Cherokee,
 # Hiragana, Katakana.
 CASES = ("a", "A", "α", "а", "א", "Ա", "ა", "Ꭰ", "ぁ", "ァ")
-
-
-def _help(text: str) -> dict:
-    return {"help": text}
 
 
 class FrameBlock(NamedTuple):
@@ -59,16 +55,15 @@ class Frames:
     right after it, within reach, hints at its last letter).
     """
 
-    alphabet: int = field(default=8, metadata=_help("letters of the background chain"))
-    concentration: float = field(default=0.1, metadata=_help(
-        "Dirichlet concentration of the chain's rows (small: predictable text)"))
-    frame: int = field(default=8, metadata=_help("F, symbols per frame"))
-    p_copy: float = field(default=0.5, metadata=_help("p, the chance a frame is a copy"))
-    distances: tuple[int, ...] = field(default=(16, 64, 128), metadata=_help(
-        "the copy distances d_i (multiples of F)"))
-    distance_probs: tuple[float, ...] = field(default=(1 / 3, 1 / 3, 1 / 3), metadata=_help(
-        "q_i, the chance a copy is of distance d_i"))
-    seed: int = field(default=0, metadata=_help("the chain's seed (the text's, not the run's)"))
+    alphabet: int = option(8, "letters of the background chain")
+    concentration: float = option(0.1, "Dirichlet concentration of the chain's rows (small: "
+                                  "predictable text)")
+    frame: int = option(8, "F, symbols per frame")
+    p_copy: float = option(0.5, "p, the chance a frame is a copy")
+    distances: tuple[int, ...] = option((16, 64, 128), "the copy distances d_i (multiples of F)")
+    distance_probs: tuple[float, ...] = option((1 / 3, 1 / 3, 1 / 3), "q_i, the chance a copy "
+                                               "is of distance d_i")
+    seed: int = option(0, "the chain's seed (the text's, not the run's)")
 
     def __post_init__(self) -> None:
         checks = {

@@ -23,7 +23,15 @@ from typing import NamedTuple, get_type_hints
 
 import numpy as np
 
-from .corpus import SPLITS, STANDARD_FRACTIONS, Corpus, DataError, sha256_of, split_sizes
+from .corpus import (
+    SPLITS,
+    STANDARD_FRACTIONS,
+    Corpus,
+    DataError,
+    option,
+    sha256_of,
+    split_sizes,
+)
 from .frames import Frames, entropy
 from .probes import PROBES, Probe
 from .registry import register
@@ -243,10 +251,9 @@ def _options() -> type:
         "help": f"the {P.name} probe's episodes (rate, ...; None: none)",
         "owner": P.__name__})) for P in PROBES]
     return make_dataclass("SyntheticOptions", [
-        ("n_chars", int, field(default=2_000_000, metadata={
-            "help": "symbols generated, split by `fractions`"})),
-        ("fractions", tuple[float, float, float], field(default=STANDARD_FRACTIONS, metadata={
-            "help": "train, dev and test fractions, each split its own stream"})),
+        ("n_chars", int, option(2_000_000, "symbols generated, split by `fractions`")),
+        ("fractions", tuple[float, float, float], option(
+            STANDARD_FRACTIONS, "train, dev and test fractions, each split its own stream")),
         *frames, *probes], frozen=True, namespace={"__module__": __name__})
 
 

@@ -14,7 +14,7 @@ import shutil
 import tempfile
 import urllib.request
 import zipfile
-from dataclasses import dataclass, field
+from dataclasses import MISSING, dataclass
 from functools import lru_cache
 from pathlib import Path
 
@@ -22,7 +22,7 @@ import numpy as np
 import platformdirs
 from tqdm import tqdm
 
-from .corpus import SPLITS, STANDARD_FRACTIONS, Corpus, DataError, split_sizes
+from .corpus import SPLITS, STANDARD_FRACTIONS, Corpus, DataError, option, split_sizes
 from .registry import register
 
 FULL_BYTES = 100_000_000
@@ -65,17 +65,12 @@ def data_dir(explicit: Path | str | None = None) -> Path:
     return Path(explicit or env or platformdirs.user_cache_path("attnbench")).expanduser()
 
 
-def _help(text: str) -> dict:
-    return {"help": text}
-
-
 @dataclass(frozen=True)
 class FileOptions:
     """A local file's options (data.<option>)."""
 
-    path: Path = field(metadata=_help("the file: text or bytes, one symbol per byte"))
-    fractions: Fractions = field(default=STANDARD_FRACTIONS,
-                                 metadata=_help("train, dev and test fractions of the file"))
+    path: Path = option(MISSING, "the file: text or bytes, one symbol per byte")
+    fractions: Fractions = option(STANDARD_FRACTIONS, "train, dev and test fractions of the file")
 
 
 @dataclass(frozen=True)
@@ -83,16 +78,15 @@ class HutterOptions:
     """enwik8's and text8's options (data.<option>): the file at `path`, else the cached
     download."""
 
-    path: Path | None = field(default=None, metadata=_help(
-        "a local copy or prefix of the file (default: the cached download)"))
-    fractions: Fractions = field(default=STANDARD_FRACTIONS, metadata=_help(
-        "train, dev and test fractions (the papers': 90M, 5M, 5M)"))
-    data_dir: Path | None = field(default=None, metadata=_help(
-        "the download cache (default: $ATTNBENCH_DATA, else the user cache directory)"))
-    download: bool = field(default=True, metadata=_help(
-        "download and verify the file when it is not cached"))
-    url: str | None = field(default=None, metadata=_help(
-        "where to download the zip from (default: the Hutter-prize address)"))
+    path: Path | None = option(None, "a local copy or prefix of the file (default: the cached "
+                               "download)")
+    fractions: Fractions = option(STANDARD_FRACTIONS, "train, dev and test fractions (the "
+                                  "papers': 90M, 5M, 5M)")
+    data_dir: Path | None = option(None, "the download cache (default: $ATTNBENCH_DATA, else "
+                                   "the user cache directory)")
+    download: bool = option(True, "download and verify the file when it is not cached")
+    url: str | None = option(None, "where to download the zip from (default: the Hutter-prize "
+                             "address)")
 
 
 @register("enwik8", HutterOptions)

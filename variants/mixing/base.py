@@ -37,7 +37,7 @@ class MixingPolicy(nn.Module):
 
     def __init__(self, shape: Shape, options: NoOptions) -> None:
         super().__init__()
-        self.options = options
+        self.options = options  # what it was built with, as `describe()` reports it
 
     @property
     def name(self) -> str:

@@ -27,7 +27,8 @@ class SpanPolicy(nn.Module):
 
     def __init__(self, shape: Shape, options: NoOptions) -> None:
         super().__init__()
-        self.n_heads, self.S, self.options = shape.h, shape.span, options
+        self.n_heads, self.S = shape.h, shape.span
+        self.options = options  # what it was built with, as `describe()` reports it
         self._window = shape.span  # trimmed by policies whose spans are learned
 
     @property

@@ -263,7 +263,7 @@ def test_a_sweep_whose_driver_is_gone_is_ended_when_the_next_starts(tmp_path):
     for who, process in [("dead", f"{host}:{dead.pid}"), ("alive", writer.this_process()),
                          ("elsewhere", f"not-{host}:{dead.pid}"), ("done", f"{host}:{dead.pid}")]:
         ids[who] = writer.start_sweep(client, exp, grid, "cmd",
-                                      page.Look("smoke", [], 1, 1, []))
+                                      page.Look("smoke", [], 1, 1, []), grid.read_text())
         client.set_tag(ids[who], names.SWEEP_PROCESS, process)
     writer.end_sweep(client, ids["done"], "FINISHED")
     assert client.get_run(ids["alive"]).data.tags[names.SWEEP_PROCESS] == writer.this_process()
@@ -307,8 +307,10 @@ def test_a_sweeps_page_says_what_ran_at_each_look_and_what_it_found(tmp_path):
     uri = f"sqlite:///{tmp_path / 'mlflow.db'}"
     client = store.open_store(uri)
     exp = store.experiment_id(client, "g", uri)
-    parent = writer.start_sweep(client, exp, ROOT / "ablations" / "smoke.yaml", "cmd",
-                                page.Look("g", ["a"] * 24, 1, 3, [80, 81, 82, 83]))
+    smoke = ROOT / "ablations" / "smoke.yaml"
+    parent = writer.start_sweep(client, exp, smoke, "cmd",
+                                page.Look("g", ["a"] * 24, 1, 3, [80, 81, 82, 83]),
+                                smoke.read_text())
     writer.cover(client, parent, page.Look("g", ["a"] * 48, 2, 3, list(range(80, 88))))
     png = tmp_path / "curves.png"
     Image.new("RGB", (8, 8)).save(png)
@@ -351,8 +353,9 @@ def test_a_description_too_long_for_the_store_is_cut_with_a_pointer(tmp_path):
     uri = f"sqlite:///{tmp_path / 'mlflow.db'}"
     client = store.open_store(uri)
     exp = store.experiment_id(client, "g", uri)
-    parent = writer.start_sweep(client, exp, ROOT / "ablations" / "smoke.yaml", "cmd",
-                                page.Look("g", ["a"], 1, 1, [0]))
+    smoke = ROOT / "ablations" / "smoke.yaml"
+    parent = writer.start_sweep(client, exp, smoke, "cmd", page.Look("g", ["a"], 1, 1, [0]),
+                                smoke.read_text())
     writer.log_report(client, client.get_run(parent), [], page.Page(
         paragraphs, [], "CPU", "fp32", [], tmp_path))
     note = client.get_run(parent).data.tags["mlflow.note.content"]

@@ -219,8 +219,8 @@ class Attention(nn.Module):
         """What the layer is, as tables and reports name it: span policy, mixing (and whether it
         learns P_l, P_w), heads (h_k query/key, h softmax, h_v value), widths d_k, d_v, the span
         limit S, whether the spans are learned, and `options`: the layer's width and chunk and
-        every option of its parts, as each part holds them (`options`, defaults included). Its cost per query at s keys is
-        `flops(s)`."""
+        every option of its parts, as each part holds them (`options`, defaults included). Its
+        cost per query at s keys is `flops(s)`."""
         m = self.mixing
         mats = m.matrices()
         return {"span_policy": self.span_policy.name, "mixing": m.name, "P_l": "P_l" in mats,

@@ -68,15 +68,15 @@ def trial_options(cfgs: list[Config]) -> pd.DataFrame:
     not take it), its type and its help."""
     values: dict[str, dict[str, list]] = {}
     types: dict[str, Option] = {}
-    for cfg in cfgs:
-        m = cfg.model
-        resolved = variants.facts(m.variant, m.d_model, m.n_heads, **m.attn)["options"]
-        types |= variants.options(m.variant, **m.attn)
-        for k, v in resolved.items():
+    models = {(m.variant, repr(sorted(m.attn.items()))): m for m in (c.model for c in cfgs)}
+    for m in models.values():  # each distinct variant and options once
+        declared = variants.options(m.variant, **m.attn)
+        types |= declared
+        for k, o in declared.items():
             seen = values.setdefault(k, {}).setdefault(m.variant, [])
-            if _value(v) not in seen:
-                seen.append(_value(v))
-    names = list(dict.fromkeys(cfg.model.variant for cfg in cfgs))
+            if (v := _value(m.attn.get(k, o.default))) not in seen:
+                seen.append(v)
+    names = list(dict.fromkeys(m.variant for m in models.values()))
     return pd.DataFrame([{"option": k, "type": type_name(types[k].type),
                           **{n: ", ".join(by.get(n, ["-"])) for n in names},
                           "help": types[k].help} for k, by in values.items()])

@@ -215,8 +215,8 @@ def sweep(grid: Grid, trials: list[Trial], options: SweepOptions) -> int:
         why = err if isinstance(err, store.TrackingLost) else store.lost(uri, err)
         if why is None:
             raise
-        trials_dir = options.results_dir.resolve() / grid.name / "trials"
-        print(f"error: {why}; the trials trained are kept in {trials_dir}: start the server "
+        kept = trials[0].out_dir.parent if trials else options.results_dir
+        print(f"error: {why}; the trials trained are kept in {kept}: start the server "
               "again and rerun the same command, which logs the finished ones and runs the "
               "rest, once each", file=sys.stderr, flush=True)
         return 2

@@ -73,8 +73,6 @@ def experiment_id(client: MlflowClient, name: str, uri: str) -> str:
                                     tags={EXPERIMENT_KIND: TRAINING})
 
 
-
-
 # A call to a server that stopped fails after these (MLflow's defaults: 7 retries, backoff
 # factor 2, 120 s timeout, about 4 minutes) rather than holding a sweep for minutes
 PATIENCE = {"MLFLOW_HTTP_REQUEST_MAX_RETRIES": "2", "MLFLOW_HTTP_REQUEST_BACKOFF_FACTOR": "1",

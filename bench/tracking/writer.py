@@ -78,12 +78,12 @@ def sweep_source(grid_file: Path) -> str:
 
 
 def start_sweep(client: MlflowClient, exp: str, grid_file: Path, command: str,
-                look: page.Look, plan: str | None = None) -> str:
+                look: page.Look, plan: str) -> str:
     """Create the sweep's parent run, described by its grid file and command line (the run's
     description, until its report replaces it, and the `command` param), with `sweep_source`
-    as MLflow's source name, the plan that ran (`plan`, YAML; default: the grid file as
-    written) under the grid file's name and what it covers (`cover`) as artifacts and tags;
-    returns its id."""
+    as MLflow's source name, the plan that ran (`plan`, YAML: overrides and seeds applied)
+    under the grid file's name and what it covers (`cover`) as artifacts and tags; returns
+    its id."""
     source = sweep_source(grid_file)
     commit = provenance.git_commit()
     note = f"Sweep of `{grid_file.resolve()}`, commit `{commit}`.\n\n```\n{command}\n```"
@@ -94,10 +94,7 @@ def start_sweep(client: MlflowClient, exp: str, grid_file: Path, command: str,
               "grid_sha256": hashlib.sha256(grid_file.read_bytes()).hexdigest(),
               "git_commit": commit, "command": command}
     client.log_batch(run.info.run_id, params=[Param(k, str(v)) for k, v in params.items()])
-    if plan is None:
-        client.log_artifact(run.info.run_id, str(grid_file))
-    else:
-        client.log_text(run.info.run_id, plan, grid_file.name)
+    client.log_text(run.info.run_id, plan, grid_file.name)
     cover(client, run.info.run_id, look)
     return run.info.run_id
 

@@ -7,9 +7,11 @@ a measurement prints (`emit`)."""
 import argparse
 import json
 from collections.abc import Callable
+from pathlib import Path
 from typing import TypeVar
 
 from bench.config import PRESETS
+from bench.provenance import ROOT
 
 T = TypeVar("T")
 # the --help epilog of the commands that print verdicts: the words are defined once, in docs/
@@ -90,4 +92,17 @@ def emit(out: dict, as_json: bool, show: Callable[[dict], None]) -> int:
         print(json.dumps(out, indent=1))
     else:
         show(out)
+    return 0
+
+
+def generated(path: Path, text: str, check: bool, command: str) -> int:
+    """A generated document (docs/grids.md, docs/options.md): with `check`, write nothing and
+    return 1 where `path` is not `text` (naming `command` to regenerate it), else write it."""
+    shown = path.relative_to(ROOT)
+    if check:
+        stale = not path.is_file() or path.read_text() != text
+        print(f"{shown}: {f'stale: run {command}' if stale else 'current'}")
+        return int(stale)
+    path.write_text(text)
+    print(f"wrote {shown}")
     return 0

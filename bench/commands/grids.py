@@ -13,7 +13,7 @@ from bench.config import ConfigError
 from bench.experiment.catalogue import entries, render
 from bench.provenance import RESULTS, ROOT
 
-from .args import about
+from .args import about, generated
 
 TABLE = ROOT / "docs" / "grids.md"
 
@@ -28,11 +28,4 @@ def main(argv: list[str] | None = None) -> int:
     except ConfigError as err:
         print(f"bench.grids: {err}", file=sys.stderr)
         return 2
-    if args.check:
-        stale = not TABLE.is_file() or TABLE.read_text() != text
-        said = "stale: run python -m bench.grids" if stale else "current"
-        print(f"{TABLE.relative_to(ROOT)}: {said}")
-        return int(stale)
-    TABLE.write_text(text)
-    print(f"wrote {TABLE.relative_to(ROOT)}")
-    return 0
+    return generated(TABLE, text, args.check, "python -m bench.grids")

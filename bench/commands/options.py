@@ -16,7 +16,7 @@ from bench import data, plugins
 from bench.experiment.options import reference
 from bench.provenance import ROOT
 
-from .args import about
+from .args import about, generated
 
 DOC = ROOT / "docs" / "options.md"
 HEAD = ("# Options\n\nEvery option of every built-in variant (`model.attn.<option>`) and corpus "
@@ -49,14 +49,7 @@ def main(argv: list[str] | None = None) -> int:
               f"{', '.join(known)}", file=sys.stderr)
         return 2
     text = reference(args.names or None)
-    if args.check:
-        stale = not DOC.is_file() or DOC.read_text() != HEAD + text
-        said = "stale: run python -m bench.options --write" if stale else "current"
-        print(f"docs/options.md: {said}")
-        return int(stale)
-    if args.write:
-        DOC.write_text(HEAD + text)
-        print("wrote docs/options.md")
-        return 0
+    if documented:
+        return generated(DOC, HEAD + text, args.check, "python -m bench.options --write")
     print(text, end="")
     return 0

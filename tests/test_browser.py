@@ -12,12 +12,13 @@ Chromium or its driver (or selenium, a dev extra) is absent.
 """
 
 import json
+import os
 import shutil
+import signal
 import subprocess
 import sys
 import tempfile
 import time
-import urllib.request
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -27,7 +28,7 @@ from mlflow import MlflowClient
 
 from bench.provenance import LOCAL
 from bench.tracking import page, store
-from tests.test_run import cli_env, free_port, slow
+from tests.test_run import cli_env, mlflow_server, slow
 
 ROOT = Path(__file__).resolve().parents[1]
 GRID = ROOT / "examples" / "add_a_claim.yaml"
@@ -51,29 +52,17 @@ def served() -> Iterator[tuple[str, Path, MlflowClient]]:
     shutil.rmtree(out, ignore_errors=True)
     uri = f"sqlite:///{out / 'mlflow.db'}"
     store.open_store(uri)  # tables made before the server and the sweep both open the file
-    port = free_port()
-    server = subprocess.Popen(
-        [sys.executable, "-m", "mlflow", "server", "--backend-store-uri", uri, "--host",
-         "127.0.0.1", "--port", str(port), "--workers", "1"],
-        cwd=out, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-    try:
-        with tempfile.TemporaryDirectory(prefix="ab", dir="/tmp") as tmp:
+    with tempfile.TemporaryDirectory(prefix="ab", dir="/tmp") as tmp:
+        server, base = mlflow_server(out / "mlflow.db", Path(tmp))
+        try:
             done = subprocess.run([sys.executable, "-m", "bench.run", str(GRID), "--results-dir",
                                    str(out)], cwd=ROOT, env=cli_env(Path(tmp)),
                                   capture_output=True, text=True, timeout=600)
-        assert done.returncode == 0, done.stdout[-2000:] + done.stderr[-3000:]
-        base = f"http://127.0.0.1:{port}"
-        deadline = time.time() + 60
-        while time.time() < deadline:
-            try:
-                urllib.request.urlopen(f"{base}/health", timeout=2)
-                break
-            except OSError:
-                time.sleep(0.5)
-        yield base, out, MlflowClient(uri)
-    finally:
-        server.terminate()
-        server.wait(timeout=30)
+            assert done.returncode == 0, done.stdout[-2000:] + done.stderr[-3000:]
+            yield base, out, MlflowClient(uri)
+        finally:
+            os.killpg(server.pid, signal.SIGTERM)
+            server.wait(timeout=30)
 
 
 @pytest.fixture(scope="module")

@@ -152,26 +152,45 @@ def test_a_results_copy_is_registered_by_the_grid_file_it_was_run_from(repo, tmp
 
 def test_the_analysis_code_is_part_of_the_plan(repo, tmp_path, monkeypatch):
     """With the analysis modules in the repository: a plan whose code changed after the grid
-    file's last commit is registered by that later commit (confirmatory); the code changed
-    again after the trials ran makes them exploratory: they ran under another plan."""
+    file's last commit is registered by that later commit (confirmatory); a change to their
+    docstrings and comments alone registers no new plan; the code changed after the trials
+    ran leaves them confirmatory (the registered analysis is the code of the plan's first
+    commit) and says that today's code differs from it."""
     monkeypatch.setattr(prereg, "ROOT", repo)
 
-    def code(version: str, when: str) -> None:
+    def code(body: str, when: str) -> str:
         for path in prereg.ANALYSIS:
             (repo / path).parent.mkdir(parents=True, exist_ok=True)
-            (repo / path).write_text(f"# {path} {version}\n")
+            (repo / path).write_text(body)
         git(repo, "add", "bench")
         subprocess.run(["git", "-c", "user.name=t", "-c", "user.email=t@t", "commit", "-q",
-                        "-m", version], cwd=repo, check=True,
+                        "-m", when], cwd=repo, check=True,
                        env={"GIT_COMMITTER_DATE": when, "GIT_AUTHOR_DATE": when,
                             "PATH": "/usr/bin:/bin"})
+        return git(repo, "rev-parse", "HEAD").strip()
 
-    code("v1", "2026-01-02T10:10:00+00:00")
-    code("v2", "2026-01-02T10:20:00+00:00")  # the grid file untouched since BEFORE
+    code('"""v1"""\nX = 1\n', "2026-01-02T10:10:00+00:00")
+    v2 = code('"""v2"""\nX = 2\n', "2026-01-02T10:20:00+00:00")  # grid file as at BEFORE
+    code('"""v2, reworded"""\nX = 2  # a comment\n', "2026-01-02T10:30:00+00:00")
     data = trials(repo)
-    md, table = findings(repo, data, tmp_path)
-    head = git(repo, "rev-parse", "HEAD").strip()
-    assert "Pre-registration: confirmatory" in md and f"first committed in {head[:10]}" in md
-    code("v3", "2026-01-02T12:00:00+00:00")  # after the trials (RAN, 11:00)
-    md, table = findings(repo, data, tmp_path)
-    assert "ran under another plan" in md and table["evidence"].iloc[0] == "exploratory"
+    got = prereg.check(repo / "g.yaml", open_grid(repo / "g.yaml"), data)
+    assert got.evidence == "confirmatory" and f"first committed in {v2[:10]}" in got.line
+    assert got.commit == v2 and not got.code_moved
+    code('"""v3"""\nX = 3\n', "2026-01-02T12:00:00+00:00")  # after the trials (RAN, 11:00)
+    got = prereg.check(repo / "g.yaml", open_grid(repo / "g.yaml"), data)
+    assert got.evidence == "confirmatory" and got.commit == v2 and got.code_moved
+
+
+def test_the_analysis_version_is_the_code_not_its_words():
+    """`prereg.code` drops docstrings and comments and keeps what is computed: every analysis
+    module's version is unchanged with its docstrings reworded and a comment added, and
+    changed by one constant."""
+    files = {p: (prereg.ROOT / p).read_bytes() for p in prereg.ANALYSIS}
+    here = prereg.analysis_version(files)
+    reworded = {p: text.replace(b'"""', b'"""Reworded. ', 1) + b"\n# a comment\n"
+                for p, text in files.items()}
+    assert reworded != files and prereg.analysis_version(reworded) == here
+    moved = dict(files)
+    path = "bench/findings/sequential.py"
+    moved[path] = files[path].replace(b"REPS = 4000", b"REPS = 4001")
+    assert moved[path] != files[path] and prereg.analysis_version(moved) != here

@@ -17,7 +17,8 @@ import variants
 from bench.commands import report as report_cli
 from bench.experiment.layouts import FIGURES
 from bench.experiment.open import GridText, open_grid
-from bench.findings import figures, report, tables
+from bench.findings import figures, perseed, report, tables
+from bench.findings.judge import judge
 from bench.findings.runs import Sweep, _derive, machine_line
 from bench.findings.verify import verify
 from bench.record import RunResult
@@ -458,8 +459,8 @@ def test_findings_from_the_sweeps_grid_file(store, tmp_path):
                        "spread": "reproduced", "same_bpc": "not tested"}
     assert csv.set_index("claim").loc["same_bpc", "reason"] == "sequence stopped at fewer_flops"
     spec = open_grid(GridText(CLAIMED, "test", tmp_path))
-    again, registered = report.judge(spec, report.read_per_seed(tmp_path / "out" / "runs.csv"),
-                                     pd.DataFrame(), None)
+    judged = judge(spec, perseed.read(tmp_path / "out" / "runs.csv"), pd.DataFrame(), None)
+    again, registered = judged.table, judged.registered
     assert registered.evidence == "unverified"  # these runs record no plan
     cols = ["claim", "effect", "p", "level_opposite", "verdict", "evidence"]
     pd.testing.assert_frame_equal(again[cols].iloc[:3], csv[cols].iloc[:3])  # done trials

@@ -105,7 +105,8 @@ def main(argv: list[str] | None = None) -> int:
     except ConfigError as err:
         print(f"error: {err}", file=sys.stderr)
         return 2
-    for warning in feasible.implied(grid.claims):
+    for warning in [*feasible.implied(grid.claims),
+                    *feasible.uncontradictable(grid.claims, grid.grid, grid.seeds)]:
         print(f"warning: {warning}", file=sys.stderr)
     cpus = None if address else os.cpu_count()  # what a local Ray is told (a cluster's: its)
     print(f"GPUs: {packed.why}", feasible.at_once(grid.resources.cpu, packed.share, gpus_there,

@@ -5,9 +5,12 @@ python -m bench.verify results/heads_grid          # one result
 python -m bench.verify results --allow-unverified  # every result below (what CI runs)
 
 One line per claim: its verdict and whether it is confirmatory, exploratory or unverified, and
-why. Exit 1 where a committed findings.csv disagrees with what is recomputed; 2 for a folder
-without grid.yaml, runs.csv and findings.csv, a bad runs.csv, or (without --allow-unverified)
-a result whose pre-registration cannot be checked.
+why; the results elsewhere in the repository that hold its trials; where today's analysis code
+is not the registered one, what today's code decides otherwise (the verdicts are the
+registered code's). Exit 1 where a committed findings.csv disagrees with what is recomputed; 2
+for a folder without grid.yaml, runs.csv and findings.csv, a runs.csv or findings.csv that
+cannot be read as the grid's (naming the line or column), or (without --allow-unverified) a
+result whose pre-registration cannot be checked.
 """
 
 import argparse
@@ -31,7 +34,7 @@ def main(argv: list[str] | None = None) -> int:
     try:
         for folder in folders(args.paths):
             checked = verify(folder)
-            for line in checked.lines:
+            for line in [*checked.lines, *filter(None, [checked.shared]), *checked.moved]:
                 print(f"{folder}: {line}")
             for line in checked.differ:
                 print(f"{folder}: DIFFERS: {line}", file=sys.stderr)

@@ -3,7 +3,10 @@ holds the analysis plan it served, and was that plan committed before the first 
 
 The plan is what a verdict depends on beyond the data: the claims, the looks and futility,
 the seeds' start, the design seeds, alpha, the trials the grid runs (any command-line override
-makes another plan) and the version of the analysis code (`ANALYSIS`). When a sweep starts, its
+makes another plan) and the version of the analysis code: every module that can move a verdict
+from the per-seed values (`ANALYSIS`: reading runs.csv, the claims, the statistics, the
+sequence, this check), hashed as code, its docstrings and comments aside (`analysis_version`),
+so that a reworded docstring or comment changes no plan. When a sweep starts, its
 driver records with every trial (`record`): `plan_sha` (the plan's hash), `seed_start`,
 `plan_file` (the grid file, relative to its repository), `run_commit` (HEAD) and `run_clean`
 (whether the repository's files, results/ and runs/ aside, were as committed there); MLflow
@@ -14,16 +17,22 @@ records each trial's `start_time`.
   commit whose grid file and analysis code give the plan it recorded, and that plan is the one
   verified now (the grid file as given; a seed start other than the file's must be one of its
   registered `replications`), and (b) the plan's first commit is an ancestor of every run
-  commit and was committed before the first of those trials started;
+  commit and was committed before the first of those trials started, and no commit the check
+  rests on has a date that cannot be true (older than one of its parents, or a run commit
+  made after a trial that names it started);
 - `exploratory` where a trial ran under another plan, from a changed working tree, or from a
   commit that does not hold its plan, or the plan was committed after the trials began; the
   reason names the trial;
 - `unverified` where the trials record none of this, or git cannot say (no repository, a
   commit that is not in it): never confirmatory.
-Git's times are set by whoever commits, so the check catches mistakes and edits after the
-fact, not a determined forger (docs/claims.md says what would anchor time outside git).
+The registered analysis is the code at the plan's first commit (`Registration.commit`): a
+result stays what its plan made it when the code changes later, and `bench.verify` recomputes
+it with that code as well as today's. Git's times are set by whoever commits, so the check
+catches mistakes and edits after the fact, not a determined forger (docs/claims.md says what
+would anchor time outside git).
 """
 
+import ast
 import hashlib
 import json
 import subprocess
@@ -39,13 +48,19 @@ from bench.experiment.open import GridText, open_grid
 from .stats import ALPHA
 
 ROOT = Path(__file__).resolve().parents[2]
-# the modules whose code decides a verdict from per-seed values: part of the plan
-ANALYSIS = tuple(f"bench/findings/{m}.py" for m in ("verdicts", "sequential", "stats",
-                                                    "samples", "bounds"))
+# the modules whose code can move a verdict from a result's per-seed values: part of the plan
+# (a test checks that every module of bench they import is here, or only parses the grid file,
+# whose output the plan holds as data)
+ANALYSIS = (*(f"bench/findings/{m}.py" for m in (
+    "verdicts", "sequential", "stats", "samples", "bounds", "numbers", "perseed", "prereg",
+    "judge", "verify")), "bench/experiment/claims.py", "bench/metrics.py")
+# what plans recorded before the analysis was hashed as code held: these files' bytes
+ANALYSIS_BYTES = tuple(f"bench/findings/{m}.py" for m in ("verdicts", "sequential", "stats",
+                                                          "samples", "bounds"))
 RECORDS = ("plan_sha", "seed_start", "plan_file", "run_commit", "run_clean")
 
 
-def _git(where: Path, *args: str) -> str | None:
+def git(where: Path, *args: str) -> str | None:
     try:
         out = subprocess.run(["git", *args], cwd=where, capture_output=True, text=True,
                              check=True, timeout=60)
@@ -54,16 +69,48 @@ def _git(where: Path, *args: str) -> str | None:
     return out.stdout
 
 
+def code(source: bytes) -> bytes:
+    """What a module computes: its syntax tree without its docstrings, written back as source
+    (comments and layout drop out); the bytes themselves where they do not parse."""
+    try:
+        tree = ast.parse(source)
+    except (SyntaxError, ValueError):
+        return source
+    for node in ast.walk(tree):
+        body = getattr(node, "body", None)
+        if (isinstance(node, ast.Module | ast.ClassDef | ast.FunctionDef | ast.AsyncFunctionDef)
+                and body and isinstance(body[0], ast.Expr)
+                and isinstance(body[0].value, ast.Constant)
+                and isinstance(body[0].value.value, str)):
+            node.body = body[1:] or [ast.Pass()]
+    return ast.unparse(tree).encode()
+
+
 def analysis_version(files: dict[str, bytes]) -> str:
-    """The first 12 hex digits of the sha256 of the analysis modules' sources (path -> bytes)."""
+    """The first 12 hex digits of the sha256 of the ANALYSIS modules as code (`code`;
+    path -> source, a missing one empty)."""
     h = hashlib.sha256()
     for path in ANALYSIS:
+        h.update(path.encode() + b"\0" + code(files.get(path, b"")) + b"\0")
+    return h.hexdigest()[:12]
+
+
+def _bytes_version(files: dict[str, bytes]) -> str:
+    """The analysis version the plans recorded before `analysis_version`: ANALYSIS_BYTES's
+    bytes, so that those trials' records can still be matched."""
+    h = hashlib.sha256()
+    for path in ANALYSIS_BYTES:
         h.update(path.encode() + b"\0" + files.get(path, b"") + b"\0")
     return h.hexdigest()[:12]
 
 
+def _here() -> dict[str, bytes]:
+    return {p: (ROOT / p).read_bytes() for p in {*ANALYSIS, *ANALYSIS_BYTES}
+            if (ROOT / p).is_file()}
+
+
 def _analysis_here() -> str:
-    return analysis_version({p: (ROOT / p).read_bytes() for p in ANALYSIS if (ROOT / p).is_file()})
+    return analysis_version(_here())
 
 
 def plan_sha(grid: Grid, start: int | None, analysis: str, overrides: dict | None = None) -> str:
@@ -90,17 +137,17 @@ def record(grid: Grid, grid_file: Path, overrides: dict) -> dict[str, str]:
     with the seeds it runs (`grid`: a --seed-start applied, nothing else) and the command line's
     other overrides (empty: none)."""
     start = _start(grid)
-    top = _git(grid_file.resolve().parent, "rev-parse", "--show-toplevel")
+    top = git(grid_file.resolve().parent, "rev-parse", "--show-toplevel")
     out = {"plan_sha": plan_sha(grid, start, _analysis_here(), overrides),
            "seed_start": "" if start is None else str(start), "plan_file": "",
            "run_commit": "", "run_clean": "false"}
     if top is None:
         return out
     root = Path(top.strip())
-    status = _git(root, "status", "--porcelain", "--untracked-files=all", "--", ".",
+    status = git(root, "status", "--porcelain", "--untracked-files=all", "--", ".",
                   ":(exclude)results", ":(exclude)runs")
     return out | {"plan_file": grid_file.resolve().relative_to(root).as_posix(),
-                  "run_commit": (_git(root, "rev-parse", "HEAD") or "").strip(),
+                  "run_commit": (git(root, "rev-parse", "HEAD") or "").strip(),
                   "run_clean": "true" if status == "" else "false"}
 
 
@@ -108,56 +155,77 @@ def record(grid: Grid, grid_file: Path, overrides: dict) -> dict[str, str]:
 class Registration:
     """What the findings say of pre-registration: `line`; `evidence` (confirmatory,
     exploratory or unverified; None without claims or confirmation trials) and `why` not
-    confirmatory."""
+    confirmatory; `commit`, the plan's first commit where one was found (its analysis code is
+    the registered one), and `code_moved`, whether today's analysis code differs from it."""
 
     line: str
     evidence: str | None = None
     why: str = ""
+    commit: str | None = None
+    code_moved: bool = False
 
 
 class _Repo:
     """The plans a repository's commits hold (cached per commit and start)."""
 
     def __init__(self, root: Path, plan_file: str) -> None:
-        self.root, self.plan_file, self.seen = root, plan_file, {}
+        self.root, self.plan_file, self.seen, self.code_at = root, plan_file, {}, {}
         top = ROOT.resolve()  # the analysis code's folder in the repository ("" at its top)
         rel = top.relative_to(root).as_posix() if top.is_relative_to(root) else None
         self.code = None if rel is None else "" if rel == "." else f"{rel}/"
 
-    def plan(self, commit: str, start: int | None) -> str | None:
-        """The plan's hash at `commit` for seed start `start` (the file's own start or one of
-        its registered replications); None where the commit holds no readable grid file or
-        does not register that start."""
+    def analyses(self, commit: str) -> tuple[str, str]:
+        """The analysis code's version at `commit` (`analysis_version`), and the one plans
+        recorded before it (`_bytes_version`); today's where the code is not in the
+        repository."""
+        if commit not in self.code_at:
+            files = _here() if self.code is None else {
+                p: (git(self.root, "show", f"{commit}:{self.code}{p}") or "").encode()
+                for p in {*ANALYSIS, *ANALYSIS_BYTES}}
+            self.code_at[commit] = (analysis_version(files), _bytes_version(files))
+        return self.code_at[commit]
+
+    def plans(self, commit: str, start: int | None) -> set[str]:
+        """The plan's hashes at `commit` for seed start `start` (the file's own start or one
+        of its registered replications), with its analysis code either way (`analyses`);
+        empty where the commit holds no readable grid file or does not register that start."""
         key = (commit, start)
         if key not in self.seen:
-            self.seen[key] = self._plan(commit, start)
+            self.seen[key] = self._plans(commit, start)
         return self.seen[key]
 
-    def _plan(self, commit: str, start: int | None) -> str | None:
-        text = _git(self.root, "show", f"{commit}:{self.plan_file}")
+    def _plans(self, commit: str, start: int | None) -> set[str]:
+        text = git(self.root, "show", f"{commit}:{self.plan_file}")
         try:
             grid = open_grid(GridText(text or "", f"{self.plan_file} at {commit[:10]}",
                                       self.root), imports=False)
         except ConfigError:
-            return None
+            return set()
         if isinstance(grid.seeds, Looks) and start not in (grid.seeds.start,
                                                             *grid.seeds.replications):
-            return None
-        files = ({p: (_git(self.root, "show", f"{commit}:{self.code}{p}") or "").encode()
-                  for p in ANALYSIS} if self.code is not None else None)
-        return plan_sha(grid, start, analysis_version(files) if files else _analysis_here())
+            return set()
+        return {plan_sha(grid, start, a) for a in self.analyses(commit)}
 
     def first(self, want: str, start: int | None) -> tuple[str, pd.Timestamp] | None:
         """The first commit whose plan is `want` (of those that changed the plan file or the
         analysis code: the plan can change nowhere else), and its committer time."""
-        code = [f"{self.code}{p}" for p in ANALYSIS] if self.code is not None else []
-        log = _git(self.root, "log", "--reverse", "--format=%H %cI", "--", self.plan_file,
+        code = ([f"{self.code}{p}" for p in sorted({*ANALYSIS, *ANALYSIS_BYTES})]
+                if self.code is not None else [])
+        log = git(self.root, "log", "--reverse", "--format=%H %cI", "--", self.plan_file,
                    *code) or ""
         for line in log.splitlines():
             commit, when = line.split()
-            if self.plan(commit, start) == want:
+            if want in self.plans(commit, start):
                 return commit, pd.Timestamp(when).tz_convert("UTC")
         return None
+
+    def dates(self, commit: str) -> tuple[pd.Timestamp, list[tuple[str, pd.Timestamp]]]:
+        """A commit's committer time and its parents' (hash, time)."""
+        lines = (git(self.root, "log", "-1", "--format=%cI", commit) or "").split()
+        parents = (git(self.root, "log", "-1", "--format=%P", commit) or "").split()
+        theirs = [(c, pd.Timestamp((git(self.root, "log", "-1", "--format=%cI", c) or "")
+                                   .strip()).tz_convert("UTC")) for c in parents]
+        return pd.Timestamp(lines[0]).tz_convert("UTC"), theirs
 
 
 def _confirmation(grid: Grid, runs: pd.DataFrame) -> pd.DataFrame:
@@ -169,6 +237,10 @@ def _name(row: pd.Series) -> str:
     return str(row.get("trial", row.name))
 
 
+def _said(evidence: str, why: str) -> Registration:
+    return Registration(f"Pre-registration: {evidence}: {why}.", evidence, why)
+
+
 def check(grid_file: Path | None, grid: Grid, runs: pd.DataFrame) -> Registration:
     """Whether the confirmation trials of `runs` served the plan of `grid` (read from
     `grid_file`), registered in git before they began (see the module doc)."""
@@ -178,76 +250,108 @@ def check(grid_file: Path | None, grid: Grid, runs: pd.DataFrame) -> Registratio
     lacking = [k for k in ("start_time", "plan_sha", "run_commit", "run_clean")
                if k not in conf or conf[k].isna().any()]
     if lacking:
-        why = (f"{len(conf)} confirmation trials do not record {', '.join(lacking)} (they "
-               "predate the plan records)")
-        return Registration(f"Pre-registration: unverified: {why}.", "unverified", why)
+        return _said("unverified", f"{len(conf)} confirmation trials do not record "
+                                   f"{', '.join(lacking)} (they predate the plan records)")
     files = set(conf["plan_file"].fillna("").astype(str))
-    top = _git((grid_file or ROOT).resolve().parent, "rev-parse", "--show-toplevel")
+    top = git((grid_file or ROOT).resolve().parent, "rev-parse", "--show-toplevel")
     if top is None or len(files) != 1 or "" in files:
-        why = (f"{grid_file} is not in a git checkout" if top is None else
-               "the trials ran from a grid file outside a git checkout" if "" in files else
-               f"the trials ran from {len(files)} grid files ({', '.join(sorted(files))})")
-        return Registration(f"Pre-registration: unverified: {why}.", "unverified", why)
+        return _said("unverified", f"{grid_file} is not in a git checkout" if top is None else
+                     "the trials ran from a grid file outside a git checkout" if "" in files
+                     else f"the trials ran from {len(files)} grid files "
+                          f"({', '.join(sorted(files))})")
     repo = _Repo(Path(top.strip()), files.pop())
     return _verify(repo, grid, conf)
 
 
 def _verify(repo: _Repo, grid: Grid, conf: pd.DataFrame) -> Registration:
     """Conditions (a) and (b) of the module doc, trial by trial."""
-    starts = {int(s) if str(s) not in ("", "nan") else None for s in conf["seed_start"]}
-    begun = pd.to_datetime(conf["start_time"], utc=True, errors="coerce").min()
+    starts = {_recorded(s) for s in conf["seed_start"]}
+    began = pd.to_datetime(conf["start_time"], utc=True, format="ISO8601")
     said, firsts = [], []
     absent = {c for c in set(conf["run_commit"].astype(str))  # asked of git once each
-              if _git(repo.root, "cat-file", "-e", f"{c}^{{commit}}") is None}
+              if git(repo.root, "cat-file", "-e", f"{c}^{{commit}}") is None}
     for start in sorted(starts, key=str):
         if isinstance(grid.seeds, Looks) and start not in (grid.seeds.start,
                                                             *grid.seeds.replications):
-            why = f"seed start {start} is not registered in {repo.plan_file} (seeds.replications)"
-            return Registration(f"Pre-registration: exploratory: {why}.", "exploratory", why)
-        want = plan_sha(grid, start, _analysis_here())
-        for _, row in conf[conf["seed_start"].astype(str) == ("" if start is None
-                                                              else str(start))].iterrows():
+            return _said("exploratory", f"seed start {start} is not registered in "
+                                        f"{repo.plan_file} (seeds.replications)")
+        mine = conf[conf["seed_start"].map(lambda s, st=start: _recorded(s) == st)]
+        recorded = sorted(set(mine["plan_sha"].astype(str)))
+        if len(recorded) > 1:
+            return _said("exploratory", f"the trials of seed start {start} ran under "
+                                        f"{len(recorded)} plans ({', '.join(recorded)})")
+        want = recorded[0]
+        for _, row in mine.iterrows():
             commit = str(row["run_commit"])
             if commit in absent:
-                why = f"trial {_name(row)} ran from commit {commit[:10]}, not in this repository"
-                return Registration(f"Pre-registration: unverified: {why}.", "unverified", why)
-            why = _trial_fault(repo, row, want, start)
-            if why:
-                return Registration(f"Pre-registration: exploratory: {why}.", "exploratory", why)
+                return _said("unverified", f"trial {_name(row)} ran from commit "
+                                           f"{commit[:10]}, not in this repository")
+            if why := _trial_fault(repo, grid, row, want, start):
+                return _said("exploratory", why)
         found = repo.first(want, start)
         if found is None:
-            why = f"no commit of {repo.plan_file} holds this plan (plan {want})"
-            return Registration(f"Pre-registration: exploratory: {why}.", "exploratory", why)
+            return _said("exploratory", f"no commit of {repo.plan_file} holds this plan "
+                                        f"(plan {want})")
         firsts.append(found)
         said.append(f"plan {want} (seeds from {start}) first committed in {found[0][:10]} at "
                     f"{found[1]:%Y-%m-%d %H:%M:%S} UTC")
-    for commit, when in firsts:
-        late = when > begun
-        apart = [c for c in set(conf["run_commit"].astype(str))
-                 if _git(repo.root, "merge-base", "--is-ancestor", commit, c) is None]
-        if late or apart:
-            why = (f"{repo.plan_file}'s plan was committed in {commit[:10]} at "
-                   f"{when:%Y-%m-%d %H:%M:%S} UTC, after the first confirmation trial started "
-                   f"({begun:%Y-%m-%d %H:%M:%S} UTC)" if late else
-                   f"the plan's first commit {commit[:10]} is not an ancestor of run commit "
-                   f"{apart[0][:10]}")
-            return Registration(f"Pre-registration: exploratory: {why}.", "exploratory", why)
+    if why := _timeline(repo, conf, began, firsts):
+        return _said("exploratory", why)
     commits = ", ".join(sorted({c[:10] for c in conf["run_commit"].astype(str)}))
+    first = min(firsts, key=lambda f: f[1])[0]
     return Registration(
         f"Pre-registration: confirmatory: {'; '.join(said)}, before the first confirmation "
-        f"trial started ({begun:%Y-%m-%d %H:%M:%S} UTC); all {len(conf)} confirmation trials "
-        f"ran from commits holding it ({commits}), with the grid file and the code as "
-        "committed.", "confirmatory")
+        f"trial started ({began.min():%Y-%m-%d %H:%M:%S} UTC); all {len(conf)} confirmation "
+        f"trials ran from commits holding it ({commits}), with the grid file and the code as "
+        "committed.", "confirmatory", commit=first,
+        code_moved=repo.analyses(first)[0] != _analysis_here())
 
 
-def _trial_fault(repo: _Repo, row: pd.Series, want: str, start: int | None) -> str:
-    """Why one trial breaks condition (a), or ""."""
+def _recorded(value: object) -> int | None:
+    """A recorded seed start as a number (None: none recorded)."""
+    return None if str(value) in ("", "nan") else int(float(str(value)))
+
+
+def _timeline(repo: _Repo, conf: pd.DataFrame, began: pd.Series,
+              firsts: list[tuple[str, pd.Timestamp]]) -> str:
+    """Why the commits' times cannot be true, or "": a plan committed after the first trial
+    began or not an ancestor of a run commit; a commit the check rests on older than one of its
+    parents (backdated); a run commit made after a trial that names it started."""
+    runs = sorted(set(conf["run_commit"].astype(str)))
+    for commit, when in firsts:
+        if when > began.min():
+            return (f"{repo.plan_file}'s plan was committed in {commit[:10]} at "
+                    f"{when:%Y-%m-%d %H:%M:%S} UTC, after the first confirmation trial started "
+                    f"({began.min():%Y-%m-%d %H:%M:%S} UTC)")
+        if apart := [c for c in runs if git(repo.root, "merge-base", "--is-ancestor", commit,
+                                             c) is None]:
+            return (f"the plan's first commit {commit[:10]} is not an ancestor of run commit "
+                    f"{apart[0][:10]}")
+    for commit in sorted({*runs, *(c for c, _ in firsts)}):
+        when, parents = repo.dates(commit)
+        if older := [c for c, t in parents if t > when]:
+            return (f"commit {commit[:10]} is dated {when:%Y-%m-%d %H:%M:%S} UTC, before its "
+                    f"parent {older[0][:10]}: a date that cannot be true")
+        named = began[conf["run_commit"].astype(str) == commit]
+        if len(named) and when > named.min():
+            return (f"run commit {commit[:10]} is dated {when:%Y-%m-%d %H:%M:%S} UTC, after "
+                    f"trial {_name(conf.loc[named.idxmin()])} that ran from it started "
+                    f"({named.min():%Y-%m-%d %H:%M:%S} UTC)")
+    return ""
+
+
+def _trial_fault(repo: _Repo, grid: Grid, row: pd.Series, want: str, start: int | None) -> str:
+    """Why one trial breaks condition (a), or "": a working tree that differed from its
+    commit; a plan that is not the grid file's as given (with the code of that commit); a
+    commit that does not hold its plan."""
     commit, name = str(row["run_commit"]), _name(row)
     if str(row["run_clean"]).lower() != "true":
         return (f"trial {name} ran from a working tree that differed from its commit "
                 f"{commit[:10]} (the grid file or the code changed)")
-    if str(row["plan_sha"]) != want:
-        return f"trial {name} ran under another plan ({row['plan_sha']}; this grid's is {want})"
-    if repo.plan(commit, start) != want:
+    given = {plan_sha(grid, start, a) for a in repo.analyses(commit)}
+    if want not in given:
+        return (f"trial {name} ran under another plan ({want}; this grid file's is "
+                f"{min(given)} with the code of {commit[:10]})")
+    if want not in repo.plans(commit, start):
         return f"trial {name} ran from commit {commit[:10]}, which does not hold its plan"
     return ""

@@ -14,7 +14,6 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from bench.config import ConfigError
 from bench.experiment.claims import METRICS, PROBE_METRIC
 from bench.experiment.grid import Grid
 from bench.experiment.open import GridText, open_grid
@@ -23,8 +22,9 @@ from bench.provenance import identity
 from bench.tracking import reader, writer
 from bench.tracking.page import ClaimResult, Page
 
-from . import prereg, stats, verdicts
+from . import perseed, prereg, stats
 from .figures import write_figures
+from .judge import judge
 from .runs import Sweep, claim_runs, load_sweep, machine_line, missing_lines
 from .shared import shared_line
 from .tables import DATA_COLUMNS, data_line, write_tables
@@ -80,52 +80,6 @@ def per_seed(sweep: Sweep, runs: pd.DataFrame) -> pd.DataFrame:
     return out
 
 
-def _numbers(df: pd.DataFrame, path: Path) -> None:
-    """ConfigError naming the row (its line in the file) and column of the first value that is
-    not a number where runs.csv holds a metric or a seed."""
-    for col in df:
-        if not (col in METRICS or PROBE_METRIC.match(col) or col in (*SEEDS, "floor_bpc")):
-            continue
-        bad = df[col].notna() & pd.to_numeric(df[col], errors="coerce").isna()
-        if bad.any():
-            i = int(bad.idxmax())
-            raise ConfigError(f"{path}: line {i + 2}, column {col}: {df.at[i, col]!r} is not a "
-                              "number")
-        df[col] = pd.to_numeric(df[col])
-
-
-def _once(df: pd.DataFrame, path: Path) -> None:
-    """ConfigError naming a trial that runs.csv holds twice, with the values that differ."""
-    if "trial" not in df:
-        return
-    twice = df[df["trial"].duplicated(keep=False)]
-    for trial, rows in twice.groupby("trial", sort=False):
-        first, again = (rows.iloc[k].map(lambda v: v.item() if isinstance(v, np.generic)
-                                         else v) for k in (0, 1))
-        differ = [c for c in df if not (pd.isna(first[c]) and pd.isna(again[c]))
-                  and first[c] != again[c]]
-        what = (f"{differ[0]} {first[differ[0]]!r} on line {rows.index[0] + 2} and "
-                f"{again[differ[0]]!r} on line {rows.index[1] + 2}" if differ else
-                f"on lines {rows.index[0] + 2} and {rows.index[1] + 2}")
-        raise ConfigError(f"{path}: trial {trial} appears {len(rows)} times ({what}); each "
-                          "trial is one row")
-
-
-def read_per_seed(path: Path) -> pd.DataFrame:
-    """runs.csv back as evaluate() reads runs (head spans as lists); ConfigError for a value
-    that is not a number where one belongs, or a trial held twice."""
-    try:
-        df = pd.read_csv(path)
-    except (OSError, pd.errors.ParserError, UnicodeDecodeError) as err:
-        raise ConfigError(f"{path}: not a runs.csv ({err})") from None
-    _numbers(df, path)
-    _once(df, path)
-    if "head_spans" in df:
-        df["head_spans"] = df["head_spans"].map(lambda v: json.loads(v) if isinstance(v, str)
-                                                else v)
-    return df
-
-
 def interval(lo: float, hi: float) -> str:
     """The interval of a test as people read it: a one-sided bound (<= hi, >= lo) or [lo, hi]."""
     def num(v: float) -> str:
@@ -171,20 +125,6 @@ def findings_markdown(table: pd.DataFrame) -> str:
     return md.to_markdown(index=False, disable_numparse=True)
 
 
-def judge(grid: Grid, runs: pd.DataFrame, missing: pd.DataFrame, grid_file: Path | None
-          ) -> tuple[pd.DataFrame, prereg.Registration]:
-    """The grid's claims' verdicts on `runs` (`verdicts.evaluate`), labelled by what the
-    pre-registration check (`prereg.check`) found: exploratory or unverified where it says so.
-    `runs` as runs.csv holds them (`claim_runs`)."""
-    registered = prereg.check(grid_file, grid, runs)
-    table = verdicts.evaluate(grid.claims, runs, missing, grid.looks, grid.design_seeds)
-    if registered.evidence == "exploratory":
-        table = verdicts.exploratory(table, registered.why)
-    elif registered.evidence == "unverified":
-        table = verdicts.unverified(table, registered.why)
-    return table, registered
-
-
 def write_findings(name: str, grid: Grid, runs: pd.DataFrame, missing: pd.DataFrame,
                    out_dir: Path, grid_file: Path | None) -> tuple[list[Path], pd.DataFrame, str]:
     """findings.md and findings.csv (columns verdicts.COLUMNS): the grid's claims' verdicts
@@ -192,7 +132,8 @@ def write_findings(name: str, grid: Grid, runs: pd.DataFrame, missing: pd.DataFr
     recomputes every committed findings.csv from it), with whether `grid_file` pre-registered
     them (`prereg`) and which results beside out_dir share its trials (`shared_line`); returns
     the paths, the table and the table as Markdown."""
-    table, registered = judge(grid, runs, missing, grid_file)
+    judged = judge(grid, runs, missing, grid_file)
+    table, registered = judged.table, judged.registered
     md = findings_markdown(table)
     texts = [f"{i}. `{c.id}`: {c.text}" for i, c in enumerate(grid.claims, 1)]
     paths = [out_dir / "findings.md", out_dir / "findings.csv"]
@@ -209,11 +150,12 @@ def write_findings(name: str, grid: Grid, runs: pd.DataFrame, missing: pd.DataFr
 
 def refind(runs_csv: Path, grid_file: Path, out_dir: Path) -> list[Path]:
     """The findings of a grid file's claims recomputed from a runs.csv (a committed result's
-    per-seed values, no MLflow store), into out_dir with the grid file beside them."""
+    per-seed values, no MLflow store), into out_dir with the grid file beside them;
+    ConfigError for a runs.csv that is not the grid's (`perseed.read`)."""
     grid = open_grid(grid_file)
+    runs = perseed.read(runs_csv, grid)
     out_dir.mkdir(parents=True, exist_ok=True)
-    paths, _, md = write_findings(grid.name, grid, read_per_seed(runs_csv),
-                                  pd.DataFrame(), out_dir, grid_file)
+    paths, _, md = write_findings(grid.name, grid, runs, pd.DataFrame(), out_dir, grid_file)
     print(f"findings ({paths[0]}):\n{md}")
     if grid_file.resolve() != (out_dir / "grid.yaml").resolve():
         paths.append(out_dir / "grid.yaml")
@@ -297,9 +239,9 @@ def render_sweep(uri: str, experiment: str, out_dir: Path, sweep: str | None = N
         paths.append(out_dir / "grid.yaml")
         paths[-1].write_text(text)
     table = None
-    if data.claims:
-        written, table, md = write_findings(data.name, data.grid, runs, data.missing, out_dir,
-                                            path)
+    if data.claims:  # from runs.csv read back: what bench.verify recomputes them from
+        written, table, md = write_findings(data.name, data.grid, perseed.read(paths[0]),
+                                            data.missing, out_dir, path)
         paths += written
         print(f"\nfindings ({written[0]}):\n{md}")
     paths += write_tables(data, out_dir) + write_figures(data, out_dir)

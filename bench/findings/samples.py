@@ -9,7 +9,7 @@ import numpy as np
 import pandas as pd
 
 from bench.experiment.claims import HEAD_SPAN_METRICS, SPAN_SHAPE, Claim, num
-from bench.tracking.names import FAILURE, SEEDS, STOPPED
+from bench.metrics import FAILURE, SEEDS, STOPPED
 
 from .bounds import Spans
 from .numbers import flag
@@ -99,6 +99,27 @@ def fixed(claim: Claim, runs: pd.DataFrame, missing: pd.DataFrame, pairs: list,
     margin = float(claim.margin)
     return pd.Series(np.asarray(holds(raw, claim.expect, margin)) != np.asarray(
         holds(above.reindex(raw.index), claim.expect, margin)), raw.index)
+
+
+def skew(claim: Claim, runs: pd.DataFrame, cell: dict, seeds: list[Any]) -> pd.Series:
+    """Per seed, the mean of the cell's head spans less their median (above the ramp R where the
+    claim declares `floor: R`): above 0 where a few heads grow longer than the rest (a right
+    tail). Where every head grows alike (iid, symmetric about a common centre) it lies either
+    side of 0 with chance 1/2, so its sign is the test against "heads alike" (`verdicts`).
+    Raises Unavailable where a seed's head spans are missing."""
+    col = seed_col(runs)
+    sub = runs.loc[match(runs, cell)]
+    out = []
+    for seed in seeds:
+        row = sub[sub[col] == seed] if col else sub
+        spans = row["head_spans"].iloc[0] if "head_spans" in row and len(row) else None
+        if not isinstance(spans, list) or not spans:
+            raise Unavailable(f"{label(cell)} seed {num(seed)}: no head spans")
+        z = np.concatenate([np.ravel(layer) for layer in spans]).astype(float)
+        if claim.floor == "R":
+            z = z - float(row["layer.options.ramp"].iloc[0])
+        out.append(float(z.mean() - np.median(z)))
+    return pd.Series(out, index=seeds, dtype=float)
 
 
 def match(df: pd.DataFrame, cell: dict[str, Any]) -> pd.Series:

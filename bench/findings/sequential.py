@@ -29,16 +29,19 @@ contradicted, a union) is tested at alpha / m per part (Bonferroni; an equivalen
 sides count as two parts). Claims form a fixed sequence (Glimm, Maurer and Bretz 2010).
 
 The family's alpha is shared between the two directions (`family`), so that the chance of any
-wrong verdict in the sequence, a false claim reproduced or a true one contradicted, is at most
-alpha whatever the dependence between the claims (two claims on one metric included). A wrong
-verdict needs the first false claim j reproduced (at most its level a_j, the sequence having
-reached it) or a true claim i before it contradicted (at most its contrary's error c_i), so the
-family errs with chance at most a_j + sum_{i<j} c_i. Each claim's contrary gets alpha / (2m)
-of a family of m, or the least with which it can reject at all where that is more (`least`),
-never more than is left; the last claim's gets what is left of alpha; each claim is
-reproduced at alpha less what the contraries before it may spend: a_j = alpha - sum_{i<j} c_i.
-An equivalence's contrary ("beyond a margin") is one exact test of both sides (`outside`), not
-two halves.
+wrong verdict in the sequence is at most alpha whatever the dependence between the claims, in
+both readings of "wrong" (`worst`): a false claim reproduced or a true one contradicted; and,
+reading "contradicted" as "the opposite effect", also a claim at its null boundary (no effect)
+contradicted. A wrong verdict needs a true claim i contradicted before the sequence stops (at
+most its contrary's error c_i) or the first claim j that is not true decided wrongly (at most
+its reproduction error a_j, and c_j where it sits at its boundary), so the family errs with
+chance at most a_j + sum_{i<=j} c_i. Each claim's contrary gets a tenth of alpha (alpha / (2m)
+in a family of m > 5 claims: the contraries never take more than half of it), or the least
+with which it can reject at all where that is more (`least`), and each claim is reproduced at
+a_j = alpha - sum_{i<=j} c_i. Where a contrary would leave its own claim unable to
+reject, it gets nothing: that claim cannot be contradicted with these seeds, and the dry run and
+the findings say so. An equivalence's contrary ("beyond a margin") is one exact test of both
+sides (`outside`), not two halves.
 docs/claims.md states the standard; `operating` computes a design's exact rates.
 """
 
@@ -172,28 +175,47 @@ def least(c: Contrary, n: int) -> float:
 
 def family(claims: list[Contrary], looks: tuple[int, ...], alpha: float = ALPHA
            ) -> list[Budget]:
-    """Each claim's budget in a fixed sequence (module doc): contrary alpha / (2m), the last
-    claim's what is left; each claim reproduced at alpha less the error its predecessors'
-    contraries can spend (exact for the sign test; the sum of the levels for sign-flip)."""
+    """Each claim's budget in a fixed sequence (module doc): its contrary at alpha / 10 (alpha /
+    (2m) for m > 5 claims), or `least` where more, or 0 where that would leave the claim unable
+    to reject; the claim at
+    alpha less the error every contrary up to its own can spend (exact for the sign test; the
+    sum of the levels for sign-flip)."""
     out, spent = [], 0.0
-    for i, c in enumerate(claims):
-        share = alpha - spent if i == len(claims) - 1 else min(
-            max(alpha / (2 * len(claims)), least(c, looks[-1])), alpha - spent)
+    for c in claims:
+        share = min(max(alpha / (2 * max(len(claims), 5)), least(c, looks[-1])),
+                    alpha - spent)
         opposite = against(looks, c.test, c.exact, c.parts, share, c.equivalent)
+        error = min(share, opposite[-1].error * c.parts)
+        room = alpha - spent - error
+        if not any(look.can_reject for look in opposite) or room <= 0 or not design(
+                looks, c.test, c.exact, room)[-1].can_reject:
+            share, error = 0.0, 0.0  # the claim first: it cannot be contradicted
+        spent += error
         out.append(Budget(alpha - spent, share))
-        spent += min(share, opposite[-1].error * c.parts)
     return out
 
 
-def worst(budgets: list[Budget], claims: list[Contrary], looks: tuple[int, ...]) -> float:
-    """The family's chance of any wrong verdict in its worst case over every dependence between
-    the claims: max over j of (claim j's reproduction error + the contraries' before it), and
-    every claim true (every contrary's)."""
+@dataclass(frozen=True)
+class Worst:
+    """A family's chance of any wrong verdict at its worst over every dependence between the
+    claims: `defined`, a false claim reproduced or a true one contradicted (docs/claims.md);
+    `directional`, reading contradicted as "the opposite effect", so that a claim at its null
+    boundary is wrong either way."""
+
+    defined: float
+    directional: float
+
+
+def worst(budgets: list[Budget], claims: list[Contrary], looks: tuple[int, ...]) -> Worst:
+    """The family's worst case both ways (`Worst`): max over j of claim j's reproduction error
+    plus the contraries before it (directional: and its own), and every claim true (every
+    contrary's)."""
     errors = [(design(looks, c.test, c.exact, b.claim)[-1].error,
                against(looks, c.test, c.exact, c.parts, b.contrary, c.equivalent)[-1].error
                * c.parts) for b, c in zip(budgets, claims, strict=True)]
     before = np.cumsum([0.0, *(e[1] for e in errors)])
-    return float(max(*(e[0] + before[j] for j, e in enumerate(errors)), before[-1]))
+    return Worst(float(max(*(e[0] + before[j] for j, e in enumerate(errors)), before[-1])),
+                 float(max(*(e[0] + before[j + 1] for j, e in enumerate(errors)), before[-1])))
 
 
 def judge(p: np.ndarray, p_opposite: np.ndarray, look: Look, opposite: Look, last: bool,
@@ -214,31 +236,45 @@ def judge(p: np.ndarray, p_opposite: np.ndarray, look: Look, opposite: Look, las
 @dataclass(frozen=True)
 class Operating:
     """A design's rates at q, the chance that a seed lands on the claimed side: how each claim
-    ends (`FINAL`), and the share of cases decided at each look."""
+    ends (`FINAL`), the share of cases decided at each look, and the chance it is reproduced
+    at each look."""
 
     ends: dict[str, float]
     decided: tuple[float, ...]
+    reproduced: tuple[float, ...]
+
+
+@dataclass(frozen=True)
+class Reached:
+    """How `operating` meets a claim: at which look the sequence reaches it (it is judged from
+    that look on), and whether a sign-flip claim's seeds are values of +-1 walked by their
+    counts (whose sign-flip p is the sign test's) rather than normal draws."""
+
+    look: int = 0
+    counts: bool = False
 
 
 def operating(looks: tuple[int, ...], c: Contrary, q: float, futility: float | None,
-              budget: Budget | None = None) -> Operating:
-    """The design's rates at its `budget` (default: alpha both ways, a family of one), parts
-    independent and each at q. Sign test: exact, by walking the counts of every part through
+              budget: Budget | None = None, reached: Reached = Reached()) -> Operating:
+    """The design's rates at its `budget` (default: a family of one, `family`), parts
+    independent and each at q, the claim judged from look `reached.look` on. By counts (the sign
+    test; sign-flip with `reached.counts`): exact, by walking the counts of every part through
     `judge` (seeds never tie; an equivalence has every seed off the claimed side beyond one
-    margin). Sign-flip: REPS draws (seeded) of normal per-seed values whose chance of the
-    claimed side is q, through the test and `judge`."""
-    budget = budget or Budget(ALPHA, ALPHA)
+    margin). Otherwise (sign-flip): REPS draws (seeded) of normal per-seed values whose chance
+    of the claimed side is q, through the test and `judge`."""
+    budget = budget or family([c], looks)[0]
     test, parts = c.test, c.parts
+    walk = test == "sign" or reached.counts
     claim = design(looks, test, False, budget.claim)
     opposite = against(looks, test, False, parts, budget.contrary, c.equivalent)
-    ends, at = dict.fromkeys(FINAL, 0.0), []
-    if test == "sign":
+    ends, at, won = dict.fromkeys(FINAL, 0.0), [], []
+    if walk:
         mass, before = np.ones((1,) * parts), 0
     else:
         x = np.random.default_rng(0).normal(norm.ppf(q), 1.0, (parts, REPS, looks[-1]))
         mass = np.full(REPS, 1.0 / REPS)
     for k, n in enumerate(looks):
-        if test == "sign":
+        if walk:
             step = binom.pmf(np.arange(n - before + 1), n - before, q)
             for axis in range(parts):
                 mass = np.apply_along_axis(np.convolve, axis, mass, step)
@@ -248,9 +284,28 @@ def operating(looks: tuple[int, ...], c: Contrary, q: float, futility: float | N
                                                                                  0.5)
         else:
             p, p_opp = (tail(x[..., :n], 0.0, side, test) for side in ("greater", "less"))
-        state = judge(p, p_opp, claim[k], opposite[k], k == len(looks) - 1, futility)
+        state = (judge(p, p_opp, claim[k], opposite[k], k == len(looks) - 1, futility)
+                 if k >= reached.look else np.full(mass.shape, "undecided"))
         at.append(float(mass[state != "undecided"].sum()))
+        won.append(float(mass[state == "reproduced"].sum()))
         for end in FINAL:
             ends[end] += float(mass[state == end].sum())
         mass = np.where(state == "undecided", mass, 0.0)
-    return Operating(ends, tuple(at))
+    return Operating(ends, tuple(at), tuple(won))
+
+
+def every(looks: tuple[int, ...], claims: list[Contrary], budgets: list[Budget],
+          q: list[float], futility: float | None) -> float:
+    """The chance that every claim of the sequence comes out reproduced, exactly over count
+    paths (`operating` by counts: each claim's seeds land on its claimed side independently
+    with its chance q[j], values +-1), the claims independent and each judged from the look at
+    which the sequence reaches it (a claim decided at look k passes the next one look k)."""
+    reach = {0: 1.0}
+    for c, b, qj in zip(claims, budgets, q, strict=True):
+        after: dict[int, float] = {}
+        for k0, chance in reach.items():
+            won = operating(looks, c, qj, futility, b, Reached(k0, counts=True)).reproduced
+            for k, r in enumerate(won):
+                after[k] = after.get(k, 0.0) + chance * r
+        reach = after
+    return float(sum(reach.values()))

@@ -1,32 +1,49 @@
-"""Runs a result shares with the results beside it. A trial is named by the hash of its
-resolved config, so a grid whose trials hash the same as another grid's finds them finished
-and trains nothing (adaptive_vs_dynamic reuses 12 trials of span_limit): its claims and the
-other's then rest partly on the same runs, not on independent replications, and the findings
-say so beside the pre-registration line."""
+"""Runs a result shares with the other results of its repository, wherever they lie. A trial is
+named by the hash of its resolved config, so a grid whose trials hash the same as another
+grid's finds them finished and trains nothing (adaptive_vs_dynamic reuses 12 trials of
+span_limit), and a results folder copied under another parent holds the same trials as its
+original: the claims then rest partly, or wholly, on the same runs, not on independent
+replications, and the findings say so beside the pre-registration line."""
 
+import subprocess
 from pathlib import Path
 
 import pandas as pd
 
 
+def _others(out_dir: Path) -> dict[Path, str]:
+    """Every other runs.csv of the repository that holds out_dir (tracked, or new and not
+    ignored; else of out_dir's parent folder), with its folder's name in the repository."""
+    where = out_dir.resolve()
+    try:
+        top = Path(subprocess.run(["git", "rev-parse", "--show-toplevel"], cwd=where.parent,
+                                  capture_output=True, text=True, check=True).stdout.strip())
+        listed = subprocess.run(["git", "ls-files", "-z", "--cached", "--others",
+                                 "--exclude-standard", "--", "*runs.csv"], cwd=top,
+                                capture_output=True, check=True).stdout.decode().split("\0")
+        found = [top / f for f in listed if f.endswith("runs.csv")]
+    except (OSError, subprocess.SubprocessError):
+        top, found = where.parent, list(where.parent.glob("*/runs.csv"))
+    return {f.resolve(): f.parent.relative_to(top).as_posix() for f in sorted(found)
+            if f.is_file() and f.resolve().parent != where}
+
+
 def shared_line(runs: pd.DataFrame, out_dir: Path) -> str | None:
-    """'Shared runs: ...' naming each result beside out_dir (out_dir.parent/<name>/runs.csv)
-    that holds trials of `runs` (its `trial` hashes, one per trial), or None where none does."""
+    """'Shared runs: ...' naming each other result of the repository (`_others`) that holds
+    trials of `runs` (its `trial` hashes, one per trial), or None where none does."""
     if "trial" not in runs:
         return None
     mine = set(runs["trial"].dropna())
     found = []
-    for other in sorted(out_dir.parent.glob("*/runs.csv")):
-        if other.parent.resolve() == out_dir.resolve():
-            continue
+    for other, name in _others(out_dir).items():
         try:
             theirs = set(pd.read_csv(other, usecols=["trial"])["trial"])
         except (ValueError, OSError, pd.errors.ParserError):  # not a result's runs.csv
             continue
         if n := len(mine & theirs):
-            found.append(f"{n} are trials of {other.parent.name} too")
+            found.append(f"{'all' if n == len(mine) else n} are trials of {name} too")
     if not found:
         return None
     return (f"Shared runs: of these {len(mine)} trials, {'; '.join(found)} (the same trial "
-            "hashes: one set of runs serves both grids), so these claims and theirs rest "
-            "partly on the same evidence, not on independent replications.")
+            "hashes: one set of runs serves both), so these claims and theirs rest partly on "
+            "the same evidence, not on independent replications.")

@@ -46,7 +46,10 @@ COLUMNS = ["claim", "about", "null", "effect", "ci_low", "ci_high", "p", "level"
            "test", "offsets", "detectable", "seeds_needed", "unlearned",
            "fixed_by_floor", "metric", "expect", "reason", "text"]
 NOT_TESTED = "not tested"
+WITHDRAWN = "withdrawn"  # a verdict the span's floor R decides: never counted, stops the sequence
 EXPLORATORY = {"reproduced": "holds (exploratory)", "contradicted": "fails (exploratory)"}
+# "a few long heads": the claims that also need the heads not alike (`_alike`)
+SPECIALISED = {("long_head_fraction", "less"), ("head_span_spread", "greater")}
 UNLEARNED = 0.1  # a seed above this share of the no-recall bits per answer did not learn
 OFFSETS = (0.0005, 0.001, 0.002, 0.005, 0.01, 0.02, 0.05)  # the log offsets a verdict is tried at
 
@@ -128,7 +131,10 @@ def _part(c: Claim, margin: float | None, pairs: list, seen: Seen, alpha: float)
     if counts := samples.unlearned(c, runs, pairs, seeds, UNLEARNED):
         out["unlearned"] = counts
     out |= _floor(c, margin, pairs, seen, (values, est, alpha))
-    out["reason"] = "; ".join(filter(None, [shape, out.pop("decided_by_floor", "")]))
+    out["floor_decided"] = bool(out.get("decided_by_floor"))
+    out |= _alike(c, pairs, seen)
+    out["reason"] = "; ".join(filter(None, [shape, out.pop("decided_by_floor", ""),
+                                            out.pop("alike_said", "")]))
     if est.n < MIN_SEEDS:  # the numbers are shown, the verdict waits
         return out | {"reason": f"{est.n} paired seeds; a verdict needs {MIN_SEEDS}"}
     return out | {"usable": True}
@@ -148,9 +154,27 @@ def _floor(c: Claim, margin: float, pairs: list, seen: Seen, got: tuple) -> dict
     said = {"fixed_by_floor": f"{int(flips.sum())} of {len(values)} seeds"}
     if any((a <= level) != (b <= level) for a, b in ((est.p, alt.p),
                                                      (est.p_opposite, alt.p_opposite))):
-        said["decided_by_floor"] = (f"decided by the floor R: measured above R the same test "
-                                    f"gives p {alt.p:.3g}, opposite p {alt.p_opposite:.3g}")
+        said["decided_by_floor"] = (f"withdrawn: decided by the floor R (measured above R the "
+                                    f"same test gives p {alt.p:.3g}, opposite p "
+                                    f"{alt.p_opposite:.3g})")
     return said
+
+
+def _alike(c: Claim, pairs: list, seen: Seen) -> dict:
+    """For a claim that a few heads are long (SPECIALISED), the test against every head growing
+    alike: the sign test of each seed's mean head span above its median (`samples.skew`),
+    exact where the heads are iid and symmetric about a common centre. The claim is
+    reproduced only where this test rejects too, at its level (an intersection-union test, no
+    correction: Berger 1982); a wide spread of alike heads makes "few long heads" hold on its
+    own, in most seeds."""
+    if (c.metric, c.expect) not in SPECIALISED:
+        return {}
+    (rows, _), = pairs
+    d = samples.skew(c, seen.runs, rows, seen.seeds)
+    p = float(stats.tail(d.to_numpy(), 0.0, "greater", "sign"))
+    return {"alike_p": p, "alike_said": f"against heads alike (a symmetric spread): the mean "
+                                        f"head above the median in {int((d > 0).sum())} of "
+                                        f"{len(d)} seeds, p {p:.3g}"}
 
 
 def _tests(c: Claim, runs: pd.DataFrame, missing: pd.DataFrame) -> dict[str, list]:
@@ -194,15 +218,22 @@ def _parts(c: Claim, seen: Seen, plan: Plan, k: int, budget: sequential.Budget
 
 def _judge(parts: list[dict], d: Design) -> str:
     """The claim's state at one look (`sequential.judge` on its parts), or unavailable / not
-    tested where its parts cannot be computed or the setup decides them."""
+    tested where its parts cannot be computed or the setup decides them, or withdrawn where
+    the span's floor R decides a part (`_floor`)."""
     counted = [t for t in parts if t.get("usable")]
     if not counted:
         return NOT_TESTED if parts and all(t.get("verdict") == NOT_TESTED for t in parts) \
             else "unavailable"
     if len(counted) < len(parts) - sum(t.get("verdict") == NOT_TESTED for t in parts):
         return "unavailable"
+    if any(t.get("floor_decided") for t in counted):
+        return WITHDRAWN
     p, p_opp = (np.array([t[key] for t in counted]) for key in ("p", "p_opposite"))
-    return str(sequential.judge(p, p_opp, d.look, d.against, d.last, d.futility))
+    state = str(sequential.judge(p, p_opp, d.look, d.against, d.last, d.futility))
+    if state == "reproduced" and any(t.get("alike_p", 0.0) > d.look.level * (
+            1 + sequential.SLACK) for t in counted):  # heads alike not rejected (`_alike`)
+        return "inconclusive" if d.last else "undecided"
+    return state
 
 
 def _power(c: Claim, t: dict, level: float) -> dict:
@@ -249,7 +280,7 @@ def _report(c: Claim, parts: list[dict], state: str, d: Design, seen: Seen) -> l
         against = state == "contradicted" and t["p_opposite"] <= d.against.level * (
             1 + sequential.SLACK)
         t["verdict"] = "contradicted" if against else (
-            "reproduced" if state == "reproduced" else "inconclusive")
+            state if state in ("reproduced", WITHDRAWN) else "inconclusive")
         if t["verdict"] == "inconclusive":
             t |= _power(c, t, d.claim[-1].level) if describe else {}
         note = _notes(t, state, d, len(counted)) if t["verdict"] == "inconclusive" else []
@@ -261,8 +292,9 @@ def _report(c: Claim, parts: list[dict], state: str, d: Design, seen: Seen) -> l
                "null": stats.NULL[c.test], "expect": expectation(c) + " at each", "text": c.text,
                "test": parts[0]["test"], "level": d.look.level, "rule": d.look.rule,
                "level_opposite": d.against.level, **common,
-               "verdict": word(state if state in ("reproduced", "contradicted", NOT_TESTED)
-                               else "inconclusive"), "reason": _tally(parts, d)}
+               "verdict": word(state if state in ("reproduced", "contradicted", NOT_TESTED,
+                                                  WITHDRAWN) else "inconclusive"),
+               "reason": _tally(parts, d)}
     if counted:
         summary |= {"p": max(t["p"] for t in counted),
                     "p_opposite": min(t["p_opposite"] for t in counted),
@@ -336,6 +368,15 @@ def offsets(c: Claim, seen: Seen, d: Design, state: str) -> str:
     return f"{held} {ladder}" + (f"; {', '.join(other)}" if other else "")
 
 
+@dataclass(frozen=True)
+class Sequence:
+    """The fixed sequence over the looks the runs reach: every test row (COLUMNS), and the
+    claims still waiting for the next look's seeds (empty once the sequence has ended)."""
+
+    table: pd.DataFrame
+    waiting: list[Claim]
+
+
 def evaluate(claims: list[Claim], runs: pd.DataFrame, missing: pd.DataFrame | None = None,
              looks: Looks | None = None, design: list[int] | None = (),
              describe: bool = True) -> pd.DataFrame:
@@ -344,35 +385,47 @@ def evaluate(claims: list[Claim], runs: pd.DataFrame, missing: pd.DataFrame | No
     runs: the finished trials, one row each, with grid-key columns, a seed column and metrics
     (derive() is applied here); missing: the sweep's other trials (grid keys, seed, status,
     failure tags) so an inconclusive verdict can say what happened; looks: the grid's
-    group-sequential design (None: one look at every seed the runs have); design: the seeds the
-    claims were designed from (None: not named); describe: compute what the verdicts do not
-    need (offsets, what an inconclusive test could detect), the slow part. Never raises
-    on data.
+    group-sequential design, whose look k reads seeds start .. start + looks[k] - 1 (None: one
+    look at every seed the runs have); design: the seeds the claims were designed from (None:
+    not named); describe: compute what the verdicts do not need (offsets, what an
+    inconclusive test could detect), the slow part. Never raises on data.
     """
-    rows = _sequence(claims, runs, missing, looks, design, describe)[0]
-    return pd.DataFrame(rows).reindex(columns=COLUMNS)
+    return sequence(claims, runs, missing, looks, design, describe).table
 
 
 def undecided(claims: list[Claim], runs: pd.DataFrame, missing: pd.DataFrame | None,
               looks: Looks) -> list[Claim]:
     """The claims that wait for the next look: the one the sequence is at, if it is undecided
     at the last look the runs complete, and every claim after it."""
-    return _sequence(claims, runs, missing, looks, (), False)[1]
+    return sequence(claims, runs, missing, looks, (), False).waiting
 
 
-def _sequence(claims: list[Claim], runs: pd.DataFrame, missing: pd.DataFrame | None,
-              looks: Looks | None, design: list[int] | None, describe: bool
-              ) -> tuple[list[dict], list[Claim]]:
-    """The fixed sequence over the looks the runs reach: (every test row, the claims still
-    waiting for seeds)."""
-    missing = pd.DataFrame() if missing is None else missing
-    runs = samples.derive(runs)
+def _looks(runs: pd.DataFrame, missing: pd.DataFrame, looks: Looks | None
+           ) -> tuple[list[Any], Plan, list[int]]:
+    """The seeds the looks read (the plan's, from looks.start; without looks, every seed the
+    runs have), the plan without `describe`, and the looks the runs reach: the first, and each
+    later one some of whose seeds ran (or were started)."""
     every = pd.concat([runs, missing], ignore_index=True)
     col = samples.seed_col(every)
-    seeds = sorted(every[col].dropna().unique().tolist()) if col else [0]
-    plan = Plan(tuple(looks.looks) if looks else (len(seeds),),
-                looks.futility if looks else None, describe)
-    reached = [n for n in plan.looks if n <= len(seeds)] or list(plan.looks[:1])
+    present = set(every[col].dropna().tolist()) if col else set()
+    if looks is None:
+        seeds = sorted(present) if col else [0]
+        return seeds, Plan((len(seeds),)), [len(seeds)]
+    seeds = list(range(looks.start, looks.start + looks.looks[-1]))
+    reached = [n for k, n in enumerate(looks.looks)
+               if k == 0 or present & set(seeds[looks.looks[k - 1]:n])]
+    return seeds, Plan(tuple(looks.looks), looks.futility), reached
+
+
+def sequence(claims: list[Claim], runs: pd.DataFrame, missing: pd.DataFrame | None = None,
+             looks: Looks | None = None, design: list[int] | None = (),
+             describe: bool = True) -> Sequence:
+    """The fixed sequence over the looks the runs reach (`evaluate` says what the arguments
+    are): every test row, and the claims still waiting for seeds."""
+    missing = pd.DataFrame() if missing is None else missing
+    runs = samples.derive(runs)
+    seeds, plan, reached = _looks(runs, missing, looks)
+    plan = Plan(plan.looks, plan.futility, describe)
     budgets = sequential.family([contrary(c, len(_tests(c, runs, missing)) or 1)
                                  for c in claims], plan.looks)
     out: list[dict] = []
@@ -389,9 +442,9 @@ def _sequence(claims: list[Claim], runs: pd.DataFrame, missing: pd.DataFrame | N
             i += 1
             if state not in ("reproduced", NOT_TESTED):
                 out += [_skipped(rest, f"sequence stopped at {c.id}") for rest in claims[i:]]
-                return out, []
+                return Sequence(_table(out), [])
         if i == len(claims):
-            return out, []
+            return Sequence(_table(out), [])
     # the loop broke at claims[i], undecided at the last look the runs reach: its tests as judged
     waiting = claims[i:]
     for t in parts:
@@ -399,7 +452,11 @@ def _sequence(claims: list[Claim], runs: pd.DataFrame, missing: pd.DataFrame | N
                                               f"look {d.k + 2} not run", seen.why]))
     out += _report(waiting[0], parts, "undecided", d, seen)
     out += [_skipped(rest, f"waits for {waiting[0].id}") for rest in waiting[1:]]
-    return out, waiting
+    return Sequence(_table(out), waiting)
+
+
+def _table(rows: list[dict]) -> pd.DataFrame:
+    return pd.DataFrame(rows).reindex(columns=COLUMNS)
 
 
 def _decided(c: Claim, parts: list[dict], state: str, d: Design, seen: Seen) -> list[dict]:

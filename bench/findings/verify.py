@@ -1,8 +1,18 @@
 """A committed result checked from its folder and git alone, as a reviewer would: its grid file
 (grid.yaml), its per-seed values (runs.csv) and the findings it claims (findings.csv). Every
-verdict is recomputed (`report.judge`: the claims' tests and the pre-registration check) and
-compared with the committed findings, column by column."""
+verdict is recomputed (`judge`: the claims' tests, the plan's trials and the
+pre-registration check) and compared with the committed findings, column by column.
 
+The registered analysis is the code of the plan's first commit (`prereg.Registration`): where
+today's analysis code differs from it, the result is recomputed with that code too, taken from
+git into a scratch folder and run as `python -m bench.report GRID --runs RUNS --out DIR` (the
+command every version of the code has); the committed findings are held against the
+registered code's, and where today's code decides otherwise both are printed."""
+
+import os
+import subprocess
+import sys
+import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -13,7 +23,9 @@ from bench.config import ConfigError
 from bench.experiment.catalogue import RUN_TIME
 from bench.experiment.open import open_grid
 
-from .report import judge, read_per_seed
+from . import perseed, prereg
+from .judge import judge
+from .shared import shared_line
 
 # what a finding says: compared between the committed findings.csv and the recomputed one
 KEYS = ("claim", "verdict", "evidence", "effect", "p", "level", "p_opposite", "level_opposite",
@@ -24,12 +36,16 @@ FILES = ("grid.yaml", "runs.csv", "findings.csv")
 @dataclass(frozen=True)
 class Checked:
     """One result folder verified: a line per claim (its verdict, its evidence and why), the
-    differences from its committed findings.csv, and the evidence of its findings."""
+    differences from its committed findings.csv (against the registered code's findings where
+    today's code is not the registered one), what today's code decides otherwise (`moved`), the
+    results elsewhere in the repository that hold its trials, and the evidence."""
 
     folder: Path
     lines: list[str]
     differ: list[str]
     evidence: str
+    moved: list[str]
+    shared: str | None
 
 
 def folders(paths: list[Path]) -> list[Path]:
@@ -47,14 +63,29 @@ def folders(paths: list[Path]) -> list[Path]:
     return out
 
 
+def _findings(path: Path) -> pd.DataFrame:
+    """A committed findings.csv; ConfigError where it is empty or has no claim column."""
+    try:
+        table = pd.read_csv(path)
+    except pd.errors.EmptyDataError:
+        raise ConfigError(f"{path}: empty: a findings.csv holds a header and a row per claim "
+                          "(docs/claims.md, Findings files)") from None
+    except (OSError, pd.errors.ParserError, UnicodeDecodeError) as err:
+        raise ConfigError(f"{path}: not a findings.csv ({err})") from None
+    if lacking := [k for k in KEYS if k not in table]:
+        raise ConfigError(f"{path}: no column {', '.join(lacking)} (a findings.csv has the "
+                          "columns of docs/claims.md, Findings files)")
+    return table
+
+
 def _differ(mine: pd.DataFrame, theirs: pd.DataFrame) -> list[str]:
-    """Where the committed findings disagree with the recomputed ones, in words."""
-    if list(mine["claim"]) != list(theirs.get("claim", pd.Series(dtype=str))):
-        return [f"the claims' rows differ: {list(theirs.get('claim', []))} committed, "
+    """Where two findings tables disagree, in words (`theirs` the committed one)."""
+    if list(mine["claim"]) != list(theirs["claim"]):
+        return [f"the claims' rows differ: {list(theirs['claim'])} committed, "
                 f"{list(mine['claim'])} recomputed"]
     out = []
     for key in KEYS:
-        a, b = mine[key].reset_index(drop=True), theirs.get(key, pd.Series(dtype=object))
+        a, b = mine[key].reset_index(drop=True), theirs[key].reset_index(drop=True)
         for i, (x, y) in enumerate(zip(a, b, strict=True)):
             same = (pd.isna(x) and pd.isna(y)) or (
                 np.isclose(float(x), float(y), rtol=1e-9, atol=1e-12)
@@ -64,16 +95,66 @@ def _differ(mine: pd.DataFrame, theirs: pd.DataFrame) -> list[str]:
     return out
 
 
+def _moved(today: pd.DataFrame, then: pd.DataFrame) -> list[str]:
+    """Each claim whose verdict or evidence today's analysis code decides otherwise than the
+    registered code, in words."""
+    old = then.set_index("claim")
+    out = []
+    for _, row in today.iterrows():
+        if row["claim"] not in old.index:
+            continue
+        was = old.loc[row["claim"]]
+        now, before = (f"{r['verdict']}, {r['evidence']}" for r in (row.fillna(""),
+                                                                    was.fillna("")))
+        if now != before:
+            out.append(f"today's analysis code: {row['claim']}: {now} (the registered code, "
+                       f"whose verdict stands: {before})")
+    return out
+
+
+def registered_findings(folder: Path, commit: str) -> pd.DataFrame:
+    """The folder's findings recomputed by the analysis code of `commit`: its bench/ and
+    variants/ from git into a scratch folder, run there as `python -m bench.report grid.yaml
+    --runs runs.csv`; ConfigError where git cannot give that code or it fails."""
+    top = prereg.git(folder, "rev-parse", "--show-toplevel")
+    with tempfile.TemporaryDirectory(prefix="attnbench-registered-") as scratch:
+        code, out = Path(scratch) / "code", Path(scratch) / "out"
+        code.mkdir()
+        archive = subprocess.run(["git", "archive", commit, "bench", "variants"],
+                                 cwd=(top or ".").strip(), capture_output=True)
+        unpack = subprocess.run(["tar", "-x", "-C", str(code)], input=archive.stdout,
+                                capture_output=True)
+        if archive.returncode or unpack.returncode:
+            raise ConfigError(f"{folder}: the registered analysis code (commit {commit[:10]}) "
+                              f"is not in this repository: {archive.stderr.decode().strip()}")
+        ran = subprocess.run(
+            [sys.executable, "-m", "bench.report", str((folder / "grid.yaml").resolve()),
+             "--runs", str((folder / "runs.csv").resolve()), "--out", str(out)],
+            cwd=code, capture_output=True, text=True,
+            env={**os.environ, "PYTHONPATH": str(code)})
+        if ran.returncode:
+            raise ConfigError(f"{folder}: the registered analysis code (commit {commit[:10]}) "
+                              f"failed: {ran.stderr.strip().splitlines()[-1:]}")
+        return pd.read_csv(out / "findings.csv")
+
+
 def verify(folder: Path) -> Checked:
     """Recompute one result folder's findings (see the module doc); ConfigError for a folder
-    without its files or with a bad runs.csv."""
+    without its files, or a runs.csv or findings.csv that cannot be read as the grid's."""
     if missing := [f for f in FILES if not (folder / f).is_file()]:
         raise ConfigError(f"{folder}: no {', '.join(missing)} (a result folder holds "
                           f"{', '.join(FILES)})")
     grid_file = folder / "grid.yaml"
     grid = open_grid(grid_file)
-    table, registered = judge(grid, read_per_seed(folder / "runs.csv"), pd.DataFrame(),
-                              grid_file)
+    runs = perseed.read(folder / "runs.csv", grid)
+    committed = _findings(folder / "findings.csv")
+    judged = judge(grid, runs, pd.DataFrame(), grid_file)
+    table, registered = judged.table, judged.registered
+    moved = []
+    if registered.commit and registered.code_moved:
+        then = registered_findings(folder, registered.commit)
+        moved = _moved(table, then)
+        table = then
     lines = []
     for c in grid.claims:
         row = table[table["claim"] == c.id].iloc[-1].fillna("")
@@ -83,5 +164,5 @@ def verify(folder: Path) -> Checked:
                      + (f" ({why})" if why else ""))
     evidence = registered.evidence or str(table["evidence"].dropna().iloc[0]
                                           if table["evidence"].notna().any() else "")
-    return Checked(folder, lines, _differ(table, pd.read_csv(folder / "findings.csv")),
-                   evidence)
+    return Checked(folder, lines, _differ(table, committed), evidence, moved,
+                   shared_line(runs, folder))

@@ -135,15 +135,36 @@ def rates(claims: list[Claim], axes: dict[str, list[Any]], seeds: Seeds,
     return pd.DataFrame(rows)
 
 
-def worst_line(claims: list[Claim], axes: dict[str, list[Any]], seeds: Seeds) -> str:
-    """The family's chance of any wrong verdict, either way, at its worst over every dependence
-    between the claims (`sequential.worst`), in words."""
-    plan, _ = plan_of(seeds)
+def worst_line(claims: list[Claim], axes: dict[str, list[Any]], seeds: Seeds,
+               q: float = 0.9) -> str:
+    """The family's chance of any wrong verdict at its worst over every dependence between the
+    claims, in both readings of "wrong" (`sequential.worst`), and the chance that every claim
+    comes out reproduced when each seed lands on its claim's side with chance q
+    (`sequential.every`), in words."""
+    plan, futility = plan_of(seeds)
     contraries, budgets = family(claims, axes, seeds)
     bound = sequential.worst(budgets, contraries, plan)
-    return (f"the family's chance of any wrong verdict (a false claim reproduced or a true one "
-            f"contradicted), at its worst over every dependence between the claims: at most "
-            f"{bound:.4g} (alpha {ALPHA:g})")
+    every = sequential.every(plan, contraries, budgets, [q] * len(claims), futility)
+    return (f"the family's chance of any wrong verdict, at its worst over every dependence "
+            f"between the claims: at most {bound.defined:.4g} (a false claim reproduced or a "
+            f"true one contradicted) and {bound.directional:.4g} (contradicted read as the "
+            f"opposite effect, so a claim at its null boundary decided either way is wrong); "
+            f"alpha {ALPHA:g}\nthe chance that every claim comes out reproduced, each seed on "
+            f"its claim's side with chance q = {q:g} (values +-1, claims independent, exact "
+            f"over count paths): {every:.3g}")
+
+
+def uncontradictable(claims: list[Claim], axes: dict[str, list[Any]], seeds: Seeds
+                     ) -> list[str]:
+    """The claims whose contrary gets no alpha (`sequential.family`: it would leave the claim
+    unable to reject with these seeds), in words: they can be reproduced or inconclusive,
+    never contradicted."""
+    _, budgets = family(claims, axes, seeds)
+    plan, _ = plan_of(seeds)
+    return [f"claims.{i} ({c.id}): cannot come out contradicted with {plan[-1]} seeds: any "
+            f"alpha for its contrary would leave the claim itself unable to reject"
+            for i, (c, b) in enumerate(zip(claims, budgets, strict=True))
+            if b.contrary == 0 and c.metric not in EXACT]
 
 
 def implied(claims: list[Claim]) -> list[str]:

@@ -19,13 +19,6 @@ split).
 
 from pathlib import Path
 
-# the analysis code's name for them: bench/findings/samples.py is one of the files whose bytes
-# every registered plan hashes (`bench.findings.prereg.ANALYSIS`), so its import line stays as
-# the committed findings' plans recorded it
-from bench.metrics import FAILURE as FAILURE
-from bench.metrics import SEEDS as SEEDS
-from bench.metrics import STOPPED as STOPPED
-
 ROLE = "attnbench.role"  # "sweep" (parent run) or "trial" (child run)
 GRID = "attnbench.grid"
 HASH = "attnbench.trial_hash"

@@ -1,0 +1,65 @@
+"""A result's verdicts as the findings state them: the claims' tests on the runs of the plan's
+seeds (`verdicts`), labelled by whether the trials served a plan registered before they ran
+(`prereg`) and whether they are the plan's trials (`perseed.coverage`): rows on seeds the plan
+never runs make a result exploratory; a setting short of a seed of the look it reached, or a
+sweep stopped before the look its claims wait for, unverified; a grid registered as a design
+grid (status design) is exploratory whatever its seeds. Each names what it found."""
+
+from dataclasses import dataclass, replace
+from pathlib import Path
+
+import pandas as pd
+
+from bench.experiment.grid import Grid
+
+from . import perseed, prereg, verdicts
+
+
+@dataclass(frozen=True)
+class Judged:
+    """The findings' table (verdicts.COLUMNS) and the registration as the findings state it
+    (`prereg.Registration`, its evidence and line including what the coverage found)."""
+
+    table: pd.DataFrame
+    registered: prereg.Registration
+
+
+def _label(registered: prereg.Registration, evidence: str, why: str) -> prereg.Registration:
+    """The registration made `evidence` (exploratory outranks unverified) for `why`."""
+    if registered.evidence == "exploratory" or registered.evidence is None:
+        return registered
+    if registered.evidence == "unverified" and evidence == "unverified":
+        why = f"{registered.why}; {why}"
+    return replace(registered, line=f"Pre-registration: {evidence}: {why}.", evidence=evidence,
+                   why=why)
+
+
+def judge(grid: Grid, runs: pd.DataFrame, missing: pd.DataFrame, grid_file: Path | None
+          ) -> Judged:
+    """The grid's claims' verdicts on `runs` (as runs.csv holds them) at the plan's seeds,
+    labelled exploratory or unverified where the registration check or the plan's trials say
+    so (module doc); `missing`: the sweep's other trials, for the reasons."""
+    registered = prereg.check(grid_file, grid, runs)
+    start = perseed.start_of(grid, runs) if grid.claims else None
+    looks = grid.looks.model_copy(update={"start": start}) if grid.looks else None
+    found = verdicts.sequence(grid.claims, runs, missing, looks, grid.design_seeds)
+    if grid.claims and set(grid.grid) <= set(runs):
+        cover = perseed.coverage(grid, runs, start)
+        if cover.missing:
+            registered = _label(registered, "unverified", "the runs lack trials of the plan: "
+                                + "; ".join(cover.missing))
+        if found.waiting:
+            registered = _label(registered, "unverified", f"the sweep stopped before the look "
+                                f"{found.waiting[0].id} waits for")
+        if cover.extra:
+            registered = _label(registered, "exploratory", "rows on seeds the plan never runs "
+                                f"(seeds from {start}): " + "; ".join(cover.extra))
+    if grid.claims and grid.status == "design":
+        registered = _label(registered, "exploratory", f"{grid.name} is registered as a design "
+                            f"grid of {grid.of}: its findings are exploratory whatever its seeds")
+    table = found.table
+    if registered.evidence == "exploratory":
+        table = verdicts.exploratory(table, registered.why)
+    elif registered.evidence == "unverified":
+        table = verdicts.unverified(table, registered.why)
+    return Judged(table, registered)

@@ -1,0 +1,193 @@
+"""A result's per-seed values (runs.csv) read back as the verdicts read runs, and refused with
+one line naming the file, the line or column and what was expected where they cannot be
+read as the grid's runs: an empty file or a header alone, no seed column, a grid axis or a
+claim's metric missing, a value that is not one of the axis's values, text where a number or
+a time belongs, a trial or a (setting, seed) held twice. Only an empty field is a missing
+value: "NA", "n/a" and "None" are text, refused where a number belongs."""
+
+import json
+from dataclasses import dataclass
+from itertools import product
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pandas as pd
+
+from bench.config import ConfigError
+from bench.experiment.claims import DERIVED, HEAD_SPAN_METRICS, METRICS, PROBE_METRIC, num
+from bench.experiment.grid import Grid, excluded
+from bench.metrics import SEEDS
+
+from .samples import match
+
+# what a derived metric is computed from (`samples.derive`): any one of these sets suffices
+NEEDS = {"gap_to_floor": ("final_test_bpc", "floor_bpc"),
+         "span_fraction": ("mean_span", "model.span"),
+         **{m: ("head_spans",) for m in HEAD_SPAN_METRICS},
+         "covering_head_fraction": ("head_spans", "dataset.planted")}
+
+
+def _numeric(col: str) -> bool:
+    return col in METRICS or bool(PROBE_METRIC.match(col)) or col in (*SEEDS, "floor_bpc")
+
+
+def _numbers(df: pd.DataFrame, path: Path) -> None:
+    """Every metric and seed a number (or empty), else ConfigError naming the line and column;
+    converted in place."""
+    for col in df:
+        if not _numeric(col):
+            continue
+        bad = df[col].notna() & pd.to_numeric(df[col], errors="coerce").isna()
+        if bad.any():
+            i = int(bad.idxmax())
+            raise ConfigError(f"{path}: line {i + 2}, column {col}: {df.at[i, col]!r} is not a "
+                              "number")
+        df[col] = pd.to_numeric(df[col])
+
+
+def _times(df: pd.DataFrame, path: Path) -> None:
+    """Every start_time a time (or empty), else ConfigError naming the line."""
+    if "start_time" not in df:
+        return
+    bad = df["start_time"].notna() & pd.to_datetime(df["start_time"], utc=True, errors="coerce",
+                                                    format="ISO8601").isna()
+    if bad.any():
+        i = int(bad.idxmax())
+        raise ConfigError(f"{path}: line {i + 2}, column start_time: "
+                          f"{df.at[i, 'start_time']!r} is not a time (ISO 8601 expected)")
+
+
+def _once(df: pd.DataFrame, path: Path, keys: list[str]) -> None:
+    """ConfigError naming a trial, or a setting at a seed (`keys`: the grid's axes and the
+    seed), that runs.csv holds twice, with its lines."""
+    for by in (["trial"], keys):
+        if not by or not set(by) <= set(df):
+            continue
+        twice = df[df.duplicated(by, keep=False)]
+        if twice.empty:
+            continue
+        first = twice.iloc[0]
+        rows = twice[(twice[by] == first[by]).all(axis=1)]
+        named = (f"trial {first['trial']}" if by == ["trial"] else "setting " + ", ".join(
+            f"{k}={num(first[k])}" for k in by[:-1]) + f" at seed {num(first[by[-1]])}")
+        lines = " and ".join(str(i + 2) for i in rows.index)
+        raise ConfigError(f"{path}: {named} appears {len(rows)} times (lines {lines}); each "
+                          "trial, and each setting at each seed, is one row")
+
+
+def _axes(df: pd.DataFrame, path: Path, grid: Grid) -> None:
+    """Every grid axis a column whose values are the grid's, else ConfigError naming it."""
+    for key, values in grid.grid.items():
+        if key not in df:
+            raise ConfigError(f"{path}: no column {key}, an axis of grid {grid.name} (its "
+                              f"values: {', '.join(map(num, values))})")
+        ok = np.zeros(len(df), bool)
+        for v in values:
+            ok |= match(df, {key: v}).to_numpy()
+        if not ok.all():
+            i = int(np.argmin(ok))
+            raise ConfigError(f"{path}: line {i + 2}, column {key}: {df.at[i, key]!r} is not "
+                              f"one of the grid's values ({', '.join(map(num, values))})")
+
+
+def _metrics(df: pd.DataFrame, path: Path, grid: Grid) -> None:
+    """Every claim's metric a column, or computable from columns there, else ConfigError."""
+    for i, c in enumerate(grid.claims):
+        needs = NEEDS.get(c.metric, (c.metric,)) if c.metric in DERIVED else (c.metric,)
+        if c.metric not in df and not set(needs) <= set(df):
+            raise ConfigError(f"{path}: no column {', '.join(needs)}, which claims.{i} "
+                              f"({c.id}) reads ({c.metric})")
+
+
+def read(path: Path, grid: Grid | None = None) -> pd.DataFrame:
+    """runs.csv back as the verdicts read runs (head spans as lists), checked against `grid`
+    (its axes, its claims' metrics; None: only the file's own form): ConfigError naming what
+    is wrong (module doc)."""
+    try:
+        df = pd.read_csv(path, keep_default_na=False, na_values=[""])
+    except pd.errors.EmptyDataError:
+        raise ConfigError(f"{path}: empty: a runs.csv holds a header and one row per finished "
+                          "trial") from None
+    except (OSError, pd.errors.ParserError, UnicodeDecodeError) as err:
+        raise ConfigError(f"{path}: not a runs.csv ({err})") from None
+    if df.empty:
+        raise ConfigError(f"{path}: a header and no rows: a runs.csv holds one row per finished "
+                          "trial")
+    seed = next((s for s in SEEDS if s in df), None)
+    if seed is None:
+        raise ConfigError(f"{path}: no seed column ({' or '.join(SEEDS)}): the verdicts pair "
+                          "runs by seed")
+    _numbers(df, path)
+    _times(df, path)
+    if grid is not None:
+        _axes(df, path, grid)
+        _metrics(df, path, grid)
+    _once(df, path, [*grid.grid, seed] if grid else [])
+    if "head_spans" in df:
+        df["head_spans"] = df["head_spans"].map(lambda v: json.loads(v) if isinstance(v, str)
+                                                else v)
+    return df
+
+
+def settings(grid: Grid) -> list[dict[str, Any]]:
+    """Every setting the grid runs (its axes' product less `exclude`), as grid values."""
+    keys = list(grid.grid)
+    every = [dict(zip(keys, values, strict=True)) for values in product(*grid.grid.values())]
+    return [s for s in every if not excluded(s, grid.exclude)]
+
+
+def start_of(grid: Grid, runs: pd.DataFrame) -> int | None:
+    """The first seed the runs' plan runs: the start the trials recorded (`seed_start`), else
+    the grid file's where its runs include it, else their smallest seed outside the design
+    seeds (runs that predate the records); None for a grid with a list of seeds."""
+    if grid.looks is None:
+        return None
+    recorded = runs.get("seed_start", pd.Series(dtype=object)).dropna().astype(str)
+    recorded = {s for s in recorded if s not in ("", "nan")}
+    if len(recorded) == 1:
+        return int(float(recorded.pop()))
+    seeds = runs[next(s for s in SEEDS if s in runs)].dropna()
+    if grid.looks.start in set(seeds):
+        return grid.looks.start
+    fresh = seeds[~seeds.isin(grid.design_seeds or [])]
+    return int((fresh if len(fresh) else seeds).min())
+
+
+def planned(grid: Grid, start: int | None) -> list[list[int]]:
+    """The seeds of each look from `start` (a list of seeds: one look of them)."""
+    if grid.looks is None:
+        return [list(grid.seeds)]
+    every = list(range(start, start + grid.looks.looks[-1]))
+    return [every[:n] for n in grid.looks.looks]
+
+
+@dataclass(frozen=True)
+class Coverage:
+    """How a result's runs meet its plan's trials: `extra`, rows on seeds the plan never runs
+    (or on settings the grid does not run); `missing`, a setting's seeds short of the look it
+    reached (each setting runs whole looks: the first, then the next where an undecided claim
+    reads it). Each entry names the setting and seeds."""
+
+    extra: list[str]
+    missing: list[str]
+
+
+def coverage(grid: Grid, runs: pd.DataFrame, start: int | None) -> Coverage:
+    """The runs held against the plan's trials (`Coverage`), seeds from `start`."""
+    looks = planned(grid, start)
+    seed = next(s for s in SEEDS if s in runs)
+    allowed = set(looks[-1]) | set(grid.design_seeds or [])
+    extra, missing = [], []
+    for cell in settings(grid):
+        have = set(runs.loc[match(runs, cell), seed].dropna().astype(int))
+        name = " ".join(f"{k.rsplit('.', 1)[-1]}={num(v)}" for k, v in cell.items())
+        if out := sorted(have - allowed):
+            extra.append(f"{name} seeds {', '.join(map(num, out))}")
+        ran = have & set(looks[-1])
+        if not ran and have:  # design seeds only: an exploratory rerun
+            continue
+        reach = next((look for look in looks if ran <= set(look)), looks[-1])
+        if lost := sorted(set(reach) - ran):
+            missing.append(f"{name} seeds {', '.join(map(num, lost))}")
+    return Coverage(extra, missing)

@@ -1,0 +1,249 @@
+"""A results folder that cannot be edited into "confirmatory", and one that cannot be read
+refused: `bench.verify` on results built in scratch git repositories (as the review built its
+edits), each edit coming out exploratory or unverified, or exit 2, naming its cause; and the
+committed confirmation recomputed by the analysis code it was registered with."""
+
+import shutil
+import subprocess
+from pathlib import Path
+
+import pandas as pd
+import pytest
+import yaml
+
+from bench.commands import report as report_cmd
+from bench.commands import verify as verify_cmd
+from bench.experiment.open import open_grid
+from bench.findings import prereg, report
+from bench.findings.verify import verify
+
+ROOT = Path(__file__).resolve().parents[1]
+CLAIM = {"id": "lower", "text": "a is below b", "rows": {"model.variant": "a"},
+         "baseline": {"model.variant": "b"}, "metric": "final_test_bpc", "expect": "less"}
+GRID = {"name": "g", "grid": {"model.variant": ["a", "b"]},
+        "seeds": {"looks": [4, 8], "start": 0}, "design_seeds": [], "claims": [CLAIM]}
+BEFORE, RAN = "2026-01-02T10:00:00+00:00", "2026-01-02 11:00:00+00:00"
+
+
+def git(repo: Path, *args: str) -> str:
+    return subprocess.run(["git", *args], cwd=repo, check=True, capture_output=True,
+                          text=True).stdout
+
+
+def commit(repo: Path, when: str, message: str = "a commit") -> str:
+    git(repo, "add", "-A")
+    subprocess.run(["git", "-c", "user.name=t", "-c", "user.email=t@t", "commit", "-q",
+                    "--allow-empty", "-m", message], cwd=repo, check=True,
+                   env={"GIT_COMMITTER_DATE": when, "GIT_AUTHOR_DATE": when,
+                        "PATH": "/usr/bin:/bin"})
+    return git(repo, "rev-parse", "HEAD").strip()
+
+
+def trials(repo: Path, seeds: range = range(8)) -> pd.DataFrame:
+    """Row a below b in every seed, each trial recording the plan as a sweep's driver does
+    from the repository as it is now, started at RAN."""
+    rec = prereg.record(open_grid(repo / "g.yaml"), repo / "g.yaml", {})
+    return pd.DataFrame([{"model.variant": v, "seed": s, "trial": f"{v}{s}",
+                          "final_test_bpc": 1.0 if v == "a" else 2.0, "start_time": RAN, **rec}
+                         for s in seeds for v in "ab"])
+
+
+def publish(repo: Path, runs: pd.DataFrame, folder: str = "results/g") -> Path:
+    """The result folder as a sweep writes it (runs.csv, grid.yaml, findings), committed."""
+    out = repo / folder
+    out.mkdir(parents=True, exist_ok=True)
+    runs.to_csv(out / "runs.csv", index=False)
+    shutil.copy(repo / "g.yaml", out / "grid.yaml")
+    report.write_findings("g", open_grid(out / "grid.yaml"), runs, pd.DataFrame(), out,
+                          out / "grid.yaml")
+    commit(repo, "2026-01-03T10:00:00+00:00", "results")
+    return out
+
+
+@pytest.fixture
+def repo(tmp_path: Path) -> Path:
+    """A repository whose grid file was committed at BEFORE."""
+    repo = tmp_path / "repo"
+    repo.mkdir()
+    git(repo, "init", "-q")
+    (repo / "g.yaml").write_text(yaml.safe_dump(GRID))
+    commit(repo, BEFORE, "the plan")
+    return repo
+
+
+def edited(folder: Path, change) -> Path:
+    """runs.csv changed by `change` (a function of the table), committed as an edit would be,
+    with findings.csv recomputed by the same code (the edit at its most careful)."""
+    runs = pd.read_csv(folder / "runs.csv")
+    change(runs).to_csv(folder / "runs.csv", index=False)
+    return folder
+
+
+def test_a_plan_committed_before_its_trials_is_confirmatory(repo):
+    checked = verify(publish(repo, trials(repo)))
+    assert checked.evidence == "confirmatory" and checked.differ == []
+    assert checked.lines == ["lower: reproduced, confirmatory"]
+
+
+@pytest.mark.parametrize("change", [
+    lambda r: r.assign(seed=r["seed"].replace(3, 8)),  # seed 3 relabelled 8
+    lambda r: pd.concat([r[r["seed"] != 3], r[r["seed"] == 3].assign(
+        seed=8, trial=lambda t: t["model.variant"] + "8")])])  # replaced by a seed 8
+def test_a_seed_outside_the_registered_range_is_exploratory(repo, change):
+    """The review's edit: one seed's rows relabelled, or replaced by rows of a seed the plan
+    never runs: the findings use the registered seeds 0-7 only, and the result is exploratory,
+    naming the seed."""
+    folder = edited(publish(repo, trials(repo)), change)
+    checked = verify(folder)
+    assert checked.evidence == "exploratory"
+    assert "rows on seeds the plan never runs (seeds from 0): variant=a seeds 8" in \
+        checked.lines[0]
+
+
+def test_a_missing_seed_is_unverified_and_named(repo):
+    folder = edited(publish(repo, trials(repo)), lambda r: r[r["seed"] != 3])
+    checked = verify(folder)
+    assert checked.evidence == "unverified"
+    assert "the runs lack trials of the plan: variant=a seeds 3; variant=b seeds 3" in \
+        checked.lines[0]
+    assert "inconclusive" in checked.lines[0]  # seed 3 of look 1 not there: no verdict
+
+
+def test_two_rows_for_one_setting_and_seed_exit_2_naming_them(repo, capsys):
+    """A second row for one setting and seed, under another trial hash: the last row no
+    longer wins silently; exit 2 naming the setting, the seed and both lines."""
+    folder = edited(publish(repo, trials(repo)), lambda r: pd.concat(
+        [r, r[(r["seed"] == 3) & (r["model.variant"] == "b")].assign(trial="b3x",
+                                                                      final_test_bpc=0.5)]))
+    assert verify_cmd.main([str(folder)]) == 2
+    assert "setting model.variant=b at seed 3 appears 2 times (lines 9 and 18)" in \
+        capsys.readouterr().err
+
+
+def test_a_run_commit_older_than_its_parent_is_exploratory(repo):
+    """The trials ran from a commit backdated to before its parent: a date that cannot be
+    true."""
+    (repo / "note.txt").write_text("x")
+    backdated = commit(repo, "2026-01-02T09:00:00+00:00")  # its parent: 10:00
+    checked = verify(publish(repo, trials(repo)))
+    assert checked.evidence == "exploratory"
+    assert f"commit {backdated[:10]} is dated 2026-01-02 09:00:00 UTC, before its parent" in \
+        checked.lines[0]
+
+
+def test_a_run_commit_made_after_its_trials_started_is_exploratory(repo):
+    (repo / "note.txt").write_text("x")
+    late = commit(repo, "2026-01-02T12:00:00+00:00")  # the trials record RAN, 11:00
+    checked = verify(publish(repo, trials(repo)))
+    assert checked.evidence == "exploratory"
+    assert f"run commit {late[:10]} is dated 2026-01-02 12:00:00 UTC, after trial a0" in \
+        checked.lines[0]
+
+
+def test_a_folder_copied_under_another_parent_is_recognised_by_its_trials(repo):
+    folder = publish(repo, trials(repo))
+    copy = repo / "elsewhere" / "deeper" / "g"
+    shutil.copytree(folder, copy)
+    commit(repo, "2026-01-04T10:00:00+00:00", "a copy")
+    checked = verify(copy)
+    said = "Shared runs: of these 16 trials, all are trials of {} too"
+    assert said.format("results/g") in checked.shared
+    assert said.format("elsewhere/deeper/g") in verify(folder).shared
+
+
+def test_every_module_that_can_move_a_verdict_is_part_of_the_plan():
+    """The registered analysis (`prereg.ANALYSIS`) holds every module of bench that the
+    verdict's code imports, save those that only parse the grid file (whose output the plan
+    holds as data: the claims, looks, seeds), name an error or say which other results share
+    the trials: reading runs.csv, the claims, the statistics, the sequence, the registration
+    check and the verification among them."""
+    import ast
+
+    parse_only = {"bench/config.py", "bench/experiment/grid.py", "bench/experiment/open.py",
+                  "bench/experiment/catalogue.py", "bench/findings/shared.py"}
+    seen, todo = set(), list(prereg.ANALYSIS)
+    while todo:
+        path = todo.pop()
+        if path in seen:
+            continue
+        seen.add(path)
+        for node in ast.walk(ast.parse((ROOT / path).read_text())):
+            if isinstance(node, ast.ImportFrom) and (node.level or (node.module or "").startswith(
+                    ("bench", "variants"))):
+                base = Path(path).parent
+                for _ in range(node.level - 1):
+                    base = base.parent
+                module = (base.as_posix().replace("/", ".") + "." + (node.module or "")
+                          if node.level else node.module).strip(".")
+                names = [f"{module}.{a.name}" for a in node.names] + [module]
+                for name in names:
+                    file = name.replace(".", "/") + ".py"
+                    if (ROOT / file).is_file() and file not in parse_only:
+                        todo.append(file)
+    assert seen <= set(prereg.ANALYSIS), sorted(seen - set(prereg.ANALYSIS))
+    assert "bench/findings/perseed.py" in seen and "bench/experiment/claims.py" in seen
+
+
+BAD = {
+    "an empty runs.csv": (lambda f: (f / "runs.csv").write_text(""), "runs.csv: empty"),
+    "a header only": (lambda f: (f / "runs.csv").write_text(
+        (f / "runs.csv").read_text().splitlines()[0] + "\n"), "a header and no rows"),
+    "text in model.n_heads": (lambda f: _cell(f, "model.n_heads", "four"),
+                              "line 2, column model.n_heads: 'four' is not one of the grid's "
+                              "values (2, 4, 8)"),
+    "no seed column": (lambda f: _drop(f, "seed", "train.seed"),
+                       "no seed column (seed or train.seed)"),
+    "text in every start_time": (lambda f: _cell(f, "start_time", "soon", every=True),
+                                 "line 2, column start_time: 'soon' is not a time"),
+    "no claim metric": (lambda f: _drop(f, "test_probe_bpc.recall"),
+                        "no column test_probe_bpc.recall, which claims.0 (th_beats_mh_at_8)"),
+    "no model.variant": (lambda f: _drop(f, "model.variant"),
+                         "no column model.variant, an axis of grid heads_grid"),
+    "NA for a number": (lambda f: _cell(f, "test_probe_bpc.recall", "NA"),
+                        "line 2, column test_probe_bpc.recall: 'NA' is not a number"),
+    "an empty findings.csv": (lambda f: (f / "findings.csv").write_text(""),
+                              "findings.csv: empty"),
+}
+
+
+def _cell(folder: Path, column: str, value: str, every: bool = False) -> None:
+    runs = pd.read_csv(folder / "runs.csv").astype({column: object})
+    runs.loc[slice(None) if every else 0, column] = value
+    runs.to_csv(folder / "runs.csv", index=False)
+
+
+def _drop(folder: Path, *columns: str) -> None:
+    pd.read_csv(folder / "runs.csv").drop(columns=list(columns)).to_csv(folder / "runs.csv",
+                                                                        index=False)
+
+
+@pytest.mark.parametrize("case", list(BAD))
+def test_bad_input_exits_2_naming_the_file_and_what_was_expected(tmp_path, capsys, case):
+    """Each bad runs.csv or findings.csv of the review, on a copy of the committed
+    confirmation: bench.verify and bench.report --runs exit 2 with one line naming the file
+    and the line or column, never a traceback or a silent verdict."""
+    folder = tmp_path / "heads_grid"
+    shutil.copytree(ROOT / "results" / "seeds300" / "heads_grid", folder)
+    make, said = BAD[case]
+    make(folder)
+    commands = [lambda: verify_cmd.main([str(folder)])]
+    if "findings" not in case:
+        commands.append(lambda: report_cmd.main([str(folder / "grid.yaml"), "--runs",
+                                                 str(folder / "runs.csv"), "--out",
+                                                 str(tmp_path / "out")]))
+    for main in commands:
+        assert main() == 2
+        err = capsys.readouterr().err
+        assert said in err and len(err.strip().splitlines()) == 1 and "Traceback" not in err
+
+
+def test_the_committed_confirmation_keeps_its_registered_verdicts():
+    """seeds 300-307 ran under the plan registered in 76e72e11b4, with that commit's analysis
+    code: bench.verify recomputes them with that code, taken from git (the committed findings
+    agree: no difference), and says where today's code, whose family rule counts each claim's
+    own contrary, decides otherwise."""
+    checked = verify(ROOT / "results" / "seeds300" / "heads_grid")
+    assert checked.differ == [] and checked.evidence == "confirmatory"
+    assert checked.lines[3] == "th_not_worse_as_h_grows: reproduced, confirmatory"
+    assert any(line.startswith("today's analysis code: th_not_worse_as_h_grows: inconclusive")
+               for line in checked.moved), checked.moved

@@ -156,3 +156,19 @@ def test_a_copy_without_git_records_the_commit_it_was_made_from(monkeypatch, tmp
     assert provenance.git_commit() == "unknown"
     monkeypatch.setenv("ATTNBENCH_GIT_COMMIT", here)
     assert provenance.git_commit() == here
+
+
+def test_mlflow_shipped_as_its_client_alone_is_recorded_at_its_version(monkeypatch):
+    """The offline bundle ships MLflow as mlflow-skinny: its version is recorded for mlflow
+    (the same module), not 'absent'; a package under neither name is 'absent'."""
+    real = provenance.metadata.version
+
+    def version(name: str) -> str:
+        if name == "mlflow":
+            raise provenance.metadata.PackageNotFoundError(name)
+        return "9.8.7" if name == "mlflow-skinny" else real(name)
+
+    monkeypatch.setattr(provenance.metadata, "version", version)
+    assert provenance.versions()["mlflow"] == "9.8.7"
+    monkeypatch.setattr(provenance, "SHIPPED_AS", {})
+    assert provenance.versions()["mlflow"] == "absent"

@@ -192,10 +192,13 @@ for grid in "${GRIDS[@]}"; do
     fi
     args=(ablations/"$grid".yaml --results-dir "$WORK/results")
     [ "$grid" = heads_grid ] && args+=(--set train.compile=graphs)
-    corpus=../shared/data/enwik8.head  # where span_enwik8_floor reads it
+    corpus=../shared/data/enwik8.head  # where span_enwik8_floor reads it; carried as .xz
     if grep -q "$corpus" ablations/"$grid".yaml && [ ! -f "$corpus" ]; then
-        mkdir -p ../shared/data 2> /dev/null && cp "$CARRY/shared/data/enwik8.head" "$corpus" ||
-            args+=(--set data.path="$PWD/$CARRY/shared/data/enwik8.head")
+        mkdir -p ../shared/data 2> /dev/null || { corpus=$WORK/enwik8.head
+                                                  args+=(--set data.path="$corpus"); }
+        "$PY" -c 'import lzma, shutil, sys
+shutil.copyfileobj(lzma.open(sys.argv[1]), open(sys.argv[2], "wb"))' \
+            "$CARRY/shared/data/enwik8.head.xz" "$corpus"
     fi
     run "$grid" "--foreground -s INT -k $GRACE $budget" "$PY" -m bench.run "${args[@]}"
     [ $? -ne 124 ] || echo "  (cut at its deadline, $budget s: its report is marked partial)" \

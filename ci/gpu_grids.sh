@@ -9,7 +9,7 @@
 # LIMIT: the whole command's seconds, from the call (its timeout_s less a minute, less where
 #   little device time is left; default 420, within any 600 s call). GRACE: from a grid's
 #   deadline to its kill (default 60). PACK_S: kept for the last packing (default 30). GRID_S:
-#   a grid's deadline at most (default: the time left; 45 s in a rehearsal).
+#   a grid's deadline at most (default: the time left; 90 s in a rehearsal).
 # REHEARSE=1: the run rehearsed on a CPU (tests/test_gpu_script.py): what needs CUDA is skipped
 #   (CUDA reachable, Ray's GPU, MPS, the CUDA tests, the captured step, each trial on the GPU),
 #   the rest runs as on the GPU, the grids at a small size (20 steps a trial), and every file
@@ -22,7 +22,7 @@
 #    ci/gpu_check.sh sets them) must serve a CUDA client where the machine has it, else a
 #    warning: the grids run without it (ATTNBENCH_MPS=off), slower, and compare.md says so.
 # 2. The grids in order, each with its own deadline (the time left less GRACE and PACK_S, at
-#    most GRID_S): at it the sweep gets SIGINT (to the driver alone), stops as Ctrl-C stops it
+#    most GRID_S; under a minute and GRID_S, not started): at it the sweep gets SIGINT (to the driver alone), stops as Ctrl-C stops it
 #    and writes its runs.csv, findings and partial.md; GRACE seconds later it is killed. Trials
 #    run on the GPU or fail (`bench.provenance.device`), and every trial's config.json must name
 #    the GPU, else the run stops there. heads_grid captures its step (train.compile=graphs);
@@ -43,7 +43,7 @@ REHEARSE=${REHEARSE:-0}
 LIMIT=${LIMIT:-420}
 GRACE=${GRACE:-60}
 PACK_S=${PACK_S:-30}
-GRID_S=${GRID_S:-$( ((REHEARSE)) && echo 45 || echo "$LIMIT")}
+GRID_S=${GRID_S:-$( ((REHEARSE)) && echo 90 || echo "$LIMIT")}
 for knob in LIMIT GRACE PACK_S GRID_S; do
     [[ ${!knob} =~ ^[0-9]+$ ]] || bad "$knob=${!knob}: expected whole seconds"
 done
@@ -283,7 +283,7 @@ for i in "${!GRIDS[@]}"; do
     grid=${GRIDS[$i]}
     budget=$(($(left) - GRACE))
     [ "$budget" -le "$GRID_S" ] || budget=$GRID_S
-    if [ "$budget" -lt "$GRACE" ]; then  # less than its report may take
+    if [ "$budget" -lt 60 ] && [ "$budget" -lt "$GRID_S" ]; then  # too short to finish a trial
         echo "- $grid: not run, $(left) s left" >> "$CMDS"
         keep
         continue

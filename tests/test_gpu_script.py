@@ -4,7 +4,8 @@ step a CPU can run passes, and a grid cut by its deadline still leaves runs.csv,
 partial note. Whatever stops it (a failed check, a short LIMIT, SIGTERM, even SIGKILL of the
 script), $OUT holds what was done as the device tool brings files back: at most 8 plain files at
 its top, the command log and the machine among them; SIGTERM ends the running step and all it
-started. Bad settings exit 2 naming them. SLOW: the rehearsal runs two sweeps."""
+started. Bad settings exit 2 naming them. compare.md counts the decisions the same as the CPU's
+and says first what keeps a run from being a GPU result. SLOW: the rehearsal runs two sweeps."""
 
 import os
 import re

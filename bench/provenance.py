@@ -14,6 +14,9 @@ RESULTS = ROOT / "results"  # the committed results: written only when a command
 # what commands write by default (sweeps, runs, MLflow), which git ignores: $ATTNBENCH_RUNS
 LOCAL = Path(os.environ.get("ATTNBENCH_RUNS") or ROOT / "runs")  # else runs/
 PACKAGES = ("torch", "numpy", "ray", "mlflow", "fvcore", "pandas", "pydantic", "attnbench")
+# a package shipped under another distribution's name: the offline bundle's MLflow is its client
+# alone, mlflow-skinny (ci/bundle.py), the same `mlflow` module at the same version
+SHIPPED_AS = {"mlflow": ("mlflow", "mlflow-skinny")}
 
 
 def _git(*args: str) -> str:
@@ -76,12 +79,17 @@ def short_commit(commit: str) -> str:
 
 
 def versions() -> dict[str, str]:
+    """The installed version of each of PACKAGES (of the first of its SHIPPED_AS distributions
+    installed), else 'absent'."""
     out = {}
     for name in PACKAGES:
-        try:
-            out[name] = metadata.version(name)
-        except metadata.PackageNotFoundError:
-            out[name] = "absent"
+        out[name] = "absent"
+        for dist in SHIPPED_AS.get(name, (name,)):
+            try:
+                out[name] = metadata.version(dist)
+                break
+            except metadata.PackageNotFoundError:
+                continue
     return out
 
 

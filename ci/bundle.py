@@ -21,6 +21,7 @@ docs/tracking.md says how to use it on an offline cluster.
 
 import argparse
 import hashlib
+import lzma
 import re
 import shutil
 import subprocess
@@ -48,6 +49,9 @@ SOURCES = ("*.pyx", "*.pxd", "*.pxi", "*.c", "*.cc", "*.cpp", "*.h", "*.hpp")
 RAY_DROP = ("jars", "dashboard/client/build", "rllib", "serve", "llm")
 # pyarrow, which Ray Tune imports (its storage goes through pyarrow.fs): what a sweep never loads
 ARROW_DROP = ("include", "src", "tests", "*flight*", "*gandiva*", "*.pxd", "*.pyx")
+# x86 branch targets made relative (BCJ), then xz's strongest preset: measured on the slimmed
+# 3.12 bundle, 8% smaller than xz -9 alone (libarrow.so 11.7 -> 10.8 MB)
+XZ_FILTERS = [{"id": lzma.FILTER_X86}, {"id": lzma.FILTER_LZMA2, "preset": 9}]
 RAY_BINARIES = ("core/src/ray/raylet/raylet", "core/src/ray/gcs/gcs_server", "_raylet.so")
 GUARD = '''"""attnbench's offline bundle for Python {version}, imported at start-up (its .pth)."""
 import sys
@@ -198,9 +202,11 @@ def guard(site: Path, python: str) -> None:
 
 
 def pack(site: Path, out: Path) -> Path:
-    """The site directory's contents as one tar.xz (members relative to it)."""
+    """The site directory's contents as one tar.xz (members relative to it), compressed through
+    xz's x86 filter (XZ_FILTERS), which any xz reader undoes: most of the bundle is x86 machine
+    code (Ray's binaries, Arrow's libraries), which it makes about 8% smaller."""
     out.parent.mkdir(parents=True, exist_ok=True)
-    with tarfile.open(out, "w:xz", preset=9) as tar:
+    with lzma.open(out, "wb", filters=XZ_FILTERS) as xz, tarfile.open(fileobj=xz, mode="w") as tar:
         for item in sorted(site.iterdir()):
             tar.add(item, arcname=item.name)
     return out

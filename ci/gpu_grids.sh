@@ -1,72 +1,133 @@
 #!/usr/bin/env bash
-# The main job and the shipped grids on one lent GPU (issue 58), as one command of at most
-# 9 minutes that cannot waste its run. From the root of the copy the device tool makes, with
-# carry/ brought along (made here first: python -m ci.bundle --python 3.12 --out carry, then
-# python -m ci.carry; docs/tracking.md gives the exact `run` call):
-#     bash ci/gpu_grids.sh [GRID ...]   (default: heads_grid span_limit adaptive_vs_dynamic
-#                                        span_enwik8_floor, the main job and longest first)
-# 1. Checks, in about a minute and a half, stopping the run at the first that fails, with its
-#    reason: the bundle unpacked (Python's tarfile: no xz binary needed) and its guard; the
-#    versions and every module bench.run imports, CUDA reachable; Ray sees the GPU and a
-#    worker with a share of it reaches CUDA; MPS serves a CUDA client (where the machine has
-#    MPS); the CUDA tests; a smoke sweep on cuda with its step captured, its report included.
-# 2. The grids in order, each with its own deadline (the time left, less GRACE and PACK_S):
-#    at its deadline the sweep gets SIGINT (to the driver alone), stops as Ctrl-C stops it and
-#    writes its runs.csv, findings and partial.md; GRACE seconds later it is killed. Trials
+# The main job and the shipped grids on one lent GPU (issues 58 and 65), as one command that
+# cannot waste its run whatever limit the call gives it, rehearsed on a CPU in CI. From the root
+# of the copy the device tool makes, with carry/ brought along (made here first: python -m
+# ci.bundle --python 3.12 --out carry, then python -m ci.carry; docs/tracking.md gives the call):
+#     [LIMIT=S] [REHEARSE=1] bash ci/gpu_grids.sh [GRID ...]
+# GRID: a grid of ablations/ by name, or a grid file NAME.yaml whose grid is named NAME (default:
+#   heads_grid span_limit adaptive_vs_dynamic span_enwik8_floor, the main job and longest first).
+# LIMIT: the whole command's seconds, from the call (its timeout_s less a minute, less where
+#   little device time is left; default 420, within any 600 s call). GRACE: from a grid's
+#   deadline to its kill (default 60). PACK_S: kept for the last packing (default 30). GRID_S:
+#   a grid's deadline at most (default: the time left; 90 s in a rehearsal).
+# REHEARSE=1: the run rehearsed on a CPU (tests/test_gpu_script.py): what needs CUDA is skipped
+#   (CUDA reachable, Ray's GPU, MPS, the CUDA tests, the captured step, each trial on the GPU),
+#   the rest runs as on the GPU, the grids at a small size (20 steps a trial), and every file
+#   says it is a rehearsal: never a GPU result.
+# 1. Checks, stopping the run at the first that fails, with its reason: the bundle unpacked
+#    (Python's tarfile: no xz binary needed) and its guard (a rehearsal without a bundle uses
+#    this Python's packages); the versions and every module bench.run imports, CUDA reachable;
+#    Ray sees the GPU and a worker with a share of it reaches CUDA; the CUDA tests; a smoke sweep
+#    on cuda with its step captured, its report included. MPS (pipe and log folders set here, as
+#    ci/gpu_check.sh sets them) must serve a CUDA client where the machine has it, else a
+#    warning: the grids run without it (ATTNBENCH_MPS=off), slower, and compare.md says so.
+# 2. The grids in order, each with its own deadline (the time left less GRACE and PACK_S, at
+#    most GRID_S; under a minute and GRID_S, not started): at it the sweep gets SIGINT (to the driver alone), stops as Ctrl-C stops it
+#    and writes its runs.csv, findings and partial.md; GRACE seconds later it is killed. Trials
 #    run on the GPU or fail (`bench.provenance.device`), and every trial's config.json must name
 #    the GPU, else the run stops there. heads_grid captures its step (train.compile=graphs);
 #    the span grids' learned spans trim their windows, which a graph cannot hold: eager.
-# 3. Always, whatever failed: compare.md (each grid's verdicts beside the CPU's committed
-#    ones), then ci/pack.py packs it all into $OUT as at most 8 files: results.tar.xz (results,
-#    logs and the MLflow store, without checkpoints, MLflow's artifact copies and Ray's
-#    folders), compare.md, commands.md (each command, its exit status and wall time, a
-#    failure's last lines) and machine.txt.
+# 3. $OUT holds the command log (commands.md: each step, its exit status and wall time, a
+#    failure's last lines) and machine.txt after every step, and after the smoke sweep, after
+#    each grid and at the end whatever failed, compare.md (ci/compare.py) and results.tar.xz
+#    (ci/pack.py: results, logs and the MLflow store, without checkpoints, MLflow's artifact
+#    copies and Ray's folders), at most 8 files, each written whole and renamed: a kill at any
+#    moment, SIGKILL included, leaves what was done. On SIGTERM (or Ctrl-C) the running step
+#    and all it started are ended first. MPS is stopped at the end.
 set -uo pipefail
 cd "$(dirname "$0")/.."
 START=$(date +%s)
-LIMIT=${LIMIT:-540}   # the whole command, seconds (the device tool allows 600 a call)
-GRACE=${GRACE:-60}    # from a grid's SIGINT to its kill: Tune stops, its report is written
-PACK_S=${PACK_S:-30}  # kept for the comparison and the packing
+bad() { echo "error: $*" >&2; exit 2; }
+REHEARSE=${REHEARSE:-0}
+[[ $REHEARSE =~ ^[01]$ ]] || bad "REHEARSE=$REHEARSE: expected 1 (a rehearsal on a CPU) or 0"
+LIMIT=${LIMIT:-420}
+GRACE=${GRACE:-60}
+PACK_S=${PACK_S:-30}
+GRID_S=${GRID_S:-$( ((REHEARSE)) && echo 90 || echo "$LIMIT")}
+for knob in LIMIT GRACE PACK_S GRID_S; do
+    [[ ${!knob} =~ ^[0-9]+$ ]] || bad "$knob=${!knob}: expected whole seconds"
+done
 PY=${PYTHON:-python3}
 CARRY=${CARRY:-carry}
 BUNDLE=$CARRY/attnbench-py3.12.tar.xz
 OUT=${OUT:-results/gpu}
 WORK=${WORK:-/tmp/attnbench-gpu}
 SITE=${SITE:-/tmp/attnbench-site}  # the bundle, unpacked
-GRIDS=("$@")
-[ ${#GRIDS[@]} -gt 0 ] || GRIDS=(heads_grid span_limit adaptive_vs_dynamic span_enwik8_floor)
-rm -rf "$WORK" && mkdir -p "$WORK/results" "$WORK/logs" "$OUT"
+[ $# -gt 0 ] || set -- heads_grid span_limit adaptive_vs_dynamic span_enwik8_floor
+GRIDS=() FILES=()
+for arg; do
+    file=$arg
+    [[ $arg == *.yaml ]] || file=ablations/$arg.yaml
+    name=$(basename "$file" .yaml)
+    [ -f "$file" ] || bad "grid $arg: no $file (expected a grid of ablations/ by name, or a file)"
+    grep -q "^name: $name\$" "$file" || bad "$file: expected the grid in it named $name"
+    GRIDS+=("$name") FILES+=("$file")
+done
+rm -rf "$WORK" && mkdir -p "$WORK/results" "$WORK/logs" "$OUT" ||
+    bad "WORK=$WORK, OUT=$OUT: expected folders this script can write"
 export PYTHONUNBUFFERED=1 PYTHONPATH=$SITE:$PWD
-CMDS=$WORK/commands.md
-echo "# ci/gpu_grids.sh ${GRIDS[*]}: each command, its exit status and wall time" > "$CMDS"
+# MPS's folders where this script writes (NVIDIA's defaults failed on an H100), its pipes outside
+# $WORK (the archive): the environment's pipe folder where it names one
+export CUDA_MPS_PIPE_DIRECTORY=${CUDA_MPS_PIPE_DIRECTORY:-/tmp/attnbench-mps}
+export CUDA_MPS_LOG_DIRECTORY=$WORK/logs/mps
+CMDS=$WORK/commands.md MACHINE=$WORK/machine.txt COMPARE=$WORK/compare.md
+MODE="on the GPU"
+((REHEARSE)) && MODE="a rehearsal on the CPU (REHEARSE=1): what needs CUDA skipped, no GPU result"
+echo "# ci/gpu_grids.sh ${GRIDS[*]}, $MODE, LIMIT=$LIMIT s: each step, its exit status and" \
+    "wall time" > "$CMDS"
+NOTES=()  # what compare.md says first (MPS not used)
+CHILD=""  # the running step's process group
 
 left() { echo $((LIMIT - PACK_S - $(date +%s) + START)); }
+within() { local l; l=$(left); echo $((l < $1 ? l : $1)); }  # SECONDS, or the time left
 
-# run NAME "TIMEOUT OPTIONS" COMMAND...: under timeout, its output in logs/NAME.log, a line in
-# commands.md (and its last lines where it failed); returns its exit status
+# keep: the command log and the machine into $OUT as they stand, each written whole and renamed
+keep() {
+    local f
+    for f in "$CMDS" "$MACHINE"; do
+        [ ! -f "$f" ] || { cp "$f" "$OUT/.${f##*/}.part" &&
+                           mv -f "$OUT/.${f##*/}.part" "$OUT/${f##*/}"; }
+    done
+}
+
+# run NAME "TIMEOUT OPTIONS" COMMAND...: under timeout in its own process group (so that a
+# SIGTERM here ends it and all it started), its stdin as given (a heredoc), its output in
+# logs/NAME.log, a line in commands.md (and its last lines where it failed); returns its status
 run() {
     local name=$1 limits=$2 t0 rc wall
     shift 2
     t0=$(date +%s.%N)
     # shellcheck disable=SC2086  # the options are words
-    timeout $limits "$@" > "$WORK/logs/$name.log" 2>&1
+    setsid timeout $limits "$@" 0<&0 > "$WORK/logs/$name.log" 2>&1 &
+    CHILD=$!
+    wait "$CHILD"
     rc=$?
+    CHILD=""
     wall=$(awk "BEGIN {printf \"%.1f\", $(date +%s.%N) - $t0}")
     echo "- $name: \`$(echo "$*" | tr '\n' ' ' | cut -c1-200)\`: exit $rc, $wall s" >> "$CMDS"
     if [ "$rc" -ne 0 ]; then
         { echo '  ```'; tail -n 25 "$WORK/logs/$name.log" | sed 's/^/  /'; echo '  ```'; } \
             >> "$CMDS"
     fi
+    keep
     return "$rc"
 }
 
-# check NAME SECONDS COMMAND...: a check; its failure stops the run with its reason
+# check NAME SECONDS COMMAND...: a check, given SECONDS but never past the time left; its
+# failure stops the run with its reason
 check() {
-    local name=$1 limit=$2
+    local name=$1 limit
+    limit=$(within "$2")
     shift 2
-    run "$name" "-k 10 $limit" "$@" || { echo "STOPPED at the check $name (above)" >> "$CMDS"
-                                          exit 1; }
+    if [ "$limit" -lt 5 ]; then
+        echo "STOPPED before the check $name: $(left) s left of LIMIT=$LIMIT" >> "$CMDS"
+        exit 1
+    fi
+    run "$name" "-k 10 $limit" "$@" ||
+        { echo "STOPPED at the check $name (above; it had $limit s)" >> "$CMDS"; exit 1; }
 }
+
+skip() { echo "- $1: skipped, $2" >> "$CMDS"; keep; }
 
 # on_gpu NAME FOLDER: every trial under FOLDER ran on the GPU (its config.json names it)
 on_gpu() {
@@ -80,57 +141,69 @@ sys.exit(0 if found and all(c.get("gpu") for c in found) else 1)
 PY
 }
 
+# pack: compare.md and the archive into $OUT (after the smoke sweep, each grid, and at the end)
+pack() {
+    local flags=()
+    ((REHEARSE)) && flags+=(--rehearsal)
+    for note in "${NOTES[@]}"; do flags+=(--note "$note"); done
+    timeout 60 "$PY" -m ci.compare "$WORK" "${GRIDS[@]}" "${flags[@]}" > "$COMPARE" 2>&1
+    timeout 120 "$PY" -m ci.pack "$WORK" "$OUT" "$COMPARE" "$CMDS" "$MACHINE" \
+        > "$WORK/logs/pack.log" 2>&1 || echo "- pack: failed (logs/pack.log)" >> "$CMDS"
+    keep
+}
+
+stop_mps() {  # NVIDIA's MPS daemon, where it runs
+    [ -e "$CUDA_MPS_PIPE_DIRECTORY/control" ] || return 0
+    echo quit | timeout 20 nvidia-cuda-mps-control && echo "- mps: stopped" >> "$CMDS"
+}
+
+# on SIGTERM (the call's limit) or Ctrl-C: the running step and all it started ended, then exit
+stopped() {  # $1: the signal, $2: the exit status it gives
+    echo "- stopped by SIG$1 after $(($(date +%s) - START)) s" >> "$CMDS"
+    if [ -n "$CHILD" ]; then
+        kill -TERM -- -"$CHILD" 2> /dev/null
+        for _ in 1 2 3 4 5; do kill -0 -- -"$CHILD" 2> /dev/null && sleep 1; done
+        kill -KILL -- -"$CHILD" 2> /dev/null
+    fi
+    exit "$2"
+}
+
 finish() {
-    "$PY" - "$WORK" "${GRIDS[@]}" > "$WORK/compare.md" 2>&1 <<'PY'
-import sys
-from pathlib import Path
-
-import pandas as pd
-
-work, grids = Path(sys.argv[1]), sys.argv[2:]
-cpu = {"heads_grid": "results/heads_grid", "span_limit": "results/span_limit",
-       "adaptive_vs_dynamic": "results/adaptive_vs_dynamic",
-       "span_enwik8_floor": "results/enwik8-prefix/span_enwik8_floor"}
-for g in grids:
-    here = work / "results" / g
-    gpu_csv, cpu_csv = here / "findings.csv", Path(cpu.get(g, "-")) / "findings.csv"
-    cut = " (partial: cut at its deadline)" if (here / "partial.md").exists() else ""
-    if not gpu_csv.exists() or not cpu_csv.exists():
-        print(f"## {g}{cut}: no findings to compare (GPU: {gpu_csv.exists()}, CPU: "
-              f"{cpu_csv.exists()})\n")
-        continue
-    a = pd.read_csv(cpu_csv).set_index("claim")[["verdict", "look", "effect", "p"]]
-    b = pd.read_csv(gpu_csv).set_index("claim")[["verdict", "look", "effect", "p"]]
-    both = a.join(b, lsuffix=" (CPU)", rsuffix=" (GPU)", how="outer")
-    same = (both["verdict (CPU)"] == both["verdict (GPU)"]).sum()
-    print(f"## {g}{cut}: {same} of {len(both)} decisions the same\n")
-    print(both.to_markdown(floatfmt=".4g"), "\n")
-PY
-    [ ! -f "$WORK/logs/imports.log" ] || cat "$WORK/logs/imports.log" >> "$WORK/machine.txt"
-    echo "- total: $(($(date +%s) - START)) s of $LIMIT" >> "$CMDS"
-    "$PY" -m ci.pack "$WORK" "$OUT" "$WORK/compare.md" "$CMDS" "$WORK/machine.txt"
+    trap '' TERM INT  # the last packing goes on (a SIGKILL ends it: $OUT holds the one before)
+    stop_mps
+    echo "- total: $(($(date +%s) - START)) s of LIMIT=$LIMIT" >> "$CMDS"
+    pack
     cat "$CMDS"
 }
 trap finish EXIT
+trap 'stopped TERM 143' TERM
+trap 'stopped INT 130' INT
 
 # 1. the checks
 [ -n "${ATTNBENCH_GIT_COMMIT:-}" ] || [ ! -f "$CARRY/commit" ] ||
     export ATTNBENCH_GIT_COMMIT="$(cat "$CARRY/commit")"  # no .git here: the copy's commit
-{ nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv
-  echo "$(nproc) CPU cores, $(free -g | awk '/Mem/ {print $2}') GB"
+{ echo "run: $MODE, LIMIT=$LIMIT s"
+  nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv
+  echo "CPU: $(lscpu | sed -n 's/^Model name: *//p'), $(nproc) cores," \
+      "$(free -g | awk '/Mem/ {print $2}') GB"
   echo "commit: ${ATTNBENCH_GIT_COMMIT:-unknown}"
-  echo "carried: $(du -sm --exclude=.git . | cut -f1) MiB (the device tool's limit: 64 MiB)"
-} > "$WORK/machine.txt" 2>&1
-if [ ! -f "$BUNDLE" ]; then
+  echo "carried: $(du -sm --exclude=.git --exclude=.venv . | cut -f1) MiB (the device tool's" \
+      "limit: 64 MiB)"
+} > "$MACHINE" 2>&1
+keep
+if [ -f "$BUNDLE" ]; then
+    check unpack 60 "$PY" -c 'import shutil, sys, tarfile
+shutil.rmtree(sys.argv[2], ignore_errors=True)
+tarfile.open(sys.argv[1]).extractall(sys.argv[2], filter="data")' "$BUNDLE" "$SITE"
+    check guard 20 "$PY" -c "import attnbench_bundle"  # built for another Python: it names both
+elif ((REHEARSE)); then
+    skip "unpack, guard" "no $BUNDLE: this Python's own packages are used"
+else
     echo "STOPPED: no $BUNDLE (python -m ci.bundle --python 3.12 --out carry, then python -m" \
         "ci.carry, where the copy is made; carry=[\"carry\"] in the call)" >> "$CMDS"
     exit 1
 fi
-check unpack 60 "$PY" -c 'import shutil, sys, tarfile
-shutil.rmtree(sys.argv[2], ignore_errors=True)
-tarfile.open(sys.argv[1]).extractall(sys.argv[2], filter="data")' "$BUNDLE" "$SITE"
-check guard 20 "$PY" -c "import attnbench_bundle"  # built for another Python: it names both
-check imports 60 "$PY" - "$WORK" <<'PY'
+check imports 60 "$PY" - "$WORK" "$REHEARSE" <<'PY'
 import importlib, sys
 import torch
 for m in ("ray", "ray.tune", "ray.tune.schedulers", "mlflow", "fvcore.nn", "pandas",
@@ -142,10 +215,17 @@ from bench.tracking import store
 print("python", sys.version.split()[0], "torch", torch.__version__, "CUDA", torch.version.cuda)
 print(provenance.versions(), "commit", provenance.git_commit())
 store.open_store(f"sqlite:///{sys.argv[1]}/probe.db")  # MLflow's sqlite store, migrated
-assert torch.cuda.is_available(), "torch finds no CUDA device"
-print(torch.cuda.get_device_name(0))
+if sys.argv[2] == "1":
+    print("CUDA: not checked (a rehearsal)")
+else:
+    assert torch.cuda.is_available(), "torch finds no CUDA device"
+    print(torch.cuda.get_device_name(0))
 PY
-check ray-gpu 60 "$PY" - <<'PY'
+cat "$WORK/logs/imports.log" >> "$MACHINE"
+if ((REHEARSE)); then
+    skip "ray-gpu, mps, cuda-tests" "they need CUDA"
+else
+    check ray-gpu 60 "$PY" - <<'PY'
 import ray
 from bench.sweep.workers import start_ray, stop_ray
 print(start_ray(None))
@@ -165,40 +245,72 @@ try:
 finally:
     stop_ray()
 PY
-check mps 60 "$PY" -c 'import shutil
+    mkdir -p "$CUDA_MPS_PIPE_DIRECTORY" "$CUDA_MPS_LOG_DIRECTORY"
+    if [ "$(within 60)" -lt 5 ] || ! run mps "-k 10 $(within 60)" "$PY" -c 'import shutil
 from bench.sweep.gpus import start_mps
 said = start_mps(8)
 print(said)
-assert said.startswith("MPS used") or not shutil.which("nvidia-cuda-mps-control"), said'
-if "$PY" -m pytest --version > /dev/null 2>&1; then
-    check cuda-tests 120 "$PY" -m pytest -o addopts="" -q -x -p no:cacheprovider \
-        tests/test_variants.py tests/test_train.py tests/test_onto.py -k "cuda or captured"
-else
-    echo "- cuda-tests: not run, no pytest in this image" >> "$CMDS"
+assert said.startswith("MPS used") or not shutil.which("nvidia-cuda-mps-control"), said'; then
+        NOTES+=("MPS failed its check (commands.md, logs/mps.log): the grids ran without it \
+(ATTNBENCH_MPS=off), their trials sharing the GPU time-sliced, slower")
+        echo "- WARNING: ${NOTES[-1]}" >> "$CMDS"
+        export ATTNBENCH_MPS=off
+        stop_mps
+    fi
+    if "$PY" -m pytest --version > /dev/null 2>&1; then
+        check cuda-tests 120 "$PY" -m pytest -o addopts="" -q -x -p no:cacheprovider \
+            tests/test_variants.py tests/test_train.py tests/test_onto.py -k "cuda or captured"
+    else
+        skip cuda-tests "no pytest in this image"
+    fi
 fi
-check smoke 90 "$PY" -m bench.run ablations/smoke.yaml --results-dir "$WORK/smoke" \
-    --set train.device=cuda --set train.compile=graphs --set train.optimizer=adamw \
-    --set train.clip_mode=global
-! grep -q "running eagerly" "$WORK/logs/smoke.log" ||
-    { echo "STOPPED: the smoke sweep's step was not captured (logs/smoke.log)" >> "$CMDS"; exit 1; }
-on_gpu smoke "$WORK/smoke/smoke"
+SMOKE=(--set train.optimizer=adamw --set train.clip_mode=global)
+((REHEARSE)) || SMOKE+=(--set train.device=cuda --set train.compile=graphs)
+check smoke 150 "$PY" -m bench.run ablations/smoke.yaml --results-dir "$WORK/smoke" "${SMOKE[@]}"
+if ! ((REHEARSE)); then
+    ! grep -q "running eagerly" "$WORK/logs/smoke.log" ||
+        { echo "STOPPED: the smoke sweep's step was not captured (logs/smoke.log)" >> "$CMDS"
+          exit 1; }
+    on_gpu smoke "$WORK/smoke/smoke"
+fi
+pack
 
 # 2. the grids, each with its own deadline
-for grid in "${GRIDS[@]}"; do
+FAILED=0
+SMALL=(--set train.steps=20 --set train.warmup=5 --set train.eval_every=10
+       --set train.checkpoint_every=10 --set train.eval_tokens=1000)  # a rehearsal's size
+for i in "${!GRIDS[@]}"; do
+    grid=${GRIDS[$i]}
     budget=$(($(left) - GRACE))
-    if [ "$budget" -lt 60 ]; then
+    [ "$budget" -le "$GRID_S" ] || budget=$GRID_S
+    if [ "$budget" -lt 60 ] && [ "$budget" -lt "$GRID_S" ]; then  # too short to finish a trial
         echo "- $grid: not run, $(left) s left" >> "$CMDS"
+        keep
         continue
     fi
-    args=(ablations/"$grid".yaml --results-dir "$WORK/results")
-    [ "$grid" = heads_grid ] && args+=(--set train.compile=graphs)
-    corpus=../shared/data/enwik8.head  # where span_enwik8_floor reads it
-    if grep -q "$corpus" ablations/"$grid".yaml && [ ! -f "$corpus" ]; then
-        mkdir -p ../shared/data 2> /dev/null && cp "$CARRY/shared/data/enwik8.head" "$corpus" ||
-            args+=(--set data.path="$PWD/$CARRY/shared/data/enwik8.head")
+    args=("${FILES[$i]}" --results-dir "$WORK/results")
+    if ((REHEARSE)); then
+        args+=("${SMALL[@]}")
+    elif [ "$grid" = heads_grid ]; then
+        args+=(--set train.compile=graphs)
+    fi
+    corpus=../shared/data/enwik8.head  # where span_enwik8_floor reads it; carried as .xz
+    if grep -q "$corpus" "${FILES[$i]}" && [ ! -f "$corpus" ]; then
+        mkdir -p ../shared/data 2> /dev/null || { corpus=$WORK/enwik8.head
+                                                  args+=(--set data.path="$corpus"); }
+        "$PY" -c 'import lzma, shutil, sys
+shutil.copyfileobj(lzma.open(sys.argv[1]), open(sys.argv[2], "wb"))' \
+            "$CARRY/shared/data/enwik8.head.xz" "$corpus"
     fi
     run "$grid" "--foreground -s INT -k $GRACE $budget" "$PY" -m bench.run "${args[@]}"
-    [ $? -ne 124 ] || echo "  (cut at its deadline, $budget s: its report is marked partial)" \
-        >> "$CMDS"
-    on_gpu "$grid" "$WORK/results/$grid"
+    case $? in
+        0) ;;
+        124) echo "  (cut at its deadline, $budget s: its report is marked partial)" >> "$CMDS" ;;
+        137) echo "  (cut at its deadline, $budget s, and killed GRACE=$GRACE s later: its" \
+                 "report may be incomplete)" >> "$CMDS" ;;
+        *) FAILED=1 ;;
+    esac
+    ((REHEARSE)) || on_gpu "$grid" "$WORK/results/$grid"
+    pack
 done
+exit "$FAILED"

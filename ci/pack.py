@@ -4,8 +4,10 @@ results folder goes into one archive, results.tar.xz (without what can be rebuil
 checkpoints, MLflow's artifact copies, Ray's folders), split into PART-sized pieces where it
 is larger (`cat results.tar.xz.* > results.tar.xz` joins them), beside the few loose files
 named (the comparison, the command log, the machine), all at the top of the output folder.
+Each file is written under a temporary name and renamed, so that a kill while packing (the
+script packs after every grid) leaves what the last packing wrote whole.
 
-    python -m ci.pack WORK OUT [FILE ...]       # ci/gpu_grids.sh runs it last, whatever failed
+    python -m ci.pack WORK OUT [FILE ...]   # ci/gpu_grids.sh: after each grid, and at its end
 """
 
 import argparse
@@ -16,7 +18,7 @@ from pathlib import Path, PurePosixPath
 MAX_FILES = 8  # what the device tool brings back from $OUT at most
 PART = 15 * 2**20  # an archive piece, below the tool's 16 MiB a file
 SKIP_DIRS = {"ray", "mlartifacts", "__pycache__"}  # Ray's state, MLflow's artifact copies
-SKIP_FILES = ("*.pt", "*.pt.corrupt", "mlflow.db-*", "mlflow.db.lock")  # checkpoints, locks
+SKIP_FILES = ("*.pt", "*.pt.corrupt", "mlflow.db-*", "*.lock")  # checkpoints, locks
 
 
 def kept(info: tarfile.TarInfo) -> tarfile.TarInfo | None:
@@ -28,20 +30,31 @@ def kept(info: tarfile.TarInfo) -> tarfile.TarInfo | None:
     return info
 
 
+def _replace(data: bytes, path: Path) -> Path:
+    """`data` written to `path` through a temporary file beside it, renamed over it."""
+    tmp = path.with_name(f".{path.name}.part")
+    tmp.write_bytes(data)
+    return tmp.replace(path)
+
+
 def archive(work: Path, out: Path) -> list[Path]:
     """`work` as out/results.tar.xz (members under results/), split into pieces of PART bytes
-    (results.tar.xz.0, .1, ...) where it is larger; returns what it wrote."""
-    whole = out / "results.tar.xz"
-    with tarfile.open(whole, "w:xz") as tar:
+    (results.tar.xz.0, .1, ...) where it is larger; what an earlier packing wrote is replaced
+    (its archive or pieces gone). Returns what it wrote."""
+    tmp = out / ".results.tar.xz.part"
+    with tarfile.open(tmp, "w:xz") as tar:
         tar.add(work, arcname="results", filter=kept)  # a folder left out: nothing under it
-    if whole.stat().st_size <= PART:
-        return [whole]
-    data, parts = whole.read_bytes(), []
-    for i in range(0, len(data), PART):
-        parts.append(out / f"results.tar.xz.{i // PART}")
-        parts[-1].write_bytes(data[i:i + PART])
-    whole.unlink()
-    return parts
+    data = tmp.read_bytes()
+    tmp.unlink()
+    parts = [data] if len(data) <= PART else [data[i:i + PART] for i in
+                                               range(0, len(data), PART)]
+    names = ["results.tar.xz"] if len(parts) == 1 else \
+        [f"results.tar.xz.{i}" for i in range(len(parts))]
+    written = [_replace(part, out / name) for part, name in zip(parts, names, strict=True)]
+    for stale in [out / "results.tar.xz", *out.glob("results.tar.xz.*")]:
+        if stale not in written:
+            stale.unlink(missing_ok=True)
+    return written
 
 
 def pack(work: Path, out: Path, loose: list[Path]) -> list[Path]:
@@ -49,10 +62,7 @@ def pack(work: Path, out: Path, loose: list[Path]) -> list[Path]:
     ValueError where that makes more than MAX_FILES files there (the tool would drop some)."""
     out.mkdir(parents=True, exist_ok=True)
     written = archive(work, out) if work.is_dir() else []
-    for f in loose:
-        if f.is_file():
-            written.append(out / f.name)
-            written[-1].write_bytes(f.read_bytes())
+    written += [_replace(f.read_bytes(), out / f.name) for f in loose if f.is_file()]
     there = list(out.iterdir())
     if len(there) > MAX_FILES:
         raise ValueError(f"{out}: {len(there)} entries, and the device tool brings back at most "

@@ -112,6 +112,22 @@ def test_mps_starts_only_where_trials_share_a_gpu_and_it_is_there(monkeypatch, t
                                  "connected through it")
 
 
+def test_mps_switched_off_is_never_started_and_a_bad_switch_is_refused(monkeypatch, tmp_path,
+                                                                       capsys):
+    """ATTNBENCH_MPS=off (ci/gpu_grids.sh's, after MPS failed its check): no sweep starts or
+    probes the daemon again; a value other than on and off exits 2 naming it."""
+    log = fake_mps(monkeypatch, tmp_path, "serve")
+    assert gpus.start_mps(8, off=True) == ("MPS not used: ATTNBENCH_MPS=off (trials share the "
+                                           "GPU time-sliced)")
+    assert not log.exists()  # the control was never called
+    monkeypatch.setenv("ATTNBENCH_MPS", "off")
+    assert gpus.mps_off()
+    monkeypatch.setenv("ATTNBENCH_MPS", "of")
+    assert run.main([str(ROOT / "ablations" / "smoke.yaml"), "--dry-run"]) == 2
+    assert "error: ATTNBENCH_MPS='of': expected on (the default) or off" in \
+        capsys.readouterr().err
+
+
 @pytest.mark.parametrize("client", ["fail", "alone"])
 def test_mps_is_in_use_only_once_a_client_connected(monkeypatch, tmp_path, client):
     """A daemon that serves no CUDA client is not reported in use, and is stopped again when
@@ -156,3 +172,19 @@ def test_a_copy_without_git_records_the_commit_it_was_made_from(monkeypatch, tmp
     assert provenance.git_commit() == "unknown"
     monkeypatch.setenv("ATTNBENCH_GIT_COMMIT", here)
     assert provenance.git_commit() == here
+
+
+def test_mlflow_shipped_as_its_client_alone_is_recorded_at_its_version(monkeypatch):
+    """The offline bundle ships MLflow as mlflow-skinny: its version is recorded for mlflow
+    (the same module), not 'absent'; a package under neither name is 'absent'."""
+    real = provenance.metadata.version
+
+    def version(name: str) -> str:
+        if name == "mlflow":
+            raise provenance.metadata.PackageNotFoundError(name)
+        return "9.8.7" if name == "mlflow-skinny" else real(name)
+
+    monkeypatch.setattr(provenance.metadata, "version", version)
+    assert provenance.versions()["mlflow"] == "9.8.7"
+    monkeypatch.setattr(provenance, "SHIPPED_AS", {})
+    assert provenance.versions()["mlflow"] == "absent"

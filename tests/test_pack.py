@@ -1,7 +1,8 @@
 """The GPU script's packing of what comes back (`ci/pack.py`): a finished sweep's folder leaves
 at most eight plain files at the top of the output folder, each within the device tool's
-16 MiB, its runs, findings and logs in the archive and its checkpoints, MLflow artifact copies
-and Ray folders not."""
+16 MiB, its runs, findings and logs in the archive and its checkpoints, locks, MLflow artifact
+copies and Ray folders not; packing again replaces what the last packing wrote, and a packing
+cut short leaves it whole."""
 
 import os
 import tarfile
@@ -16,7 +17,7 @@ SWEEP = {  # a finished two-trial sweep as bench.run leaves it, and the script's
     "heads_grid/findings.csv": "claim\n", "heads_grid/learning_curves.png": "png",
     "heads_grid/trials/ab12/config.json": "{}", "heads_grid/trials/ab12/result.json": "{}",
     "heads_grid/trials/ab12/checkpoint.pt": "w" * 1000, "heads_grid/trials/ab12/best.pt": "w",
-    "heads_grid/trials/cd34/checkpoint.pt.corrupt": "w",
+    "heads_grid/trials/cd34/checkpoint.pt.corrupt": "w", "heads_grid/trials/cd34/state.lock": "",
     "heads_grid/ray/run-1/trial/result.json": "{}", "heads_grid/ray/run-1/state.json": "{}",
     "mlflow.db": "db", "mlflow.db.lock": "", "mlartifacts/1/abc/artifacts/report/x.md": "x",
     "heads_grid.log": "log\n", "checks.log": "ok\n"}
@@ -71,3 +72,29 @@ def test_more_files_than_come_back_is_an_error(tmp_path, capsys):
         pack.pack(finished_sweep(tmp_path / "work"), out, [])
     assert pack.main([str(tmp_path / "work"), str(out)]) == 1
     assert "the device tool brings back at most 8 files" in capsys.readouterr().err
+
+
+def test_packing_again_replaces_the_last_and_a_cut_packing_leaves_it_whole(tmp_path,
+                                                                           monkeypatch):
+    """The script packs after every grid: a larger archive's pieces go when a smaller one
+    follows, and a packing that fails half-way (a kill) leaves the last archive readable."""
+    work, out = finished_sweep(tmp_path / "work"), tmp_path / "out"
+    (work / "heads_grid" / "noise.bin").write_bytes(os.urandom(50_000))
+    monkeypatch.setattr(pack, "PART", 20_000)
+    assert len(pack.pack(work, out, [])) > 1
+    (work / "heads_grid" / "noise.bin").unlink()
+    assert [p.name for p in pack.pack(work, out, [])] == ["results.tar.xz"]
+    assert sorted(p.name for p in out.iterdir()) == ["results.tar.xz"]
+    before = members(out)
+    (work / "heads_grid" / "later.csv").write_text("x\n")
+    kept = pack.kept
+
+    def cut(info):
+        if info.name.endswith("later.csv"):
+            raise KeyboardInterrupt  # as a kill would, half-way through the archive
+        return kept(info)
+
+    monkeypatch.setattr(pack, "kept", cut)
+    with pytest.raises(KeyboardInterrupt):
+        pack.pack(work, out, [])
+    assert members(out) == before  # the last archive, whole

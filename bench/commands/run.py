@@ -102,6 +102,7 @@ def main(argv: list[str] | None = None) -> int:
         gpus_there = feasible.check_gpus(grid, address)
         packed = gpus.packing(trials, grid.resources.gpu, None if address else gpus.gpu_mb(),
                               gpus_there)
+        mps_off = gpus.mps_off()
     except ConfigError as err:
         print(f"error: {err}", file=sys.stderr)
         return 2
@@ -116,7 +117,7 @@ def main(argv: list[str] | None = None) -> int:
         return 0
     command = shlex.join(["python", "-m", "bench.run", *(sys.argv[1:] if argv is None
                                                           else map(str, argv))])
-    mps = gpus.start_mps(packed.per_gpu) if packed.per_gpu and not address else None
+    mps = gpus.start_mps(packed.per_gpu, mps_off) if packed.per_gpu and not address else None
     return sweep(grid, trials, SweepOptions(
         args.grid, args.results_dir, command, tracking_uri=args.tracking_uri,
         address=args.address, force=args.force, rerun_stale=args.rerun_stale,

@@ -31,6 +31,9 @@ CONTEXT_MB = 600.0  # a process's CUDA context and allocator slack, measured nea
 STATE_BYTES = 16  # per parameter: fp32 weight, gradient and AdamW's two moments
 # a CUDA client: what shows that MPS serves one (a kernel run, its result read back)
 CLIENT = "import torch; assert torch.ones(1, device='cuda').add(1).item() == 2"
+# 'off': trials that share a GPU do so without MPS, time-sliced (ci/gpu_grids.sh sets it where
+# MPS failed its check, so that no sweep starts or probes it again); 'on' (the default): as above
+MPS_SWITCH = "ATTNBENCH_MPS"
 
 
 def trial_mb(t: Trial) -> float:
@@ -99,13 +102,24 @@ def _serves(control: str) -> str | None:
         "a CUDA client ran, but the daemon lists no server (the client did not go through MPS)"
 
 
-def start_mps(per_gpu: int) -> str:
+def mps_off() -> bool:
+    """Whether $ATTNBENCH_MPS turns MPS off (MPS_SWITCH); ConfigError naming it for a value
+    other than on and off."""
+    value = os.environ.get(MPS_SWITCH, "on")
+    if value not in ("on", "off"):
+        raise ConfigError(f"{MPS_SWITCH}={value!r}: expected on (the default) or off")
+    return value == "off"
+
+
+def start_mps(per_gpu: int, off: bool = False) -> str:
     """NVIDIA's MPS control daemon where trials share a GPU and this machine has one (started
     unless it runs already), said to be in use only once a CUDA client has connected through it
-    (`_serves`); a daemon this call started that serves none is stopped again. Returns what
-    happened, in words (the sweep records it)."""
+    (`_serves`); a daemon this call started that serves none is stopped again; nothing where
+    `off` (`mps_off`). Returns what happened, in words (the sweep records it)."""
     if per_gpu < 2:
         return "MPS not needed: one trial per GPU"
+    if off:
+        return f"MPS not used: {MPS_SWITCH}=off (trials share the GPU time-sliced)"
     control = shutil.which("nvidia-cuda-mps-control")
     if control is None:
         return "MPS not used: nvidia-cuda-mps-control is not on this machine"

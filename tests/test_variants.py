@@ -621,11 +621,12 @@ def test_a_variant_owns_its_options():
         variants.register("nope", tau=3)
 
 
-def test_a_plugin_of_the_earlier_api_is_refused_with_the_change_to_make():
+def test_a_plugin_of_the_earlier_api_is_refused_with_the_change_to_make(clean):
     """A policy whose constructor takes its options as keyword-only parameters (the earlier
-    API) is refused when it is registered, before anything is built, with the Options class
-    to write from those parameters; one declaring `Options` and taking (shape, options)
-    builds, its options typed and reported like the built-in ones."""
+    API), or whose Options is not a dataclass, is refused when it is registered, before
+    anything is built, with the Options class to write, every option it declares kept; one
+    declaring `Options` and taking (shape, options), whatever it calls them, builds, its options
+    typed and reported like the built-in ones."""
     from dataclasses import dataclass
 
     from variants import Shape, option
@@ -646,16 +647,37 @@ def test_a_plugin_of_the_earlier_api_is_refused_with_the_change_to_make():
         variants.register("old-span", span_policy=OldSpan)
     with pytest.raises(ValueError, match=r"(?s)mixing=OldMixing.*scale: float = option\(1.0"):
         variants.register("old-mixing", mixing=OldMixing)
-    assert not {"old-span", "old-mixing"} & set(variants.names())
+
+    class HalfWay(SpanPolicy):  # an Options dataclass, and one option still keyword-only
+        @dataclass(frozen=True)
+        class Options:
+            tau_init: float = option(20.0, "decay length")
+
+        def __init__(self, shape: Shape, options: Options, *, floor: float = 0.1) -> None:
+            super().__init__(shape, options)
+
+    with pytest.raises(ValueError, match=r"(?s)span_policy=HalfWay: .*class Options:[^\n]*\n *"
+                       r"tau_init: float = option\(20.0, 'decay length'\)\n.*"
+                       r"floor: float = option\(0.1, "):
+        variants.register("half-way", span_policy=HalfWay)
+
+    class Plain(MultiHead):  # its Options a plain class: not the API, whatever its fields
+        class Options:
+            scale: float = 1.0
+
+    with pytest.raises(ValueError, match=r"(?s)mixing=Plain: .*its Options is not a dataclass"
+                       r".*class Options\(MultiHead.Options\):.*scale: float = option\(1.0"):
+        variants.register("plain", mixing=Plain)
+    assert not {"old-span", "old-mixing", "half-way", "plain"} & set(variants.names())
 
     class New(MultiHead):
         @dataclass(frozen=True)
         class Options(MultiHead.Options):
             scale: float = option(1.0, "a scale")
 
-        def __init__(self, shape: Shape, options: Options) -> None:
-            super().__init__(shape, options)
-            self.scale = options.scale
+        def __init__(self, s: Shape, opts: Options) -> None:  # the API, not parameter names
+            super().__init__(s, opts)
+            self.scale = opts.scale
 
     variants.register("new-mixing", mixing=New, scale=2.0)
     assert build("new-mixing").mixing.scale == 2.0

@@ -85,23 +85,51 @@ def parse(options: type, given: dict[str, Any], part: str) -> Any:
 
 
 def check_api(kind: str, cls: type, example: str) -> None:
-    """Refuse a part written for the earlier API (options as keyword-only constructor
-    parameters, no `Options` class) before anything is built, with the change to make: its
-    options as an `Options` dataclass (shown, written from the old constructor) and a
-    constructor (shape, options). `example` is what the constructor's body reads."""
+    """Refuse a part written for the earlier API before anything is built: options taken as
+    keyword-only constructor parameters, or an `Options` that is not a dataclass, or a
+    constructor that cannot take (shape, options) positionally. Whatever its parameters are
+    called, (shape, opts) included, a part with a dataclass `Options` and such a constructor
+    passes. The refusal shows the change to make: an `Options` dataclass with every option the
+    part declares (its `Options` fields, then its keyword-only parameters) and a constructor
+    (shape, options). `example` is what the constructor's body reads."""
     params = list(inspect.signature(cls).parameters.values())
-    if [p.name for p in params[:2]] == ["shape", "options"] and is_dataclass(
-            getattr(cls, "Options", None)):
+    keyword = [p for p in params if p.kind is p.KEYWORD_ONLY]
+    positional = [p for p in params if p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD)]
+    takes_two = len(positional) >= 2 and all(p.default is not p.empty for p in positional[2:])
+    takes_two |= any(p.kind is p.VAR_POSITIONAL for p in params)
+    options = getattr(cls, "Options", None)
+    if is_dataclass(options) and not keyword and takes_two:
         return
-    old = [p for p in params if p.kind is p.KEYWORD_ONLY]
-    lines = [f"            {p.name}: {inspect.formatannotation(p.annotation)} = "
-             f"option({p.default!r}, \"...\")" for p in old if p.default is not p.empty]
+    kept = _fields_of(options) + [(p.name, p.annotation, p.default, "...") for p in keyword]
+    lines = [f"            {name}: {_annotation(hint)} = " + (
+        f"field(metadata={{'help': {help!r}}})" if default in (MISSING, inspect.Parameter.empty)
+        else f"option({default!r}, {help!r})") for name, hint, default, help in kept]
+    base = next((c.Options for c in cls.__mro__[1:] if is_dataclass(getattr(c, "Options", None))
+                 and c.Options is not NoOptions and c.Options is not options), None)
     raise ValueError(
-        f"{kind}={cls.__name__}: its constructor is ({', '.join(p.name for p in params)}); a "
-        f"{kind.replace('_', ' ')} now declares its options as a frozen dataclass `Options` and "
+        f"{kind}={cls.__name__}: its constructor is ({', '.join(p.name for p in params)})"
+        + ("" if is_dataclass(options) else " and its Options is not a dataclass") + "; a "
+        f"{kind.replace('_', ' ')} declares its options as a frozen dataclass `Options` and "
         "takes (shape, options):\n"
         f"    class {cls.__name__}(...):\n        @dataclass(frozen=True)\n"
-        f"        class Options:  # from variants import option\n"
-        + ("\n".join(lines) or "            pass") + "\n\n"
+        f"        class Options{f'({base.__qualname__})' if base else ''}:  # from variants "
+        "import option\n" + ("\n".join(lines) or "            pass") + "\n\n"
         f"        def __init__(self, shape: Shape, options: Options) -> None:\n"
         f"            {example}")
+
+
+def _fields_of(options: Any) -> list[tuple[str, Any, Any, str]]:
+    """(name, type, default, help) of what an `Options` class declares itself: a dataclass's
+    fields (its base's aside), or a plain class's annotated attributes; [] for none."""
+    if options is None or options is NoOptions:
+        return []
+    own = vars(options).get("__annotations__", {})
+    if is_dataclass(options):
+        return [(f.name, f.type, f.default, f.metadata.get("help", "..."))
+                for f in fields(options) if f.name in own]
+    return [(k, t, vars(options).get(k, MISSING), "...") for k, t in own.items()]
+
+
+def _annotation(hint: Any) -> str:
+    return "Any" if hint is inspect.Parameter.empty else (
+        hint if isinstance(hint, str) else inspect.formatannotation(hint))

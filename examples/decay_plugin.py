@@ -12,9 +12,9 @@ from variants.span import SpanPolicy
 
 
 class DecaySpan(SpanPolicy):
-    """Soft span: weight exp(-x / tau_i) on distance x, with a learned tau per head. Its
-    options are the fields of `Options`, each an option of every variant built on it
-    (model.attn.tau_init), typed, defaulted and explained there."""
+    """Soft span: weight exp(-x / tau_i) on distance x, a learned tau per head, nonzero at every
+    distance: its cost, read off this mask, is the full S's. Its options are the fields of
+    `Options` (model.attn.tau_init), typed, defaulted and explained there."""
 
     @dataclass(frozen=True)
     class Options:

@@ -19,6 +19,7 @@ from bench import plugins
 from bench.commands import flops, report, run, speed, train
 from bench.config import ConfigError, parse_sets, resolve
 from bench.experiment.open import GridText, Overrides, open_grid, read
+from bench.training.loop import train as train_run
 
 ROOT = Path(__file__).resolve().parents[1]
 SMOKE = ROOT / "ablations" / "smoke.yaml"
@@ -115,6 +116,55 @@ def test_a_plugin_file_is_found_beside_its_grid_file_or_named_as_resolved(clean,
     assert f"plugin '{absent}' failed to import: FileNotFoundError: no such file: {absent}" in err
     assert run.main([str(DECAY), "--dry-run"]) == 0  # decay_plugin.py, beside it, not here
     assert "decay" in variants.names()
+
+
+# --- a plugin's cost: what its mask computes ----------------------------------------------
+
+HARD_WINDOW = """
+from dataclasses import dataclass
+
+import variants
+from variants import Shape, option
+from variants.span import SpanPolicy
+
+
+class HardWindow(SpanPolicy):
+    @dataclass(frozen=True)
+    class Options:
+        keep: int = option(8, "distances kept: 0..keep-1")
+
+    def __init__(self, shape: Shape, options: Options) -> None:
+        super().__init__(shape, options)
+        self.keep = options.keep
+
+    def mask(self, dist, rows):
+        return (dist < self.keep).to(dist.dtype)
+
+
+variants.register("hard-window", span_policy=HardWindow)
+"""
+
+
+def test_a_mask_only_plugin_reports_the_span_and_flops_its_mask_computes(clean, tmp_path):
+    """A plugin that says only its mask (distances 0..7 in every head) under the tiny preset's
+    S = 256 trains and reports mean span 8, windows of 8 and #FLOPS by hand (SPEC section 6:
+    L (4 D^2 + 2 D F + 2 D s) multiply-adds per token, s the span computed), not the fixed
+    window's; fvcore's count of the executed step adds the output layer and q.p at s = 8."""
+    (tmp_path / "hard.py").write_text(HARD_WINDOW)
+    plugins.load([str(tmp_path / "hard.py")])
+    cfg = resolve(parse_sets(["model.variant=hard-window", "train.steps=2", "train.block=64",
+                              "train.batch_size=2", "train.eval_tokens=600",
+                              "data.n_chars=30000"]), preset="tiny")
+    m = cfg.model
+    assert (m.d_model, m.n_layers, m.d_ff, m.span) == (128, 4, 512, 256)
+    result = train_run(cfg, tmp_path / "run", progress=False)
+    D, L, F, s, V = 128, 4, 512, 8, cfg.corpus().vocab_size
+    assert result.mean_span == s and result.layer_max_span == [s] * L
+    assert result.flops_mean == result.flops_max == L * (4 * D**2 + 2 * D * F + 2 * D * s) \
+        == 794_624
+    assert result.flops_full == L * (4 * D**2 + 2 * D * F + 2 * D * 256) == 1_048_576
+    assert result.flops_position == L * D * s
+    assert result.flops_counted == 794_624 + L * D * s + D * V
 
 
 # --- typed options ----------------------------------------------------------------------------

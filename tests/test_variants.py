@@ -1,11 +1,13 @@
 """Equivalences, causality, locality, trimming and the cache: what every number rests on."""
 
 import math
+from dataclasses import dataclass
 
 import pytest
 import torch
 
 import variants
+import variants.span
 from bench.config import ModelConfig
 from bench.model import TransformerLM
 
@@ -535,6 +537,69 @@ def test_set_spans():
     assert torch.allclose(dyn.span_trace(), torch.full((1, H, 10), 100.0), atol=1e-3)
     with pytest.raises(ValueError, match="span_policy='fixed'"):
         build("fixed").set_spans(10.0)
+
+
+class HardWindow(variants.span.SpanPolicy):
+    """A mask-only span policy: head i keeps the distances x < keep[i] (all heads `keep` by
+    default); it says nothing of its spans, window or cache."""
+
+    @dataclass(frozen=True)
+    class Options:
+        keep: tuple[int, ...] = variants.option((8,), "distances kept, per head or for all")
+
+    def __init__(self, shape: variants.Shape, opts: Options) -> None:  # any parameter names
+        super().__init__(shape, opts)
+        self.register_buffer("keep", torch.tensor(opts.keep).view(-1, 1, 1), persistent=False)
+
+    def mask(self, dist: torch.Tensor, rows: slice) -> torch.Tensor:
+        return (dist < self.keep).to(dist.dtype)  # (h | 1, 1, W)
+
+
+def test_a_mask_only_policy_costs_what_it_computes():
+    """Spans, window, cache and FLOPs are read off the mask: a hard window of 8 under S = 64 is
+    the fixed span S = 8, output for output (cache included) and cost for cost; per-head windows
+    give per-head spans, and the layer computes the widest."""
+    hard = variants.build("fixed", d_model=D, n_heads=H, span=64, span_policy=HardWindow)
+    fixed = variants.build("fixed", d_model=D, n_heads=H, span=8)
+    fixed.load_state_dict({k: v[:8] if k.endswith("key_pe") else v
+                           for k, v in hard.state_dict().items()})
+    assert hard.spans().tolist() == [8.0] * H and hard.window == 8 and hard.cache_size == 7
+    assert (hard.cache_size, hard.flops(hard.window)) == (fixed.cache_size, fixed.flops(8))
+    x, c = torch.randn(2, 20, D), torch.randn(2, 7, D)
+    assert torch.allclose(hard(x, c), fixed(x, c), atol=1e-6)
+    assert torch.allclose(hard(x), fixed(x), atol=1e-6)
+    per_head = variants.build("fixed", d_model=D, n_heads=H, span=64, span_policy=HardWindow,
+                              keep=(2, 5, 8, 3))
+    assert per_head.spans().tolist() == [2.0, 5.0, 8.0, 3.0] and per_head.window == 8
+
+
+def test_spans_that_disagree_with_the_mask_are_refused_naming_both(clean):
+    """A plugin's spans() must say what its mask keeps: one that says more is refused when it is
+    registered, with both; the built-in adaptive span's z + R agrees with its soft mask at any z;
+    a mask that depends on the input must say its spans itself (spans() and trace())."""
+
+    class Claims16(HardWindow):
+        def spans(self) -> torch.Tensor:
+            return torch.full((self.n_heads,), 16.0)
+
+    with pytest.raises(ValueError, match=r"span_policy=Claims16: its mask keeps per head the "
+                       r"distances x < 8, 8 .*but its spans\(\) say 16, 16"):
+        variants.register("claims-16", span_policy=Claims16)
+    assert "claims-16" not in variants.names()
+    variants.register("hard-8", span_policy=HardWindow)  # spans read off the mask: it agrees
+    ad = variants.build("adaptive", d_model=D, n_heads=H, span=256, ramp=8.0).span_policy
+    for spans in ([8.0, 100.5, 256.0, 31.25], torch.rand(H) * 300):
+        ad.set_spans(torch.as_tensor(spans))
+        variants.span.check_spans(ad)
+
+    class FromInput(HardWindow):
+        def prepare(self, x: torch.Tensor) -> int:
+            self.keep = x.new_full((1, 1, 1), 4.0)
+            return self.window
+
+    with pytest.raises(ValueError, match=r"span_policy=FromInput: its mask depends on the "
+                       r"input .*add spans\(\) .* and trace\(\)"):
+        variants.register("from-input", span_policy=FromInput)
 
 
 def test_policies_passed_as_classes():

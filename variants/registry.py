@@ -15,21 +15,29 @@ from .attention import (
     policy_class,
 )
 from .names import renamed
-from .typed import Option
+from .shape import Shape
+from .span import check_spans
+from .typed import Option, declared, parse
 
 _VARIANTS: dict[str, dict] = {}  # name -> its span policy, mixing and option defaults
+PROBE = Shape(d_model=32, span=64, h_k=2, h=2, h_v=2, d_k=16, d_v=16)  # a span policy's check
 
 
 def register(name: str, *, span_policy: SpanArg = "fixed", mixing: MixingArg = "none",
              **defaults) -> None:
     """Register variant `name`: a layer of `span_policy` and `mixing` (registered names or
     policy classes, e.g. a plugin's own) with `defaults` for any of its options. A ValueError
-    for a name already registered or a default no part of the layer takes."""
+    for a name already registered, a default no part of the layer takes, or a span policy class
+    whose spans disagree with its mask (`check_spans`, on a layer of `PROBE`'s shape)."""
     if name in _VARIANTS:
         raise ValueError(f"variant {name!r} is already registered")
     variant = {"span_policy": span_policy, "mixing": mixing, **defaults}
     if unknown := sorted(set(variant) - set(layer_options(span_policy, mixing))):
         raise ValueError(f"variant {name!r}: {unknown} are not options of its layer")
+    if isinstance(span_policy, type):
+        cls = span_policy
+        given = {k: v for k, v in defaults.items() if k in declared(cls.Options)}
+        check_spans(cls(PROBE, parse(cls.Options, given, f"span policy {cls.__name__}")))
     _VARIANTS[name] = variant
 
 

@@ -7,7 +7,7 @@ import torch
 from torch import Tensor, nn
 
 import variants
-from variants import Shape, option
+from variants import OptionError, Shape, option
 from variants.span import SpanPolicy
 
 
@@ -22,7 +22,7 @@ class DecaySpan(SpanPolicy):
 
         def __post_init__(self) -> None:
             if self.tau_init <= 0:
-                raise ValueError(f"tau_init={self.tau_init!r} is invalid: expected tau > 0")
+                raise OptionError("tau_init", self.tau_init, "tau > 0")
 
     def __init__(self, shape: Shape, options: Options) -> None:  # shape.h heads, shape.span
         super().__init__(shape, options)

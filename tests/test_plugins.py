@@ -212,6 +212,9 @@ BAD_OPTIONS = {  # grid base changes -> what the error line must say (variant ta
 
 @pytest.mark.parametrize("case", BAD_OPTIONS, ids=list(BAD_OPTIONS))
 def test_bad_option_exits_2_before_ray_and_mlflow(case, clean, tmp_path, monkeypatch, capsys):
+    """A bad option from a grid file and from `--set` exits 2 with the same line, before Ray,
+    MLflow or a run folder; from Python (`variants.build`) it raises that line, less its
+    path: one validator, one format."""
     changes, line, variant = BAD_OPTIONS[case]
     base = yaml.safe_load(SMOKE.read_text())["base"]
     for section, values in changes.items():
@@ -228,6 +231,10 @@ def test_bad_option_exits_2_before_ray_and_mlflow(case, clean, tmp_path, monkeyp
     assert train.main(["--variant", variant, "--out", str(tmp_path / "run"),
                        *[a for s in sets for a in ("--set", s)]]) == 2
     assert line in capsys.readouterr().err and not (tmp_path / "run").exists()
+    if "attn" in changes.get("model", {}):  # the same line from Python, less its path
+        with pytest.raises(variants.OptionError) as err:
+            variants.build(variant, d_model=32, n_heads=2, span=32, **changes["model"]["attn"])
+        assert line.removeprefix("model.attn.") in str(err.value), str(err.value)
 
 
 def _leaves(tree: dict, path: tuple = ()) -> list[tuple[tuple, object]]:

@@ -241,8 +241,8 @@ def test_width_sets_the_heads_widths_and_the_projections():
                                       "mix_init"),
     (dict(name="fixed", span_loss=1e-6), "span_loss"), (dict(name="gbma", h_v=3), "h_v"),
     (dict(width=6), "divisor of the width 6"), (dict(width=0), "width=0"),
-    (dict(name="talking-heads-dynamic", banded=True), "banded=True is invalid with dynamic"),
-    (dict(name="gbma", banded=True), "banded=True is not an option"),
+    (dict(name="talking-heads-dynamic", banded=True), "banded=True: expected false with dynamic"),
+    (dict(name="gbma", banded=True), "banded=True: unknown option of variant 'gbma'"),
 ])
 def test_bad_input(kwargs, key):
     name = kwargs.pop("name", "adaptive")
@@ -603,14 +603,14 @@ def test_spans_that_disagree_with_the_mask_are_refused_naming_both(clean):
 
 
 def test_policies_passed_as_classes():
-    """A span or mixing policy class builds with the layer's options its constructor names:
-    AdaptiveSpan + MultiHead is the `adaptive` preset; anything else is refused by name."""
-    from variants.attention import Attention
+    """A span or mixing policy class builds with the layer's options its Options class
+    declares: AdaptiveSpan + MultiHead is the `adaptive` preset; anything else is refused by
+    name."""
     from variants.mixing import MultiHead
     from variants.span import AdaptiveSpan
 
     torch.manual_seed(0)
-    by_class = Attention(D, H, S, span_policy=AdaptiveSpan, mixing=MultiHead, ramp=4.0)
+    by_class = build("fixed", span_policy=AdaptiveSpan, mixing=MultiHead, ramp=4.0)
     by_name = build("adaptive", ramp=4.0)
     by_name.load_state_dict(by_class.state_dict())
     set_z(by_class, torch.rand(H))
@@ -618,15 +618,14 @@ def test_policies_passed_as_classes():
     x = torch.randn(2, 16, D)
     assert torch.allclose(by_class(x), by_name(x), atol=1e-6)
     assert by_class.describe() == by_name.describe()
-    with pytest.raises(ValueError, match="mixing=.*subclass of MixingPolicy"):
-        Attention(D, H, S, mixing=torch.nn.Linear)
+    with pytest.raises(ValueError, match="mixing=.*: expected .*subclass of MixingPolicy"):
+        build("fixed", mixing=torch.nn.Linear)
 
 
 def test_the_mixing_class_says_which_heads_may_differ():
     """check_heads asks the mixing class, not its registered name: a plugin's subclass of
     MultiHead (no projection) is refused h != h_k as `none` is; a talking-heads subclass with
     both projections maps h_k -> h -> h_v as `both` does."""
-    from variants.attention import Attention
     from variants.mixing import DynamicTalkingHeads, MultiHead
 
     class Plain(MultiHead):
@@ -636,27 +635,25 @@ def test_the_mixing_class_says_which_heads_may_differ():
         pass
 
     for mixing in ("none", Plain):
-        with pytest.raises(ValueError, match="h=2 is invalid: expected h == h_k=4"):
-            Attention(D, H, S, mixing=mixing, h=2)
-        with pytest.raises(ValueError, match="h_v=2 is invalid: expected h_v == h=4"):
-            Attention(D, H, S, mixing=mixing, h_v=2)
+        with pytest.raises(ValueError, match="h=2: expected h == h_k=4"):
+            build("fixed", mixing=mixing, h=2)
+        with pytest.raises(ValueError, match="h_v=2: expected h_v == h=4"):
+            build("fixed", mixing=mixing, h_v=2)
     for mixing in ("dynamic-projections", Dyn):
-        layer = Attention(D, H, S, mixing=mixing, h_k=2, h=8, h_v=2)
+        layer = build("fixed", mixing=mixing, h_k=2, h=8, h_v=2)
         assert (layer.mixing.h_k, layer.mixing.h, layer.mixing.h_v) == (2, 8, 2)
 
 
 def test_an_earlier_name_is_refused_naming_the_one_to_use():
     """`dynamic` named the dynamic span (variant, span policy) and dynamic projections
     (mixing) before they were renamed: one name per thing now, and the refusal says which."""
-    from variants.attention import Attention
-
     assert "dynamic-span" in variants.names() and "dynamic" not in variants.names()
     with pytest.raises(ValueError, match="'dynamic' was renamed 'dynamic-span'"):
         build("dynamic")
     with pytest.raises(ValueError, match="'dynamic' was renamed 'dynamic-span'"):
-        Attention(D, H, S, span_policy="dynamic")
+        build("fixed", span_policy="dynamic")
     with pytest.raises(ValueError, match="'dynamic' was renamed 'dynamic-projections'"):
-        Attention(D, H, S, mixing="dynamic")
+        build("fixed", mixing="dynamic")
     assert build("talking-heads-dynamic").describe()["mixing"] == build(
         "fixed", mixing="dynamic-projections").describe()["mixing"]
     with pytest.raises(ValueError, match="already registered"):
@@ -678,7 +675,7 @@ def test_a_variant_owns_its_options():
                                            "ramp": 5.0, "span_loss": 2e-6, "trim": True,
                                            "trim_step": 64, "mix_noise": 0.1,
                                            "mix_init": "identity", "banded": False}
-    with pytest.raises(ValueError, match=r"span_loss=1e-06 is not an option .*span policy fixed"):
+    with pytest.raises(ValueError, match=r"span_loss=1e-06: unknown option of variant 'fixed'"):
         build("fixed", span_loss=1e-6)
     with pytest.raises(ValueError, match="already registered"):
         variants.register("fixed")

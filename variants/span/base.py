@@ -8,7 +8,7 @@ from torch import Tensor, nn
 
 from ..band import distances
 from ..shape import Shape
-from ..typed import NoOptions, option
+from ..typed import NoOptions, OptionError, option
 
 
 class SpanPolicy(nn.Module):
@@ -167,10 +167,9 @@ class LearnedSpan(SpanPolicy):
 
         def __post_init__(self) -> None:
             if not self.ramp > 0:
-                raise ValueError(f"ramp={self.ramp!r} is invalid: expected R > 0")
+                raise OptionError("ramp", self.ramp, "R > 0")
             if not (isinstance(self.trim_step, int) and self.trim_step > 0):
-                raise ValueError(f"trim_step={self.trim_step!r} is invalid: expected a positive "
-                                 "int")
+                raise OptionError("trim_step", self.trim_step, "a positive int")
 
     learned = True
 

@@ -228,9 +228,16 @@ def defaults(schema: type[BaseModel], *keys: str) -> dict[str, Any]:
     return {k: schema.model_fields[k].default for k in keys}
 
 
+# smoke: seconds a run on a CPU (the runner's tests, the examples, a check that a set-up works;
+# its evaluation reads 64 streams at once, not a forward per 4 x 32 characters of the whole dev
+# and test splits: the bpc is the same); tiny: the CPU-scale experiments (grids with committed
+# results use it: keep it as it is).
 # Paper settings (adaptive-span section 4): small 12 x 512 (F 2048), large 24 x 768 (F 4096),
 # 8 heads, block 512, batch 64, Adagrad 0.07 with 32k linear warm-up, per-module clip 0.03.
 PRESETS: dict[str, dict] = {
+    "smoke": {"model": {"d_model": 32, "n_layers": 2, "n_heads": 2, "d_ff": 64, "span": 32},
+              "train": {"batch_size": 4, "block": 32, "steps": 20, "warmup": 5, "eval_every": 10,
+                        "eval_tokens": 1000, "eval_batch_size": 64, "checkpoint_every": 10}},
     "tiny": {"model": defaults(ModelConfig, "d_model", "n_layers", "n_heads", "d_ff", "span"),
              "train": defaults(TrainConfig, "batch_size", "block", "steps", "warmup")},
     "small": {"model": {"d_model": 512, "n_layers": 12, "n_heads": 8, "d_ff": 2048,

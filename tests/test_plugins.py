@@ -25,10 +25,10 @@ ROOT = Path(__file__).resolve().parents[1]
 SMOKE = ROOT / "ablations" / "smoke.yaml"
 PLUGIN = ROOT / "examples" / "decay_plugin.py"
 DECAY = ROOT / "examples" / "decay.yaml"  # the plugin's grid: decay beside talking-heads
-TINY = ["model.d_model=32", "model.n_layers=1", "model.n_heads=2", "model.d_ff=64",
-        "model.span=32", "train.block=32", "train.batch_size=4", "train.steps=4",
-        "train.eval_every=4", "train.eval_tokens=500", "train.warmup=2",
-        "data.n_chars=20000"]
+QUICK = ["--preset", "smoke", *[a for s in ["model.n_layers=1", "train.steps=4",
+                                             "train.eval_every=4", "train.eval_tokens=500",
+                                             "train.warmup=2", "data.n_chars=20000"]
+                               for a in ("--set", s)]]  # a bench.train run of seconds
 
 
 def grid_file(tmp: Path, **changes) -> Path:
@@ -53,7 +53,7 @@ def commands(tmp: Path) -> dict:
     grid = grid_file(tmp)
     return {
         "bench.train": lambda: train.main(["--no-progress", "--out", str(tmp / "run"),
-                                           *[a for s in TINY for a in ("--set", s)]]),
+                                           *QUICK]),
         "bench.run": lambda: run.main([str(grid), "--results-dir", str(tmp / "results")]),
         "bench.speed": lambda: speed.main(["--spans", "32", "--heads", "2", "--repeats", "1"]),
         "bench.flops": lambda: flops.main(["--config", "tiny"]),
@@ -274,7 +274,7 @@ def test_plugin_through_all_five_commands():
 
         out = cli("bench.train", "--variant", "decay", "--set", "model.attn.tau_init=8",
                   "--out", str(tmp / "run"), "--no-progress",
-                  *[a for s in TINY for a in ("--set", s)], env=env, cwd=ROOT).stdout
+                  *QUICK, env=env, cwd=ROOT).stdout
         assert "dev bpc" in out and (tmp / "run" / "result.json").exists()
 
         grid = grid_file(tmp, grid={"model.variant": ["decay"], "model.attn.tau_init": [8]},

@@ -35,6 +35,7 @@ class Attention(nn.Module):
         shape = replace(shape, key_pe=key_pe)
         self.S, self.chunk, self.width = shape.span, spec.own.chunk, spec.own.width
         self.span_policy = spec.span.build(shape)
+        self.span_policy.clamp_()  # its spans and window, from its parameters as built
         self.mixing = spec.mixing.build(shape)
         self.drop = nn.Dropout(spec.dropout)
 

@@ -35,7 +35,7 @@ class SpanPolicy(nn.Module):
         super().__init__()
         self.n_heads, self.S = shape.h, shape.span
         self.options = options  # what it was built with, as `describe()` reports it
-        self._kept: tuple[Tensor, int] | None = None  # spans and window read off the mask
+        self._kept: tuple[Tensor, int, int] | None = None  # spans, window, cache: the mask's
 
     @property
     def name(self) -> str:
@@ -52,7 +52,7 @@ class SpanPolicy(nn.Module):
     def cache_size(self) -> int:
         """Hidden states of the previous block this layer's next forward can need: the window's
         (W - 1); S - 1 where the mask has parameters, which may widen it at the next step."""
-        return self.S - 1 if self._has_parameters() else self.window - 1
+        return self._read_mask()[2]
 
     def prepare(self, x: Tensor) -> int:
         """Called at the start of a forward on x (B, M, D); returns the window W to compute."""
@@ -85,24 +85,29 @@ class SpanPolicy(nn.Module):
                          "be set (learned: adaptive, dynamic)")
 
     def clamp_(self) -> None:
-        """Project parameters back to their domain; the trainer calls it after every step. By
-        default: spans and window are read off the mask again, where it has parameters."""
-        if self._has_parameters():
-            self._kept = None
+        """Project parameters back to their domain; the layer calls it once built, the trainer
+        after every step. By default: spans, window and cache are read off the mask again
+        (its parameters may have moved), here, outside any forward, where the mask does not
+        depend on the input."""
+        if type(self).prepare is SpanPolicy.prepare:
+            self._kept = self._measure()
 
-    def _has_parameters(self) -> bool:
-        return any(True for _ in self.parameters())
-
-    def _read_mask(self) -> tuple[Tensor, int]:
-        """(spans, window) read off the mask over distances 0..S-1, once (again after `clamp_`
-        where the mask has parameters)."""
-        if self._kept is None:
-            device = next(self.parameters(), torch.zeros(())).device
-            with torch.no_grad():
-                m = self.mask(distances(self.S, device).float(), slice(None))
-            spans = kept_spans(m, self.n_heads, self.S).cpu()
-            self._kept = spans, max(1, int(spans.max()))
+    def _read_mask(self) -> tuple[Tensor, int, int]:
+        if self._kept is None:  # a policy built outside a layer, never clamped
+            self._kept = self._measure()
         return self._kept
+
+    def _measure(self) -> tuple[Tensor, int, int]:
+        """(spans, window, cache size) read off the mask over distances 0..S-1."""
+        device = next(self.parameters(), torch.zeros(())).device
+        with torch.no_grad():
+            m = self.mask(distances(self.S, device).float(), slice(None))
+        if m is None:  # a hard window of S (no tensor read: a model on the meta device too)
+            return kept_spans(m, self.n_heads, self.S), self.S, self.S - 1
+        spans = kept_spans(m, self.n_heads, self.S).cpu()
+        window = max(1, int(spans.max()))
+        moves = any(True for _ in self.parameters())
+        return spans, window, self.S - 1 if moves else window - 1
 
     def _load_from_state_dict(self, *args, **kwargs) -> None:
         super()._load_from_state_dict(*args, **kwargs)

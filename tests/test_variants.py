@@ -572,6 +572,19 @@ def test_a_mask_only_policy_costs_what_it_computes():
                               keep=(2, 5, 8, 3))
     assert per_head.spans().tolist() == [2.0, 5.0, 8.0, 3.0] and per_head.window == 8
 
+    class LearnedWindow(HardWindow):  # the same mask, its width a parameter
+        def __init__(self, shape: variants.Shape, opts: HardWindow.Options) -> None:
+            super().__init__(shape, opts)
+            self.keep = torch.nn.Parameter(self.keep.float())
+
+    moving = variants.build("fixed", d_model=D, n_heads=H, span=64, span_policy=LearnedWindow)
+    assert moving.window == 8 and moving.cache_size == 63  # it may widen: every state kept
+    with torch.no_grad():
+        moving.span_policy.keep.fill_(4.5)  # a step moves it: read again after the step
+    assert moving.window == 8
+    moving.clamp_()
+    assert moving.spans().tolist() == [5.0] * H and moving.window == 5
+
 
 def test_spans_that_disagree_with_the_mask_are_refused_naming_both(clean):
     """A plugin's spans() must say what its mask keeps: one that says more is refused when it is

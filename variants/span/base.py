@@ -86,10 +86,14 @@ class SpanPolicy(nn.Module):
 
     def clamp_(self) -> None:
         """Project parameters back to their domain; the layer calls it once built, the trainer
-        after every step. By default: spans, window and cache are read off the mask again
-        (its parameters may have moved), here, outside any forward, where the mask does not
-        depend on the input."""
-        if type(self).prepare is SpanPolicy.prepare:
+        after every step. By default: spans, window and cache are read off the mask, here,
+        outside any forward, where the mask does not depend on the input: once, and again
+        after each step where it has parameters (not inside a captured CUDA graph, whose
+        shapes are fixed)."""
+        if type(self).prepare is not SpanPolicy.prepare:
+            return
+        capturing = torch.cuda.is_available() and torch.cuda.is_current_stream_capturing()
+        if self._kept is None or any(True for _ in self.parameters()) and not capturing:
             self._kept = self._measure()
 
     def _read_mask(self) -> tuple[Tensor, int, int]:

@@ -158,12 +158,13 @@ def _sizes(d_model: Any, n_heads: Any, span: Any, dropout: Any) -> None:
 
 
 def make(settings: dict[str, Any], sizes: dict[str, Any], owner: str,
-         given: set[str]) -> LayerSpec:
+         given: list[str]) -> LayerSpec:
     """A layer's spec from `settings` (its variant's defaults with the options given on top)
     and the body's `sizes` (d_model, n_heads, span, dropout), checked in that order: sizes,
     policies, unknown options, each part's options (`parse`), the heads. An OptionError lists
     every bad value of a stage; `owner` names what the options belong to in it (e.g. "variant
-    'adaptive'"); `given` names the options given, whose converted values `given` keeps."""
+    'adaptive'"); `given` names the options given, in order, whose converted values the
+    spec's `given` keeps."""
     _sizes(*(sizes[k] for k in SIZES))
     ours = {k: v for k, v in settings.items() if k in declared(LayerOptions)}
     span_cls, span_fixed = policy_class("span_policy", ours.get("span_policy", "fixed"))
@@ -195,7 +196,7 @@ def make(settings: dict[str, Any], sizes: dict[str, Any], owner: str,
     return LayerSpec(Shape(sizes["d_model"], sizes["span"], h_k, h, h_v, d_k, d_v),
                      sizes["dropout"], own, Part(span_cls, done["span"], span_fixed),
                      Part(mix_cls, done["mixing"], mix_fixed),
-                     {k: values[k] for k in settings if k in given})
+                     {k: values[k] for k in given})
 
 
 def _called(value: SpanArg | MixingArg) -> str:

@@ -58,7 +58,7 @@ def spec(name: str, d_model: int, n_heads: int, span: int, dropout: float = 0.0,
     typed and checked once (`spec.make`), before anything is allocated: an OptionError with a
     line per bad value."""
     sizes = dict(zip(SIZES, (d_model, n_heads, span, dropout), strict=True))
-    return make({**_variant(name), **options}, sizes, f"variant {name!r}", set(options))
+    return make({**_variant(name), **options}, sizes, f"variant {name!r}", list(options))
 
 
 def build(name: str, **cfg) -> Attention:

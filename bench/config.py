@@ -1,14 +1,16 @@
 """The run's schema, shared by every room: {model, data, train} in pydantic, presets, dotted
 overrides, and errors that name the key.
 
-Presets fill every key; `--set a.b=v` overrides one. `model.attn` is typed by the options its
-variant's parts declare (`variants.options`) and `data` by its corpus's (`corpus_options`), so a
-plugin's own options are checked like the built-in ones. Validation happens here, before any
-data is read or tensor allocated.
+Presets fill every key; `--set a.b=v` overrides one. `model.attn` is typed and checked by the
+one validator of options (`variants.spec`: the options its variant's parts declare, with the
+body's sizes) and `data` by the same (`variants.parse`, on its corpus's options class), so a
+plugin's own options are checked like the built-in ones, and a bad value reads the same from a
+grid, `--set` or Python. What they make is kept (`ModelConfig.layer`, `DataConfig.typed`): the
+layer and the corpus take it as it is. Validation happens here, and allocates no tensor and
+reads no data.
 """
 
 import copy
-import inspect
 from typing import Any, Literal
 
 import yaml
@@ -16,15 +18,15 @@ from pydantic import (
     BaseModel,
     ConfigDict,
     Field,
+    PrivateAttr,
     ValidationError,
-    ValidationInfo,
     field_validator,
     model_validator,
 )
 from pydantic_core import PydanticCustomError
 
 import variants
-from variants.typed import model_of
+from variants.layer_spec import SIZES
 
 from . import data
 from .data import Corpus
@@ -38,44 +40,31 @@ class Strict(BaseModel):
     model_config = ConfigDict(extra="forbid", validate_assignment=True)
 
 
-def typed_options(where: str, given: dict[str, Any], params: dict[str, variants.Option],
-                  owner: str = "") -> dict[str, Any]:
-    """`given` validated and converted by the types of `params`, the options a layer's parts or
-    a corpus declare (pydantic, lax: YAML's "2e-6" becomes 2e-06, 64 a float where a float is
-    wanted).
-
-    Returns the given keys only, converted. Raises a PydanticCustomError "typed_options" whose
-    message has one line per bad key: `where.key`, the value and the expected type, with what
-    the option belongs to (`owner`), the class that declares it and its help (an `unknown`
-    line names what the options belong to and every option it accepts).
-    """
-    options = model_of(params, f"options of {where}")
-    try:
-        valid = options.model_validate(given)
-    except ValidationError as err:
-        lines = []
-        for e in err.errors():
-            key = str(e["loc"][0])  # inner names: a key inside a structured option
-            inner = ".".join(str(x) for x in e["loc"][1:] if isinstance(x, str))
-            if e["type"] == "extra_forbidden" and not inner:
-                lines.append(f"{where}.{key}={given[key]!r}: unknown option{owner}; allowed: "
-                             f"{', '.join(params)}")
-            elif e["type"] == "missing" and not inner:
-                lines.append(f"{where}.{key}: required")
-            elif inner:  # a key inside a structured option (a dataclass)
-                got = f"={e['input']!r}" if "input" in e and e["type"] != "missing" else ""
-                lines.append(f"{where}.{key}.{inner}{got}: {e['msg']}")
-            else:
-                p = params[key]
-                lines.append(f"{where}.{key}={given[key]!r}: expected "
-                             f"{inspect.formatannotation(p.type)} ({e['msg']}); an option"
-                             f"{owner}, declared by {p.owner}: {p.help}")
-        raise PydanticCustomError("typed_options", "{lines}",
-                                  {"lines": "\n  ".join(dict.fromkeys(lines))}) from None
-    return {k: getattr(valid, k) for k in given}
+def refused(err: variants.OptionError, path: Any) -> PydanticCustomError:
+    """An OptionError as the schema reports it: its lines, each key written `path(key)`."""
+    return PydanticCustomError("options", "{lines}", {"lines": "\n  ".join(err.lines(path))})
 
 
-class ModelConfig(Strict):
+class Kept(BaseModel):
+    """A section that keeps what its validator typed (`_kept`: a layer's spec, a corpus's
+    options), built again where it is read after unpickling (`kept`): Ray hands a trial to a
+    worker that imports its plugins, whose classes these hold, only after that."""
+
+    _kept: Any = PrivateAttr(None)
+
+    def __getstate__(self) -> dict:
+        return {**super().__getstate__(), "__pydantic_private__": {"_kept": None}}
+
+    def kept(self) -> Any:
+        if self._kept is None:
+            self._kept = self._typed_once()
+        return self._kept
+
+    def _typed_once(self) -> Any:
+        raise NotImplementedError
+
+
+class ModelConfig(Strict, Kept):
     variant: str = "fixed"
     d_model: int = Field(128, gt=0)
     n_layers: int = Field(4, gt=0)
@@ -93,22 +82,28 @@ class ModelConfig(Strict):
         variants.check_name(v)
         return v
 
-    @field_validator("attn")
-    @classmethod
-    def _typed(cls, attn: dict[str, Any], info: ValidationInfo) -> dict[str, Any]:
-        """Typed by the options the variant's parts declare (a plugin's own included); an
-        option no part takes names the variant."""
-        if "variant" not in info.data:  # the variant itself is invalid: reported on its own
-            return attn
-        variant = info.data["variant"]
-        return typed_options("model.attn", attn, variant_options(variant, attn),
-                             f" of variant {variant!r}")
-
     @model_validator(mode="after")
-    def _buildable(self) -> "ModelConfig":
-        variants.build(self.variant, d_model=self.d_model, n_heads=self.n_heads, span=self.span,
-                       dropout=self.dropout, **self.attn)  # one layer: every option's own checks
+    def _typed(self) -> "ModelConfig":
+        """model.attn typed and checked once by the variant's parts, with the body's sizes
+        (`variants.spec`; nothing allocated): the layer as it will be built (`layer`), and
+        model.attn as given, converted (what the run records and hashes). An option no part
+        takes names the variant."""
+        self._kept = self._typed_once()
+        self.__dict__["attn"] = self._kept.given  # not an assignment: that would validate again
         return self
+
+    def _typed_once(self) -> variants.LayerSpec:
+        try:
+            return variants.spec(self.variant, self.d_model, self.n_heads, self.span,
+                                 self.dropout, **self.attn)
+        except variants.OptionError as err:
+            raise refused(err, lambda k: f"model.{k}" if k in SIZES else f"model.attn.{k}"
+                          ) from None
+
+    @property
+    def layer(self) -> variants.LayerSpec:
+        """Each layer's options as `variants.Attention` takes them (`variants.LayerSpec`)."""
+        return self.kept()
 
 
 def variant_options(variant: str, attn: dict[str, Any]) -> dict[str, variants.Option]:
@@ -123,9 +118,10 @@ def corpus_options(name: str) -> dict[str, variants.Option]:
     return variants.declared(data.options(name))
 
 
-class DataConfig(BaseModel):
+class DataConfig(Kept):
     """data.name, a registered corpus; every other key is an option its corpus declares
-    (`corpus_options`)."""
+    (`corpus_options`), typed and checked once (`variants.parse`) into the instance of its
+    options class the corpus is built from (`typed`)."""
 
     model_config = ConfigDict(extra="allow")
     name: str = "synthetic"
@@ -138,14 +134,26 @@ class DataConfig(BaseModel):
 
     @model_validator(mode="after")
     def _typed(self) -> "DataConfig":
-        self.__pydantic_extra__.update(typed_options(
-            "data", self.options, corpus_options(self.name), f" of dataset {self.name!r}"))
+        self._kept = self._typed_once()
+        self.__pydantic_extra__.update({k: getattr(self._kept, k) for k in self.options})
         return self
+
+    def _typed_once(self) -> Any:
+        try:
+            return variants.parse(data.options(self.name), self.options,
+                                  f"dataset {self.name!r}")
+        except variants.OptionError as err:
+            raise refused(err, lambda k: f"data.{k}") from None
 
     @property
     def options(self) -> dict[str, Any]:
         """The corpus's options as given (defaults are its options class's)."""
         return dict(self.__pydantic_extra__ or {})
+
+    @property
+    def typed(self) -> Any:
+        """The instance of the corpus's options class, as its builder takes it."""
+        return self.kept()
 
 
 class TrainConfig(Strict):
@@ -187,7 +195,7 @@ class Config(Strict):
     def corpus(self) -> Corpus:
         """This run's corpus, checked against its span and training sizes (`data.fitted`;
         DataError)."""
-        return data.fitted(self.data.name, self.data.options, span=self.model.span,
+        return data.fitted(self.data.name, self.data.typed, span=self.model.span,
                            block=self.train.block, batch_size=self.train.batch_size)
 
     @model_validator(mode="after")
@@ -205,8 +213,7 @@ class Config(Strict):
                              f"each norm on the host); got train.optimizer={t.optimizer}, "
                              f"train.clip_mode={t.clip_mode}, train.clip={t.clip}")
         if t.compile == "graphs":
-            layer = variants.facts(m.variant, m.d_model, m.n_heads, **m.attn)
-            if layer["learned_spans"] and layer["options"].get("trim", False):
+            if m.layer.learned_spans and m.layer.values().get("trim", False):
                 raise ValueError("train.compile=graphs: the learned spans of variant "
                                  f"{m.variant!r} trim the window as they learn, which changes "
                                  "the step's shapes; set model.attn.trim=false (every step "
@@ -221,9 +228,16 @@ def defaults(schema: type[BaseModel], *keys: str) -> dict[str, Any]:
     return {k: schema.model_fields[k].default for k in keys}
 
 
+# smoke: seconds a run on a CPU (the runner's tests, the examples, a check that a set-up works;
+# its evaluation reads 64 streams at once, not a forward per 4 x 32 characters of the whole dev
+# and test splits: the bpc is the same); tiny: the CPU-scale experiments (grids with committed
+# results use it: keep it as it is).
 # Paper settings (adaptive-span section 4): small 12 x 512 (F 2048), large 24 x 768 (F 4096),
 # 8 heads, block 512, batch 64, Adagrad 0.07 with 32k linear warm-up, per-module clip 0.03.
 PRESETS: dict[str, dict] = {
+    "smoke": {"model": {"d_model": 32, "n_layers": 2, "n_heads": 2, "d_ff": 64, "span": 32},
+              "train": {"batch_size": 4, "block": 32, "steps": 20, "warmup": 5, "eval_every": 10,
+                        "eval_tokens": 1000, "eval_batch_size": 64, "checkpoint_every": 10}},
     "tiny": {"model": defaults(ModelConfig, "d_model", "n_layers", "n_heads", "d_ff", "span"),
              "train": defaults(TrainConfig, "batch_size", "block", "steps", "warmup")},
     "small": {"model": {"d_model": 512, "n_layers": 12, "n_heads": 8, "d_ff": 2048,
@@ -283,7 +297,7 @@ def format_error(err: ValidationError, schema: type[BaseModel] = Config,
     """One line per error: key path, message, the bad value and, for unknown keys, the known."""
     lines = []
     for e in err.errors():
-        if e["type"] == "typed_options":  # its lines name their keys in full
+        if e["type"] == "options":  # its lines name their keys in full
             lines.append(e["msg"])
             continue
         path = ".".join(str(p) for p in e["loc"]) or what

@@ -7,14 +7,14 @@ import torch
 from torch import Tensor, nn
 
 import variants
-from variants import Shape, option
+from variants import OptionError, Shape, option
 from variants.span import SpanPolicy
 
 
 class DecaySpan(SpanPolicy):
-    """Soft span: weight exp(-x / tau_i) on distance x, with a learned tau per head. Its
-    options are the fields of `Options`, each an option of every variant built on it
-    (model.attn.tau_init), typed, defaulted and explained there."""
+    """Soft span: weight exp(-x / tau_i) on distance x, a learned tau per head, nonzero at every
+    distance: its cost, read off this mask, is the full S's. Its options are the fields of
+    `Options` (model.attn.tau_init), typed, defaulted and explained there."""
 
     @dataclass(frozen=True)
     class Options:
@@ -22,7 +22,7 @@ class DecaySpan(SpanPolicy):
 
         def __post_init__(self) -> None:
             if self.tau_init <= 0:
-                raise ValueError(f"tau_init={self.tau_init!r} is invalid: expected tau > 0")
+                raise OptionError("tau_init", self.tau_init, "tau > 0")
 
     def __init__(self, shape: Shape, options: Options) -> None:  # shape.h heads, shape.span
         super().__init__(shape, options)

@@ -60,7 +60,7 @@ def test_retag_renames_through_the_schema_in_any_style(tmp_path):
     name, and opens as the grid it was with only that name changed."""
     smoke = yaml.safe_load((ROOT / "ablations" / "smoke.yaml").read_text())
     raw = {**smoke, "grid": {"model.variant": ["fixed", "dynamic"]},
-           "base": {**smoke["base"], "model": {**smoke["base"]["model"], "variant": "dynamic"}},
+           "base": {**smoke["base"], "model": {"variant": "dynamic"}},
            "report": {"baseline": {"model.variant": "dynamic"}}, "design_seeds": [],
            "claims": [{"id": "c", "text": "t", "rows": {"model.variant": "dynamic"},
                        "baseline": {"model.variant": "fixed"}, "metric": "final_test_bpc",

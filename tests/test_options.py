@@ -12,7 +12,7 @@ from bench import data, plugins
 from bench.commands import options as command
 from bench.commands import run
 from bench.config import ConfigError, corpus_options, resolve
-from variants.attention import LayerOptions
+from variants.layer_spec import LayerOptions
 
 ROOT = Path(__file__).resolve().parents[1]
 PLUGIN = ROOT / "examples" / "decay_plugin.py"
@@ -57,32 +57,44 @@ def test_a_bad_option_is_refused_naming_it_its_variant_and_what_it_takes(clean):
     with pytest.raises(ConfigError, match=r"model\.attn\.tau=8: unknown option of variant "
                        r"'decay'; allowed: .*tau_init"):
         resolve({"model": {"variant": "decay", "attn": {"tau": 8}}})
-    with pytest.raises(ConfigError, match="tau_init=-1.0 is invalid: expected tau > 0"):
+    with pytest.raises(ConfigError, match=r"model\.attn\.tau_init=-1.0: expected tau > 0; an "
+                       r"option of variant 'decay', declared by DecaySpan.Options"):
         resolve({"model": {"variant": "decay", "attn": {"tau_init": -1}}})
 
 
-def test_a_corpus_declares_its_options_and_build_checks_them():
-    """A corpus registered with its options class: the schema types its options, build
-    refuses an unknown one and asks for a required one, and the builder gets the instance."""
+def test_a_corpus_declares_its_options_and_the_schema_checks_them_once():
+    """A corpus registered with its options class: the schema types its options, refuses an
+    unknown one and asks for a required one, in the options' one format, and the builder gets
+    the instance the schema made, as it is."""
 
     @dataclass(frozen=True)
     class Options:
         size: int = field(metadata={"help": "symbols"})
         fill: str = field(default="a", metadata={"help": "the one symbol"})
 
+    built = []
+
     @data.register("test-constant", Options)
     def constant(o: Options) -> data.Corpus:
+        built.append(o)
         return data.build("file", path=ROOT / "README.md")  # any corpus: only `o` is tested
 
     try:
         taken = corpus_options("test-constant")
         assert taken["size"].default is MISSING and taken["fill"].type is str
-        with pytest.raises(data.DataError, match=r"test-constant: size= is required"):
-            data.build("test-constant")
-        with pytest.raises(data.DataError, match=r"unknown options \['colour'\]; known: size"):
-            data.build("test-constant", size=3, colour=1)
+        with pytest.raises(ConfigError, match=r"data\.size: required; an option of dataset "
+                           r"'test-constant', declared by .*Options: symbols"):
+            resolve({"data": {"name": "test-constant"}})
+        with pytest.raises(ConfigError, match=r"data\.colour=1: unknown option of dataset "
+                           r"'test-constant'; allowed: size, fill"):
+            resolve({"data": {"name": "test-constant", "size": 3, "colour": 1}})
         with pytest.raises(ConfigError, match=r"data\.size='many': expected int"):
             resolve({"data": {"name": "test-constant", "size": "many"}})
+        cfg = resolve({"data": {"name": "test-constant", "size": "3"}, "model": {"span": 8},
+                       "train": {"block": 8, "batch_size": 1}})
+        assert cfg.data.options == {"size": 3} and cfg.data.typed == Options(size=3)
+        cfg.corpus()
+        assert built == [Options(size=3)] and built[0] is cfg.data.typed
     finally:
         data.registry._BUILDERS.pop("test-constant")
 
@@ -110,15 +122,27 @@ def test_the_dry_run_lists_the_options_each_variant_runs_with(clean, capsys):
 
 def test_a_layer_built_in_python_converts_and_checks_its_options_as_the_schema_does():
     """variants.build, with no config around it, types each part's options by its class
-    (lax: "16" a float) and names the option, the part and the expected type when one is
-    wrong; a value of the right type out of range is refused by the class's own check."""
+    (lax: "16" a float) through the schema's validator, and a bad value reads as it does from
+    a config, less its path: the option, its value, what was expected, the variant and the
+    class that declares it; a value of the right type out of range is refused by the class's
+    own check, in the same format."""
     layer = variants.build("adaptive", d_model=32, n_heads=4, span=16, ramp="16")
     assert layer.span_policy.ramp == 16.0 and layer.describe()["options"]["ramp"] == 16.0
-    with pytest.raises(ValueError, match=r"ramp='wide' is invalid for span policy adaptive: "
-                       r"expected float"):
-        variants.build("adaptive", d_model=32, n_heads=4, span=16, ramp="wide")
-    with pytest.raises(ValueError, match=r"mix_init='x' is invalid for mixing both: expected "
-                       r"Literal\['identity', 'random'\]"):
-        variants.build("talking-heads", d_model=32, n_heads=4, span=16, mix_init="x")
-    with pytest.raises(ValueError, match=r"ramp=-1.0 is invalid: expected R > 0"):
-        variants.build("adaptive", d_model=32, n_heads=4, span=16, ramp=-1)
+    for attn, line in [
+            ({"ramp": "wide"}, "ramp='wide': expected float (Input should be a valid number, "
+             "unable to parse string as a number); an option of variant 'adaptive', declared "
+             "by LearnedSpan.Options: R, the soft mask's ramp"),
+            ({"ramp": -1}, "ramp=-1.0: expected R > 0; an option of variant 'adaptive', "
+             "declared by LearnedSpan.Options"),
+            ({"mix_init": "x", "mixing": "both"}, "mix_init='x': expected Literal['identity', "
+             "'random']"),
+            ({"h": 0}, "h=0: expected a positive int, or None for its default; an option of "
+             "variant 'adaptive', declared by Heads")]:
+        with pytest.raises(variants.OptionError) as python:
+            variants.build("adaptive", d_model=32, n_heads=4, span=16, **attn)
+        with pytest.raises(ConfigError) as config:
+            resolve({"model": {"variant": "adaptive", "attn": attn}})
+        assert str(python.value).startswith(line), str(python.value)
+        assert f"\n  model.attn.{line}" in str(config.value), str(config.value)
+    layer = variants.Attention(variants.spec("adaptive", 32, 4, 16, ramp="8"))
+    assert layer.span_policy.ramp == 8.0  # the layer takes the spec as it is

@@ -19,15 +19,16 @@ from bench import plugins
 from bench.commands import flops, report, run, speed, train
 from bench.config import ConfigError, parse_sets, resolve
 from bench.experiment.open import GridText, Overrides, open_grid, read
+from bench.training.loop import train as train_run
 
 ROOT = Path(__file__).resolve().parents[1]
 SMOKE = ROOT / "ablations" / "smoke.yaml"
 PLUGIN = ROOT / "examples" / "decay_plugin.py"
 DECAY = ROOT / "examples" / "decay.yaml"  # the plugin's grid: decay beside talking-heads
-TINY = ["model.d_model=32", "model.n_layers=1", "model.n_heads=2", "model.d_ff=64",
-        "model.span=32", "train.block=32", "train.batch_size=4", "train.steps=4",
-        "train.eval_every=4", "train.eval_tokens=500", "train.warmup=2",
-        "data.n_chars=20000"]
+QUICK = ["--preset", "smoke", *[a for s in ["model.n_layers=1", "train.steps=4",
+                                             "train.eval_every=4", "train.eval_tokens=500",
+                                             "train.warmup=2", "data.n_chars=20000"]
+                               for a in ("--set", s)]]  # a bench.train run of seconds
 
 
 def grid_file(tmp: Path, **changes) -> Path:
@@ -52,7 +53,7 @@ def commands(tmp: Path) -> dict:
     grid = grid_file(tmp)
     return {
         "bench.train": lambda: train.main(["--no-progress", "--out", str(tmp / "run"),
-                                           *[a for s in TINY for a in ("--set", s)]]),
+                                           *QUICK]),
         "bench.run": lambda: run.main([str(grid), "--results-dir", str(tmp / "results")]),
         "bench.speed": lambda: speed.main(["--spans", "32", "--heads", "2", "--repeats", "1"]),
         "bench.flops": lambda: flops.main(["--config", "tiny"]),
@@ -117,6 +118,55 @@ def test_a_plugin_file_is_found_beside_its_grid_file_or_named_as_resolved(clean,
     assert "decay" in variants.names()
 
 
+# --- a plugin's cost: what its mask computes ----------------------------------------------
+
+HARD_WINDOW = """
+from dataclasses import dataclass
+
+import variants
+from variants import Shape, option
+from variants.span import SpanPolicy
+
+
+class HardWindow(SpanPolicy):
+    @dataclass(frozen=True)
+    class Options:
+        keep: int = option(8, "distances kept: 0..keep-1")
+
+    def __init__(self, shape: Shape, options: Options) -> None:
+        super().__init__(shape, options)
+        self.keep = options.keep
+
+    def mask(self, dist, rows):
+        return (dist < self.keep).to(dist.dtype)
+
+
+variants.register("hard-window", span_policy=HardWindow)
+"""
+
+
+def test_a_mask_only_plugin_reports_the_span_and_flops_its_mask_computes(clean, tmp_path):
+    """A plugin that says only its mask (distances 0..7 in every head) under the tiny preset's
+    S = 256 trains and reports mean span 8, windows of 8 and #FLOPS by hand (SPEC section 6:
+    L (4 D^2 + 2 D F + 2 D s) multiply-adds per token, s the span computed), not the fixed
+    window's; fvcore's count of the executed step adds the output layer and q.p at s = 8."""
+    (tmp_path / "hard.py").write_text(HARD_WINDOW)
+    plugins.load([str(tmp_path / "hard.py")])
+    cfg = resolve(parse_sets(["model.variant=hard-window", "train.steps=2", "train.block=64",
+                              "train.batch_size=2", "train.eval_tokens=600",
+                              "data.n_chars=30000"]), preset="tiny")
+    m = cfg.model
+    assert (m.d_model, m.n_layers, m.d_ff, m.span) == (128, 4, 512, 256)
+    result = train_run(cfg, tmp_path / "run", progress=False)
+    D, L, F, s, V = 128, 4, 512, 8, cfg.corpus().vocab_size
+    assert result.mean_span == s and result.layer_max_span == [s] * L
+    assert result.flops_mean == result.flops_max == L * (4 * D**2 + 2 * D * F + 2 * D * s) \
+        == 794_624
+    assert result.flops_full == L * (4 * D**2 + 2 * D * F + 2 * D * 256) == 1_048_576
+    assert result.flops_position == L * D * s
+    assert result.flops_counted == 794_624 + L * D * s + D * V
+
+
 # --- typed options ----------------------------------------------------------------------------
 
 def test_options_are_converted_by_the_types_their_classes_declare(clean):
@@ -162,6 +212,9 @@ BAD_OPTIONS = {  # grid base changes -> what the error line must say (variant ta
 
 @pytest.mark.parametrize("case", BAD_OPTIONS, ids=list(BAD_OPTIONS))
 def test_bad_option_exits_2_before_ray_and_mlflow(case, clean, tmp_path, monkeypatch, capsys):
+    """A bad option from a grid file and from `--set` exits 2 with the same line, before Ray,
+    MLflow or a run folder; from Python (`variants.build`) it raises that line, less its
+    path: one validator, one format."""
     changes, line, variant = BAD_OPTIONS[case]
     base = yaml.safe_load(SMOKE.read_text())["base"]
     for section, values in changes.items():
@@ -178,6 +231,10 @@ def test_bad_option_exits_2_before_ray_and_mlflow(case, clean, tmp_path, monkeyp
     assert train.main(["--variant", variant, "--out", str(tmp_path / "run"),
                        *[a for s in sets for a in ("--set", s)]]) == 2
     assert line in capsys.readouterr().err and not (tmp_path / "run").exists()
+    if "attn" in changes.get("model", {}):  # the same line from Python, less its path
+        with pytest.raises(variants.OptionError) as err:
+            variants.build(variant, d_model=32, n_heads=2, span=32, **changes["model"]["attn"])
+        assert line.removeprefix("model.attn.") in str(err.value), str(err.value)
 
 
 def _leaves(tree: dict, path: tuple = ()) -> list[tuple[tuple, object]]:
@@ -217,7 +274,7 @@ def test_plugin_through_all_five_commands():
 
         out = cli("bench.train", "--variant", "decay", "--set", "model.attn.tau_init=8",
                   "--out", str(tmp / "run"), "--no-progress",
-                  *[a for s in TINY for a in ("--set", s)], env=env, cwd=ROOT).stdout
+                  *QUICK, env=env, cwd=ROOT).stdout
         assert "dev bpc" in out and (tmp / "run" / "result.json").exists()
 
         grid = grid_file(tmp, grid={"model.variant": ["decay"], "model.attn.tau_init": [8]},

@@ -14,12 +14,11 @@ from bench.training import precision
 from bench.training.memory import saved_bytes
 from bench.training.step import maybe_compile
 
-SMALL = {"model": {"d_model": 32, "n_layers": 2, "d_ff": 64},
-         "train": {"batch_size": 2, "block": 32, "device": "cpu"}}
+SMALL = {"train": {"batch_size": 2, "device": "cpu"}}  # on the smoke preset's sizes
 
 
 def act_mem(case: speed.Case) -> int:
-    b = speed.Bench(case, case.config(SMALL, "tiny"), torch.device("cpu"), compile_=False)
+    b = speed.Bench(case, case.config(SMALL, "smoke"), torch.device("cpu"), compile_=False)
     return saved_bytes(b.model, b.x, b.cache)
 
 
@@ -53,10 +52,8 @@ def test_cases_compose_and_set_spans():
 
 
 def test_json_table_ratios(capsys):
-    """One real (tiny) run: ratios are against fixed at the same S and heads, FLOPs analytic."""
-    sets = ["model.d_model=32", "model.n_layers=2", "model.d_ff=64", "train.batch_size=2",
-            "train.block=32", "train.device=cpu"]
-    argv = [a for s in sets for a in ("--set", s)]
+    """One real (smoke) run: ratios are against fixed at the same S and heads, FLOPs analytic."""
+    argv = ["--preset", "smoke", "--set", "train.batch_size=2", "--set", "train.device=cpu"]
     assert speed_cli.main([*argv, "--spans", "256", "--heads", "2", "--repeats", "1",
                            "--json"]) == 0
     rows = {r["variant"]: r for r in json.loads(capsys.readouterr().out)["rows"]}
@@ -64,8 +61,7 @@ def test_json_table_ratios(capsys):
     assert fixed["train_x"] == fixed["flops_x"] == fixed["mem_x"] == 1
     assert adaptive["window"] == 64 and adaptive["mem_x"] > 1.5
     assert th["train_x"] == pytest.approx(th["train_tok_s"] / fixed["train_tok_s"])
-    cfg = resolve({"model": {"d_model": 32, "n_layers": 2, "d_ff": 64, "n_heads": 2,
-                             "variant": "talking-heads"}})
+    cfg = resolve({"model": {"variant": "talking-heads", "span": 256}}, "smoke")
     model = create_model(cfg.model, 256)
     assert th["flops_per_tok"] == analytic_flops(model, "max") > fixed["flops_per_tok"]
 
@@ -77,9 +73,7 @@ def test_amp_side_by_side(native, capsys, monkeypatch):
     monkeypatch.setattr(precision, "bf16_unsupported", lambda d: None if native else "no bf16")
     monkeypatch.setattr(speed, "matmul_peak", lambda dev, dtype: 1e9 * (2 if dtype.itemsize < 4
                                                                         else 1))
-    sets = ["model.d_model=32", "model.n_layers=2", "model.d_ff=64", "train.batch_size=2",
-            "train.block=32", "train.device=cpu"]
-    argv = [a for s in sets for a in ("--set", s)]
+    argv = ["--preset", "smoke", "--set", "train.batch_size=2", "--set", "train.device=cpu"]
     assert speed_cli.main([*argv, "--spans", "64", "--heads", "2", "--variants", "talking-heads",
                        "--repeats", "1", "--amp", "--json"]) == 0
     out = capsys.readouterr()
@@ -135,10 +129,9 @@ def test_graphs_name_the_cases_not_captured_and_say_why_off_cuda(capsys, monkeyp
     that trims is named on stderr with the reason; off CUDA the run says it times eager only."""
     seen, run = {}, speed_cli.run
     monkeypatch.setattr(speed_cli, "run", lambda *a: seen.update(a[-1]) or run(*a))
-    sets = ["model.d_model=32", "model.n_layers=2", "model.d_ff=64", "train.batch_size=2",
-            "train.block=32", "train.device=cpu", "train.optimizer=adamw",
+    sets = ["train.batch_size=2", "train.device=cpu", "train.optimizer=adamw",
             "train.clip_mode=global"]
-    argv = [a for s in sets for a in ("--set", s)]
+    argv = ["--preset", "smoke", *[a for s in sets for a in ("--set", s)]]
     assert speed_cli.main([*argv, "--spans", "64", "--heads", "2", "--variants", "fixed",
                            "--repeats", "1", "--graphs"]) == 0
     err = capsys.readouterr().err
@@ -155,7 +148,7 @@ def test_compile_falls_back_with_the_reason(capsys, monkeypatch):
         raise RuntimeError("backend 'inductor' needs a C++ compiler")
 
     monkeypatch.setattr(torch, "compile", broken)
-    b = speed.Bench(speed.Case("fixed", 64, 2), speed.Case("fixed", 64, 2).config(SMALL, "tiny"),
+    b = speed.Bench(speed.Case("fixed", 64, 2), speed.Case("fixed", 64, 2).config(SMALL, "smoke"),
                     torch.device("cpu"), compile_=True)
     assert b.compiled is None
     assert "RuntimeError: backend 'inductor' needs a C++ compiler" in capsys.readouterr().err

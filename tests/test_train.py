@@ -21,18 +21,17 @@ SHARED = Path(__file__).resolve().parents[2] / "shared" / "data"
 needs_shared = pytest.mark.skipif(not (SHARED / "enwik8.head").exists(),
                                   reason=f"{SHARED} absent: real enwik8 prefix not available")
 
-SMALL = ["model.d_model=32", "model.n_layers=2", "model.n_heads=2", "model.d_ff=64",
-         "model.span=32", "model.dropout=0.1", "train.block=32",
-         "train.batch_size=4", "train.steps=12", "train.eval_every=4", "train.eval_tokens=400",
-         "train.warmup=4", "data.n_chars=40000"]
+SMALL = ["model.dropout=0.1", "train.steps=12", "train.eval_every=4", "train.eval_tokens=400",
+         "train.warmup=4", "data.n_chars=40000"]  # on the smoke preset's sizes
 
 
 def small_cfg(*extra):
-    """SMALL with `extra` on top, and a ramp of 8 where the variant's spans are learned."""
+    """The smoke preset, SMALL and `extra` on top, and a ramp of 8 where the variant's spans
+    are learned."""
     tree = parse_sets(SMALL + list(extra))
     if "ramp" in variants.options(tree["model"].get("variant", "fixed")):
         tree["model"].setdefault("attn", {})["ramp"] = 8
-    return resolve(tree)
+    return resolve(tree, "smoke")
 
 
 class Interrupt(Exception):
@@ -214,8 +213,7 @@ def test_the_floors_reach_is_the_models(variant):
     from bench.model import create_model
     from bench.training.summary import limit_reach
 
-    m = resolve({"model": {"variant": variant, "n_layers": 3, "span": 32, "d_model": 32,
-                           "d_ff": 64}}).model
+    m = resolve({"model": {"variant": variant, "n_layers": 3}}, "smoke").model
     model = create_model(m, 64, seed=0)
     assert limit_reach(m) == 3 * 31 == model.reach
 

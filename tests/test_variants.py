@@ -1,11 +1,13 @@
 """Equivalences, causality, locality, trimming and the cache: what every number rests on."""
 
 import math
+from dataclasses import dataclass
 
 import pytest
 import torch
 
 import variants
+import variants.span
 from bench.config import ModelConfig
 from bench.model import TransformerLM
 
@@ -239,8 +241,8 @@ def test_width_sets_the_heads_widths_and_the_projections():
                                       "mix_init"),
     (dict(name="fixed", span_loss=1e-6), "span_loss"), (dict(name="gbma", h_v=3), "h_v"),
     (dict(width=6), "divisor of the width 6"), (dict(width=0), "width=0"),
-    (dict(name="talking-heads-dynamic", banded=True), "banded=True is invalid with dynamic"),
-    (dict(name="gbma", banded=True), "banded=True is not an option"),
+    (dict(name="talking-heads-dynamic", banded=True), "banded=True: expected false with dynamic"),
+    (dict(name="gbma", banded=True), "banded=True: unknown option of variant 'gbma'"),
 ])
 def test_bad_input(kwargs, key):
     name = kwargs.pop("name", "adaptive")
@@ -537,15 +539,91 @@ def test_set_spans():
         build("fixed").set_spans(10.0)
 
 
+class HardWindow(variants.span.SpanPolicy):
+    """A mask-only span policy: head i keeps the distances x < keep[i] (all heads `keep` by
+    default); it says nothing of its spans, window or cache."""
+
+    @dataclass(frozen=True)
+    class Options:
+        keep: tuple[int, ...] = variants.option((8,), "distances kept, per head or for all")
+
+    def __init__(self, shape: variants.Shape, opts: Options) -> None:  # any parameter names
+        super().__init__(shape, opts)
+        self.register_buffer("keep", torch.tensor(opts.keep).view(-1, 1, 1), persistent=False)
+
+    def mask(self, dist: torch.Tensor, rows: slice) -> torch.Tensor:
+        return (dist < self.keep).to(dist.dtype)  # (h | 1, 1, W)
+
+
+def test_a_mask_only_policy_costs_what_it_computes():
+    """Spans, window, cache and FLOPs are read off the mask: a hard window of 8 under S = 64 is
+    the fixed span S = 8, output for output (cache included) and cost for cost; per-head windows
+    give per-head spans, and the layer computes the widest."""
+    hard = variants.build("fixed", d_model=D, n_heads=H, span=64, span_policy=HardWindow)
+    fixed = variants.build("fixed", d_model=D, n_heads=H, span=8)
+    fixed.load_state_dict({k: v[:8] if k.endswith("key_pe") else v
+                           for k, v in hard.state_dict().items()})
+    assert hard.spans().tolist() == [8.0] * H and hard.window == 8 and hard.cache_size == 7
+    assert (hard.cache_size, hard.flops(hard.window)) == (fixed.cache_size, fixed.flops(8))
+    x, c = torch.randn(2, 20, D), torch.randn(2, 7, D)
+    assert torch.allclose(hard(x, c), fixed(x, c), atol=1e-6)
+    assert torch.allclose(hard(x), fixed(x), atol=1e-6)
+    per_head = variants.build("fixed", d_model=D, n_heads=H, span=64, span_policy=HardWindow,
+                              keep=(2, 5, 8, 3))
+    assert per_head.spans().tolist() == [2.0, 5.0, 8.0, 3.0] and per_head.window == 8
+
+    class LearnedWindow(HardWindow):  # the same mask, its width a parameter
+        def __init__(self, shape: variants.Shape, opts: HardWindow.Options) -> None:
+            super().__init__(shape, opts)
+            self.keep = torch.nn.Parameter(self.keep.float())
+
+    moving = variants.build("fixed", d_model=D, n_heads=H, span=64, span_policy=LearnedWindow)
+    assert moving.window == 8 and moving.cache_size == 63  # it may widen: every state kept
+    with torch.no_grad():
+        moving.span_policy.keep.fill_(4.5)  # a step moves it: read again after the step
+    assert moving.window == 8
+    moving.clamp_()
+    assert moving.spans().tolist() == [5.0] * H and moving.window == 5
+
+
+def test_spans_that_disagree_with_the_mask_are_refused_naming_both(clean):
+    """A plugin's spans() must say what its mask keeps: one that says more is refused when it is
+    registered, with both; the built-in adaptive span's z + R agrees with its soft mask at any z;
+    a mask that depends on the input must say its spans itself (spans() and trace())."""
+
+    class Claims16(HardWindow):
+        def spans(self) -> torch.Tensor:
+            return torch.full((self.n_heads,), 16.0)
+
+    with pytest.raises(ValueError, match=r"span_policy=Claims16: its mask keeps per head the "
+                       r"distances x < 8, 8 .*but its spans\(\) say 16, 16"):
+        variants.register("claims-16", span_policy=Claims16)
+    assert "claims-16" not in variants.names()
+    variants.register("hard-8", span_policy=HardWindow)  # spans read off the mask: it agrees
+    ad = variants.build("adaptive", d_model=D, n_heads=H, span=256, ramp=8.0).span_policy
+    for spans in ([8.0, 100.5, 256.0, 31.25], torch.rand(H) * 300):
+        ad.set_spans(torch.as_tensor(spans))
+        variants.span.check_spans(ad)
+
+    class FromInput(HardWindow):
+        def prepare(self, x: torch.Tensor) -> int:
+            self.keep = x.new_full((1, 1, 1), 4.0)
+            return self.window
+
+    with pytest.raises(ValueError, match=r"span_policy=FromInput: its mask depends on the "
+                       r"input .*add spans\(\) .* and trace\(\)"):
+        variants.register("from-input", span_policy=FromInput)
+
+
 def test_policies_passed_as_classes():
-    """A span or mixing policy class builds with the layer's options its constructor names:
-    AdaptiveSpan + MultiHead is the `adaptive` preset; anything else is refused by name."""
-    from variants.attention import Attention
+    """A span or mixing policy class builds with the layer's options its Options class
+    declares: AdaptiveSpan + MultiHead is the `adaptive` preset; anything else is refused by
+    name."""
     from variants.mixing import MultiHead
     from variants.span import AdaptiveSpan
 
     torch.manual_seed(0)
-    by_class = Attention(D, H, S, span_policy=AdaptiveSpan, mixing=MultiHead, ramp=4.0)
+    by_class = build("fixed", span_policy=AdaptiveSpan, mixing=MultiHead, ramp=4.0)
     by_name = build("adaptive", ramp=4.0)
     by_name.load_state_dict(by_class.state_dict())
     set_z(by_class, torch.rand(H))
@@ -553,15 +631,14 @@ def test_policies_passed_as_classes():
     x = torch.randn(2, 16, D)
     assert torch.allclose(by_class(x), by_name(x), atol=1e-6)
     assert by_class.describe() == by_name.describe()
-    with pytest.raises(ValueError, match="mixing=.*subclass of MixingPolicy"):
-        Attention(D, H, S, mixing=torch.nn.Linear)
+    with pytest.raises(ValueError, match="mixing=.*: expected .*subclass of MixingPolicy"):
+        build("fixed", mixing=torch.nn.Linear)
 
 
 def test_the_mixing_class_says_which_heads_may_differ():
     """check_heads asks the mixing class, not its registered name: a plugin's subclass of
     MultiHead (no projection) is refused h != h_k as `none` is; a talking-heads subclass with
     both projections maps h_k -> h -> h_v as `both` does."""
-    from variants.attention import Attention
     from variants.mixing import DynamicTalkingHeads, MultiHead
 
     class Plain(MultiHead):
@@ -571,27 +648,25 @@ def test_the_mixing_class_says_which_heads_may_differ():
         pass
 
     for mixing in ("none", Plain):
-        with pytest.raises(ValueError, match="h=2 is invalid: expected h == h_k=4"):
-            Attention(D, H, S, mixing=mixing, h=2)
-        with pytest.raises(ValueError, match="h_v=2 is invalid: expected h_v == h=4"):
-            Attention(D, H, S, mixing=mixing, h_v=2)
+        with pytest.raises(ValueError, match="h=2: expected h == h_k=4"):
+            build("fixed", mixing=mixing, h=2)
+        with pytest.raises(ValueError, match="h_v=2: expected h_v == h=4"):
+            build("fixed", mixing=mixing, h_v=2)
     for mixing in ("dynamic-projections", Dyn):
-        layer = Attention(D, H, S, mixing=mixing, h_k=2, h=8, h_v=2)
+        layer = build("fixed", mixing=mixing, h_k=2, h=8, h_v=2)
         assert (layer.mixing.h_k, layer.mixing.h, layer.mixing.h_v) == (2, 8, 2)
 
 
 def test_an_earlier_name_is_refused_naming_the_one_to_use():
     """`dynamic` named the dynamic span (variant, span policy) and dynamic projections
     (mixing) before they were renamed: one name per thing now, and the refusal says which."""
-    from variants.attention import Attention
-
     assert "dynamic-span" in variants.names() and "dynamic" not in variants.names()
     with pytest.raises(ValueError, match="'dynamic' was renamed 'dynamic-span'"):
         build("dynamic")
     with pytest.raises(ValueError, match="'dynamic' was renamed 'dynamic-span'"):
-        Attention(D, H, S, span_policy="dynamic")
+        build("fixed", span_policy="dynamic")
     with pytest.raises(ValueError, match="'dynamic' was renamed 'dynamic-projections'"):
-        Attention(D, H, S, mixing="dynamic")
+        build("fixed", mixing="dynamic")
     assert build("talking-heads-dynamic").describe()["mixing"] == build(
         "fixed", mixing="dynamic-projections").describe()["mixing"]
     with pytest.raises(ValueError, match="already registered"):
@@ -613,7 +688,7 @@ def test_a_variant_owns_its_options():
                                            "ramp": 5.0, "span_loss": 2e-6, "trim": True,
                                            "trim_step": 64, "mix_noise": 0.1,
                                            "mix_init": "identity", "banded": False}
-    with pytest.raises(ValueError, match=r"span_loss=1e-06 is not an option .*span policy fixed"):
+    with pytest.raises(ValueError, match=r"span_loss=1e-06: unknown option of variant 'fixed'"):
         build("fixed", span_loss=1e-6)
     with pytest.raises(ValueError, match="already registered"):
         variants.register("fixed")
@@ -621,11 +696,12 @@ def test_a_variant_owns_its_options():
         variants.register("nope", tau=3)
 
 
-def test_a_plugin_of_the_earlier_api_is_refused_with_the_change_to_make():
+def test_a_plugin_of_the_earlier_api_is_refused_with_the_change_to_make(clean):
     """A policy whose constructor takes its options as keyword-only parameters (the earlier
-    API) is refused when it is registered, before anything is built, with the Options class
-    to write from those parameters; one declaring `Options` and taking (shape, options)
-    builds, its options typed and reported like the built-in ones."""
+    API), or whose Options is not a dataclass, is refused when it is registered, before
+    anything is built, with the Options class to write, every option it declares kept; one
+    declaring `Options` and taking (shape, options), whatever it calls them, builds, its options
+    typed and reported like the built-in ones."""
     from dataclasses import dataclass
 
     from variants import Shape, option
@@ -646,16 +722,37 @@ def test_a_plugin_of_the_earlier_api_is_refused_with_the_change_to_make():
         variants.register("old-span", span_policy=OldSpan)
     with pytest.raises(ValueError, match=r"(?s)mixing=OldMixing.*scale: float = option\(1.0"):
         variants.register("old-mixing", mixing=OldMixing)
-    assert not {"old-span", "old-mixing"} & set(variants.names())
+
+    class HalfWay(SpanPolicy):  # an Options dataclass, and one option still keyword-only
+        @dataclass(frozen=True)
+        class Options:
+            tau_init: float = option(20.0, "decay length")
+
+        def __init__(self, shape: Shape, options: Options, *, floor: float = 0.1) -> None:
+            super().__init__(shape, options)
+
+    with pytest.raises(ValueError, match=r"(?s)span_policy=HalfWay: .*class Options:[^\n]*\n *"
+                       r"tau_init: float = option\(20.0, 'decay length'\)\n.*"
+                       r"floor: float = option\(0.1, "):
+        variants.register("half-way", span_policy=HalfWay)
+
+    class Plain(MultiHead):  # its Options a plain class: not the API, whatever its fields
+        class Options:
+            scale: float = 1.0
+
+    with pytest.raises(ValueError, match=r"(?s)mixing=Plain: .*its Options is not a dataclass"
+                       r".*class Options\(MultiHead.Options\):.*scale: float = option\(1.0"):
+        variants.register("plain", mixing=Plain)
+    assert not {"old-span", "old-mixing", "half-way", "plain"} & set(variants.names())
 
     class New(MultiHead):
         @dataclass(frozen=True)
         class Options(MultiHead.Options):
             scale: float = option(1.0, "a scale")
 
-        def __init__(self, shape: Shape, options: Options) -> None:
-            super().__init__(shape, options)
-            self.scale = options.scale
+        def __init__(self, s: Shape, opts: Options) -> None:  # the API, not parameter names
+            super().__init__(s, opts)
+            self.scale = opts.scale
 
     variants.register("new-mixing", mixing=New, scale=2.0)
     assert build("new-mixing").mixing.scale == 2.0

@@ -2,9 +2,10 @@
 
 from . import named as _named  # noqa: F401  (registers the eight named variants)
 from .attention import Attention
-from .registry import build, check_name, facts, names, options, register
+from .layer_spec import LayerSpec
+from .registry import build, check_name, names, options, register, spec
 from .shape import Shape
-from .typed import NoOptions, Option, declared, option
+from .typed import NoOptions, Option, OptionError, declared, option, parse
 
-__all__ = ["Attention", "NoOptions", "Option", "Shape", "build", "check_name", "declared",
-           "facts", "names", "option", "options", "register"]
+__all__ = ["Attention", "LayerSpec", "NoOptions", "Option", "OptionError", "Shape", "build",
+           "check_name", "declared", "names", "option", "options", "parse", "register", "spec"]

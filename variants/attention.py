@@ -1,101 +1,14 @@
 """One attention layer = a span policy composed with a head-mixing policy."""
 
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, replace
 
 import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 
-from . import mixing as mix
-from . import span as sp
 from .band import distances, valid_keys
-from .names import renamed
-from .shape import Shape
-from .typed import Option, check_api, declared, option, parse
-
-SpanArg = str | type[sp.SpanPolicy]
-MixingArg = str | type[mix.MixingPolicy]
-
-
-@dataclass(frozen=True)
-class Heads:
-    """The layer's head options: heads h_k (queries and keys), h (softmax), h_v (values),
-    default n_heads; widths d_k, d_v, default `width` over their heads, and `width` default
-    d_model (talking-heads Table 1 keeps h d_k = h d_v = width as h grows)."""
-
-    h_k: int | None = option(None, "query and key heads (default n_heads; != h needs P_l)")
-    h: int | None = option(None, "softmax heads (default n_heads)")
-    h_v: int | None = option(None, "value heads (default n_heads; != h needs P_w)")
-    d_k: int | None = option(None, "query and key width per head (default width / h_k)")
-    d_v: int | None = option(None, "value width per head (default width / h_v)")
-    width: int | None = option(None, "the attention's width h_k d_k = h_v d_v (default "
-                               "d_model)")
-
-
-@dataclass(frozen=True)
-class LayerOptions(Heads):
-    """The layer's own options (model.attn.<option>), beside its policies': `span_policy` and
-    `mixing` (registered names or policy classes), the heads (`Heads`) and the query `chunk`
-    (None: the device's default)."""
-
-    span_policy: SpanArg = option("fixed", "the span policy: a registered name or a class")
-    mixing: MixingArg = option("none", "the head mixing: a registered name or a class")
-    chunk: int | None = option(None, "queries per chunk (default: 64 on a CPU, the block on "
-                               "a GPU)")
-
-
-def _check(name: str, value, ok: bool, allowed: str) -> None:
-    if not ok:
-        raise ValueError(f"{name}={value!r} is invalid: expected {allowed}")
-
-
-def policy_class(kind: str, value: SpanArg | MixingArg) -> tuple[type, dict]:
-    """A span or mixing policy, by registered name or as a class -> (class, the constructor
-    arguments the name fixes); a ValueError naming `kind` for anything else, and for a class
-    of the earlier API (options as keyword-only constructor parameters), with the change."""
-    names, base = (sp.POLICIES, sp.SpanPolicy) if kind == "span_policy" else (
-        mix.POLICIES, mix.MixingPolicy)
-    if isinstance(value, str) and value in names:
-        found = names[value]
-        return found if isinstance(found, tuple) else (found, {})
-    _check(kind, value, isinstance(value, type) and issubclass(value, base),
-           f"one of {tuple(names)}, or a subclass of {base.__name__}"
-           + (renamed(kind, value) if isinstance(value, str) else ""))
-    check_api(kind, value, "super().__init__(shape, options)  # shape.h, shape.span, "
-              "shape.d_model, ...; options.<name>")
-    return value, {}
-
-
-def layer_options(span_policy: SpanArg = "fixed", mixing: MixingArg = "none"
-                  ) -> dict[str, Option]:
-    """Every option a layer of these policies takes, as their classes declare them: the
-    layer's own (`LayerOptions`) and its span and mixing policies' (their `Options`)."""
-    return (declared(LayerOptions)
-            | declared(policy_class("span_policy", span_policy)[0].Options)
-            | declared(policy_class("mixing", mixing)[0].Options))
-
-
-def check_heads(d_model: int, n_heads: int, free: set[str], heads: Heads) -> tuple[int, ...]:
-    """Validate the heads and widths before anything is allocated; return h_k, h, h_v, d_k,
-    d_v with their defaults (`Heads`). h_k and h_v not in `free` (the mixing class's
-    `free_heads`) must equal h."""
-    h_k, h, h_v, d_k, d_v, width = (heads.h_k, heads.h, heads.h_v, heads.d_k, heads.d_v,
-                                    heads.width)
-    _check("width", width, width is None or isinstance(width, int) and width > 0,
-           "a positive int, or None for d_model")
-    width = width or d_model
-    h_k, h, h_v = h_k or n_heads, h or n_heads, h_v or n_heads
-    for name, heads, dim in (("h_k", h_k, d_k), ("h_v", h_v, d_v)):
-        name = name if heads != n_heads else "n_heads"
-        _check(name, heads, isinstance(heads, int) and heads > 0, "a positive int")
-        if dim is None:
-            _check(name, heads, width % heads == 0, f"a divisor of the width {width} "
-                   "(model.attn.width, default d_model)")
-    if "h_k" not in free:
-        _check("h", h, h == h_k, f"h == h_k={h_k} without a logits projection")
-    if "h_v" not in free:
-        _check("h_v", h_v, h_v == h, f"h_v == h={h} without a weights projection")
-    return h_k, h, h_v, d_k or width // h_k, d_v or width // h_v
+from .layer_spec import LayerSpec
+from .typed import OptionError
 
 
 class Attention(nn.Module):
@@ -106,54 +19,25 @@ class Attention(nn.Module):
     last `cache_size` inputs as the next block's cache (Transformer-XL, no gradient through it).
     Masks are applied after the pre-softmax mixing P_l, so mixing never sees -inf.
 
-    The positional arguments are the body's (d_model, heads, span limit, dropout, and `key_pe`
-    (S, d_k), a relative-position table the body shares between layers; None: the layer's own).
-    The keyword arguments are options: the layer's own (`LayerOptions`: `span_policy` and
-    `mixing`, registered names or policy classes; heads h_k, h, h_v; widths d_k, d_v, by default
-    `width` over their heads, d_model unless set; query `chunk`), and every other option goes to
-    the policy whose `Options` class declares it (`layer_options` lists them). An option no
-    part takes is refused. The layer describes itself (`describe`, `flops`, `spans`,
-    `span_trace`) and sets learned spans (`set_spans`), so tools never probe its policies.
+    Built from a `LayerSpec` (`variants.spec`: the shape, dropout, the layer's own options and
+    its parts with their `Options` instances, typed and checked), taken as it is, and `key_pe`
+    (S, d_k), a relative-position table the body shares between layers (None: the layer's own).
+    The layer describes itself (`describe`, `flops`, `spans`, `span_trace`) and sets learned
+    spans (`set_spans`), so tools never probe its policies.
     """
 
-    def __init__(self, d_model: int, n_heads: int, span: int, dropout: float = 0.0,
-                 key_pe: nn.Parameter | None = None, **options) -> None:
+    def __init__(self, spec: LayerSpec, key_pe: nn.Parameter | None = None) -> None:
         super().__init__()
-        own = LayerOptions(**{k: options.pop(k) for k in declared(LayerOptions) if k in options})
-        span_cls, span_fixed = policy_class("span_policy", own.span_policy)
-        mix_cls, mix_fixed = policy_class("mixing", own.mixing)
-        for name, v in (("d_model", d_model), ("n_heads", n_heads), ("span", span)):
-            _check(name, v, isinstance(v, int) and v > 0, "a positive int")
-        _check("chunk", own.chunk, own.chunk is None or isinstance(own.chunk, int)
-               and own.chunk > 0, "a positive int, or None for the device's default")
-        _check("dropout", dropout, 0 <= dropout < 1, "a value in [0, 1)")
-        takes = {"span": declared(span_cls.Options), "mixing": declared(mix_cls.Options)}
-        called = {part: v if isinstance(v, str) else v.__name__  # as messages name them
-                 for part, v in (("span policy", own.span_policy), ("mixing", own.mixing))}
-        if unknown := sorted(set(options) - set(takes["span"]) - set(takes["mixing"])):
-            taken = sorted({*declared(LayerOptions), *takes["span"], *takes["mixing"]})
-            raise ValueError(f"{unknown[0]}={options[unknown[0]]!r} is not an option of this "
-                             f"layer (span policy {called['span policy']}, mixing "
-                             f"{called['mixing']}); it takes: {', '.join(taken)}")
-        named = {"h", *mix_cls.heads}  # the span policy takes h heads
-        if unused := [k for k in declared(Heads) if k != "width" and k not in named
-                      and getattr(own, k) is not None]:
-            raise ValueError(f"{unused[0]}={getattr(own, unused[0])!r} is not an option of mixing "
-                             f"{called['mixing']}")
-        h_k, h, h_v, d_k, d_v = check_heads(d_model, n_heads, mix_cls.free_heads(mix_fixed), own)
-        if key_pe is not None:
-            _check("key_pe", tuple(key_pe.shape), tuple(key_pe.shape) == (span, d_k),
-                   f"a relative-position table of shape (span, d_k) = ({span}, {d_k})")
-        self.S, self.chunk = span, own.chunk
-        parts = {part: parse(cls.Options, {k: v for k, v in options.items() if k in takes[part]},
-                             f"{kind} {called[kind]}")
-                 for part, kind, cls in (("span", "span policy", span_cls),
-                                         ("mixing", "mixing", mix_cls))}
-        shape = Shape(d_model, span, h_k, h, h_v, d_k, d_v, key_pe)
-        self.span_policy = span_cls(shape, parts["span"], **span_fixed)
-        self.mixing = mix_cls(shape, parts["mixing"], **mix_fixed)
-        self.drop = nn.Dropout(dropout)
-        self.width = own.width  # None: d_model (describe())
+        shape = spec.shape
+        if key_pe is not None and tuple(key_pe.shape) != (shape.span, shape.d_k):
+            raise OptionError("key_pe", tuple(key_pe.shape), "a relative-position table of "
+                              f"shape (span, d_k) = ({shape.span}, {shape.d_k})")
+        shape = replace(shape, key_pe=key_pe)
+        self.S, self.chunk, self.width = shape.span, spec.own.chunk, spec.own.width
+        self.span_policy = spec.span.build(shape)
+        self.span_policy.clamp_()  # its spans and window, from its parameters as built
+        self.mixing = spec.mixing.build(shape)
+        self.drop = nn.Dropout(spec.dropout)
 
     @property
     def key_pe(self) -> nn.Parameter:
@@ -162,8 +46,9 @@ class Attention(nn.Module):
 
     @property
     def window(self) -> int:
-        """Distances the layer computes: S, or trimmed to what its learned spans use (for an
-        input-dependent span, that of the last forward)."""
+        """Distances the layer computes: what its span policy's mask keeps (S for a hard window),
+        or trimmed to what its learned spans use (for an input-dependent span, that of the last
+        forward)."""
         return self.span_policy.window
 
     @property

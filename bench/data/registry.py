@@ -1,10 +1,10 @@
 """Registry of corpora, as variants have one: `register` a builder with the class of its
 options, `build(name, **options)` it. A corpus declares its options as a frozen dataclass (a
 field per data.<option>: its type, its default, and a help sentence as `metadata["help"]`),
-which the run's schema types and the docs list (`options(name)`)."""
+which the run's schema types and checks (the one validator of options, `bench.config`) and the
+docs list (`options(name)`); the builder takes the instance the schema made as it is."""
 
 from collections.abc import Callable
-from dataclasses import MISSING, fields
 from typing import Any
 
 from .corpus import Corpus, DataError
@@ -38,16 +38,11 @@ def check_name(name: str) -> None:
 
 
 def build(name: str, **given) -> Corpus:
-    """The corpus registered as `name`, built with `given` options (fields of its options'
-    class); a DataError naming an option it does not take or a required one that is missing."""
-    check_name(name)
-    fn, cls = _BUILDERS[name]
-    takes = {f.name: f for f in fields(cls)}
-    if unknown := sorted(set(given) - set(takes)):
-        raise DataError(f"{name}: unknown options {unknown}; known: {', '.join(takes)}")
-    if missing := [k for k, f in takes.items() if f.default is MISSING and k not in given]:
-        raise DataError(f"{name}: {missing[0]}= is required")
-    return fn(cls(**given))
+    """The corpus registered as `name`, built with `given` options, the fields of its options'
+    class as its constructor takes them (Python code; a config's are typed and checked by the
+    run's schema, whose instance `fitted` takes)."""
+    typed = options(name)(**given)  # options() checks the name
+    return _BUILDERS[name][0](typed)
 
 
 def options(name: str) -> type:
@@ -57,11 +52,13 @@ def options(name: str) -> type:
     return _BUILDERS[name][1]
 
 
-def fitted(name: str, options: dict, *, span: int, block: int, batch_size: int) -> Corpus:
-    """Corpus `name` (`build`), checked against a model's span and the training sizes: a
-    DataError when a probe's episodes outgrow the span, a split cannot fill the blocks, or the
-    span is longer than a training stream can hold."""
-    corpus = build(name, **options)
+def fitted(name: str, typed: Any, *, span: int, block: int, batch_size: int) -> Corpus:
+    """Corpus `name` built from `typed`, an instance of its options class (the run's schema's),
+    checked against a model's span and the training sizes: a DataError when a probe's episodes
+    outgrow the span, a split cannot fill the blocks, or the span is longer than a training
+    stream can hold."""
+    check_name(name)
+    corpus = _BUILDERS[name][0](typed)
     need = batch_size * (block + 1)
     if len(corpus.train) < need:
         raise DataError(f"train.block={block} x train.batch_size={batch_size} needs {need} "

@@ -10,8 +10,9 @@ import variants
 from bench import data
 from bench.config import Config, corpus_options
 from variants import Option
+from variants.layer_spec import LayerOptions
 
-OWN = variants.declared(variants.attention.LayerOptions)  # every layer's own options
+OWN = variants.declared(LayerOptions)  # every layer's own options
 
 
 def type_name(t: object) -> str:
@@ -70,11 +71,11 @@ def trial_options(cfgs: list[Config]) -> pd.DataFrame:
     types: dict[str, Option] = {}
     models = {(m.variant, repr(sorted(m.attn.items()))): m for m in (c.model for c in cfgs)}
     for m in models.values():  # each distinct variant and options once
-        declared = variants.options(m.variant, **m.attn)
+        declared, resolved = variants.options(m.variant, **m.attn), m.layer.values()
         types |= declared
-        for k, o in declared.items():
+        for k in declared:
             seen = values.setdefault(k, {}).setdefault(m.variant, [])
-            if (v := _value(m.attn.get(k, o.default))) not in seen:
+            if (v := _value(resolved[k])) not in seen:
                 seen.append(v)
     names = list(dict.fromkeys(m.variant for m in models.values()))
     return pd.DataFrame([{"option": k, "type": type_name(types[k].type),

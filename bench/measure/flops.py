@@ -24,7 +24,7 @@ CONFIGS = {  # name: (d_model, n_layers, n_heads, d_ff, S for fixed spans, S for
 def compare(config: str, variant: str) -> dict:
     """One row of the counted-vs-analytic table."""
     D, L, H, F, s_fixed, s_learned, spans = CONFIGS[config]
-    learned = variants.facts(variant, D, H)["learned_spans"]
+    learned = variants.spec(variant, D, H, s_fixed).learned_spans
     S = s_learned if learned else s_fixed
     torch.manual_seed(0)
     model = TransformerLM(ModelConfig(variant=variant, d_model=D, n_layers=L, n_heads=H, d_ff=F,

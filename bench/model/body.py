@@ -39,8 +39,7 @@ class Block(nn.Module):
 
     def __init__(self, m: ModelConfig, key_pe: nn.Parameter | None = None) -> None:
         super().__init__()
-        self.attn = variants.build(m.variant, d_model=m.d_model, n_heads=m.n_heads, span=m.span,
-                                   dropout=m.dropout, key_pe=key_pe, **m.attn)
+        self.attn = variants.Attention(m.layer, key_pe)  # its options as the schema typed them
         self.ff = FeedForward(m.d_model, m.d_ff, m.dropout)
         self.ln1, self.ln2 = nn.LayerNorm(m.d_model), nn.LayerNorm(m.d_model)
         self.pre = m.norm == "pre"

@@ -12,7 +12,6 @@ from typing import Any
 import pandas as pd
 import torch
 
-import variants
 from bench.config import ConfigError
 from bench.experiment.claims import EXACT, PROBE_METRIC, SPAN_SHAPE, Claim, cells
 from bench.experiment.grid import Grid, Seeds, plan_of
@@ -28,11 +27,10 @@ SPAN_AFFINE = ("flops_mean", "mean_span", "span_fraction")  # one quantity at a 
 
 def spans(t: Trial) -> Spans:
     """What fixes a trial's spans: its span limit, its ramp where its spans are learned, its
-    softmax heads (`variants.facts`: read from its parts, nothing built)."""
+    softmax heads (its config's `layer`: typed from its parts, nothing built)."""
     m = t.cfg.model
-    layer = variants.facts(m.variant, m.d_model, m.n_heads, **m.attn)
-    return Spans(m.span, layer["options"]["ramp"] if layer["learned_spans"] else None,
-                 layer["h"])
+    return Spans(m.span, m.layer.values()["ramp"] if m.layer.learned_spans else None,
+                 m.layer.shape.h)
 
 
 def _trial(trials: list[Trial], cell: dict[str, Any]) -> Trial | None:

@@ -18,6 +18,7 @@ from bench import data, provenance
 from bench.config import (
     Config,
     ConfigError,
+    DataConfig,
     corpus_options,
     drop_untaken,
     merge,
@@ -156,7 +157,8 @@ def _corpus(cfg: Config, dry_run: bool, name: str) -> tuple[int, dict | None, tu
     """(vocabulary size, identity, probes) of a trial's corpus; ConfigError naming the trial."""
     d = cfg.data
     if dry_run and "download" in corpus_options(d.name):
-        cfg = cfg.model_copy(update={"data": d.model_copy(update={"download": False})})
+        offline = DataConfig.model_validate({**d.model_dump(), "download": False})
+        cfg = cfg.model_copy(update={"data": offline})
     try:
         corpus = cfg.corpus()
         return corpus.vocab_size, corpus.identity(), tuple(corpus.target_floors())

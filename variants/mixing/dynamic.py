@@ -8,7 +8,7 @@ import torch
 from torch import Tensor, nn
 
 from ..band import band, scores, unband
-from ..typed import option
+from ..typed import OptionError, option
 from .base import Shape
 from .multihead import TalkingHeads
 
@@ -36,11 +36,10 @@ class DynamicTalkingHeads(TalkingHeads):
 
         def __post_init__(self) -> None:
             if not self.dynamic_init >= 0:
-                raise ValueError(f"dynamic_init={self.dynamic_init!r} is invalid: expected a "
-                                 "std >= 0")
+                raise OptionError("dynamic_init", self.dynamic_init, "a std >= 0")
             if self.banded:
-                raise ValueError("banded=True is invalid with dynamic projections (their "
-                                 "memory-side terms need the unbanded products): expected false")
+                raise OptionError("banded", self.banded, "false with dynamic projections (their "
+                                  "memory-side terms need the unbanded products)")
 
     def __init__(self, shape: Shape, options: Options) -> None:
         super().__init__(shape, options)

@@ -65,7 +65,3 @@ class AdaptiveSpan(LearnedSpan):
         self.z_prime.clamp_(0, 1)
         if self.trim:  # read on the host only to trim: untrimmed, a CUDA graph can hold it
             self._window = self.trimmed(self.S * self.z_prime.max().item())
-
-    def _load_from_state_dict(self, *args, **kwargs) -> None:
-        super()._load_from_state_dict(*args, **kwargs)
-        self.clamp_()

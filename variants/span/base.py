@@ -6,20 +6,26 @@ from dataclasses import dataclass
 import torch
 from torch import Tensor, nn
 
+from ..band import distances
 from ..shape import Shape
-from ..typed import NoOptions, option
+from ..typed import NoOptions, OptionError, option
 
 
 class SpanPolicy(nn.Module):
     """Per-head span over distances x = 0..S-1 (x = 0 is the query itself).
 
-    `window` is how many distances the layer computes (trimmed to what the heads can use);
-    `mask(dist, rows)` is the soft mask m(x) of the queries `rows` of the block, broadcastable to
-    (B, h, len(rows), W), or None for a hard window. A policy whose spans are learned says so
-    (`learned`) and sets them on request (`set_spans`); one whose spans depend on the input
-    gives them per position (`trace`). The constructor takes the layer's `Shape` (a policy
-    reads its softmax heads `h`, the span limit S = `span`, and `d_model`) and the policy's
-    options, an instance of its `Options` (a frozen dataclass: model.attn.<option>).
+    A policy says which distances each head may use: `mask(dist, rows)`, the soft mask m(x) of
+    the queries `rows` of the block, broadcastable to (B, h, len(rows), W), or None for a hard
+    window of S. Its cost follows from that mask: by default each head's span (`spans()`) is
+    1 + the largest distance its mask keeps nonzero, the layer computes the widest head's span
+    (`window`) and caches what the next block can need (`cache_size`), so mean span, #FLOPS and
+    the cache are those of what it computes. A policy whose spans are finer than whole
+    distances (adaptive: z + R) or depend on the input (dynamic: `prepare`, `trace`) says so by
+    overriding `spans`, and its spans must agree with its mask (`check_spans`, when it is
+    registered). A policy whose spans are learned says so (`learned`) and sets them on request
+    (`set_spans`). The constructor takes the layer's `Shape` (a policy reads its softmax heads
+    `h`, the span limit S = `span`, and `d_model`) and the policy's options, an instance of its
+    `Options` (a frozen dataclass: model.attn.<option>).
     """
 
     Options: type = NoOptions
@@ -29,7 +35,7 @@ class SpanPolicy(nn.Module):
         super().__init__()
         self.n_heads, self.S = shape.h, shape.span
         self.options = options  # what it was built with, as `describe()` reports it
-        self._window = shape.span  # trimmed by policies whose spans are learned
+        self._kept: tuple[Tensor, int, int] | None = None  # spans, window, cache: the mask's
 
     @property
     def name(self) -> str:
@@ -39,12 +45,14 @@ class SpanPolicy(nn.Module):
 
     @property
     def window(self) -> int:
-        return self._window
+        """Distances the layer computes: those its widest head keeps (`spans`), at least 1."""
+        return self._read_mask()[1]
 
     @property
     def cache_size(self) -> int:
-        """Hidden states of the previous block this layer's next forward can need."""
-        return self.window - 1
+        """Hidden states of the previous block this layer's next forward can need: the window's
+        (W - 1); S - 1 where the mask has parameters, which may widen it at the next step."""
+        return self._read_mask()[2]
 
     def prepare(self, x: Tensor) -> int:
         """Called at the start of a forward on x (B, M, D); returns the window W to compute."""
@@ -61,8 +69,9 @@ class SpanPolicy(nn.Module):
         return 0.0
 
     def spans(self) -> Tensor:
-        """(h,) effective span of each head, z + R capped at S."""
-        return torch.full((self.n_heads,), float(self.S))
+        """(h,) effective span of each head: 1 + the largest distance its mask keeps nonzero
+        (S for a hard window), as the layer computes it."""
+        return self._read_mask()[0]
 
     def trace(self) -> Tensor | None:
         """(B, h, M) effective span of every query of the forward just run, for policies whose
@@ -76,7 +85,80 @@ class SpanPolicy(nn.Module):
                          "be set (learned: adaptive, dynamic)")
 
     def clamp_(self) -> None:
-        """Project parameters back to their domain; the trainer calls it after every step."""
+        """Project parameters back to their domain; the layer calls it once built, the trainer
+        after every step. By default: spans, window and cache are read off the mask, here,
+        outside any forward, where the mask does not depend on the input: once, and again
+        after each step where it has parameters (not inside a captured CUDA graph, whose
+        shapes are fixed)."""
+        if type(self).prepare is not SpanPolicy.prepare:
+            return
+        capturing = torch.cuda.is_available() and torch.cuda.is_current_stream_capturing()
+        if self._kept is None or any(True for _ in self.parameters()) and not capturing:
+            self._kept = self._measure()
+
+    def _read_mask(self) -> tuple[Tensor, int, int]:
+        if self._kept is None:  # a policy built outside a layer, never clamped
+            self._kept = self._measure()
+        return self._kept
+
+    def _measure(self) -> tuple[Tensor, int, int]:
+        """(spans, window, cache size) read off the mask over distances 0..S-1."""
+        device = next(self.parameters(), torch.zeros(())).device
+        with torch.no_grad():
+            m = self.mask(distances(self.S, device).float(), slice(None))
+        if m is None:  # a hard window of S (no tensor read: a model on the meta device too)
+            return kept_spans(m, self.n_heads, self.S), self.S, self.S - 1
+        spans = kept_spans(m, self.n_heads, self.S).cpu()
+        window = max(1, int(spans.max()))
+        moves = any(True for _ in self.parameters())
+        return spans, window, self.S - 1 if moves else window - 1
+
+    def _load_from_state_dict(self, *args, **kwargs) -> None:
+        super()._load_from_state_dict(*args, **kwargs)
+        self.clamp_()  # new parameters: spans and window follow them
+
+
+def kept_spans(m: Tensor | None, heads: int, span: int) -> Tensor:
+    """(heads,) 1 + the largest distance a mask m keeps nonzero, per head, over any batch row and
+    query: m broadcastable to (B, heads, rows, W), its last dim distances W-1..0 (`distances`);
+    None, a hard window: S."""
+    if m is None:
+        return torch.full((heads,), float(span))
+    keep = torch.as_tensor(m) != 0
+    keep = keep.reshape((1,) * (4 - keep.dim()) + tuple(keep.shape)).any(2).any(0)  # (h | 1, W)
+    reach = (distances(keep.size(-1), keep.device) + 1) * keep
+    return reach.amax(-1).float().expand(heads).clone()
+
+
+def check_spans(policy: SpanPolicy) -> None:
+    """Refuse a policy whose `spans()` disagree with its mask, naming both: each head's span s
+    must keep the distances x < s and no other (s within one distance above the largest distance
+    the mask keeps nonzero, at most S). A policy whose spans depend on the input (`prepare`)
+    must say so with `spans()` and `trace()`, which are not read off a mask."""
+    cls = type(policy)
+    name = f"span_policy={cls.__name__}"
+    if cls.prepare is not SpanPolicy.prepare:
+        if cls.spans is SpanPolicy.spans or cls.trace is SpanPolicy.trace:
+            raise ValueError(f"{name}: its mask depends on the input (it overrides prepare), so "
+                             "its spans cannot be read off the mask: add spans() (per head, or "
+                             "NaN as DynamicSpan) and trace() (per query of the last forward)")
+        return
+    with torch.no_grad():
+        said = policy.spans().float().cpu()
+        m = policy.mask(distances(policy.S).float(), slice(None))
+    kept = kept_spans(m, policy.n_heads, policy.S)
+    eps = 1e-4  # float rounding of z + R against the mask's R + z - x
+    if not (said.shape == kept.shape and bool(((said > kept - 1 - eps) & (said <= kept + eps))
+                                              .all())):
+        raise ValueError(
+            f"{name}: its mask keeps per head the distances x < {_listed(kept)} (S = "
+            f"{policy.S}), but its spans() say {_listed(said)}: each span must be 1 + the "
+            "largest distance its head's mask keeps nonzero (or finer, within one distance). "
+            "Fix one, or leave spans() out: by default it is read off the mask")
+
+
+def _listed(t: Tensor) -> str:
+    return ", ".join(f"{v:g}" for v in t.tolist())
 
 
 class LearnedSpan(SpanPolicy):
@@ -94,10 +176,9 @@ class LearnedSpan(SpanPolicy):
 
         def __post_init__(self) -> None:
             if not self.ramp > 0:
-                raise ValueError(f"ramp={self.ramp!r} is invalid: expected R > 0")
+                raise OptionError("ramp", self.ramp, "R > 0")
             if not (isinstance(self.trim_step, int) and self.trim_step > 0):
-                raise ValueError(f"trim_step={self.trim_step!r} is invalid: expected a positive "
-                                 "int")
+                raise OptionError("trim_step", self.trim_step, "a positive int")
 
     learned = True
 
@@ -105,6 +186,12 @@ class LearnedSpan(SpanPolicy):
         super().__init__(shape, options)
         self.ramp, self.lam = options.ramp, options.span_loss
         self.trim, self.trim_step = options.trim, options.trim_step
+        self._window = shape.span  # trimmed as the spans are learned
+
+    @property
+    def window(self) -> int:
+        """Distances the layer computes: S, or trimmed to the widest span's z + R (`trimmed`)."""
+        return self._window
 
     def trimmed(self, max_z: float) -> int:
         """The window for a widest span z: trimmed to z + R (`trim`), else S."""

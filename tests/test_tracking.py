@@ -407,6 +407,7 @@ def test_a_tracking_server_that_does_not_answer_stops_a_sweep_with_one_line(tmp_
     err = capsys.readouterr().err
     assert code == 2 and took < 60, (code, took)
     assert err.count("\n") == 1 and f"the MLflow server at {uri} does not answer" in err
+    assert "nothing was trained" in err and "the trials trained" not in err
     assert "rerun the same command" in err and "Traceback" not in err
     assert not (tmp_path / "results" / "smoke" / "trials").exists()
     gone: list[str] = []

@@ -209,6 +209,10 @@ def sweep(grid: Grid, trials: list[Trial], options: SweepOptions) -> int:
     trial folders keep what was trained) or 130 (interrupted)."""
     uri = store.tracking_uri(options.tracking_uri, options.results_dir)
     store.be_brief(uri)
+    if not store.answering(uri):  # before anything trains: nothing to keep
+        print(f"error: the MLflow server at {uri} does not answer, and nothing was trained: "
+              "start the server and rerun the same command", file=sys.stderr, flush=True)
+        return 2
     try:
         return tracked_sweep(grid, trials, options, uri)
     except (MlflowException, store.TrackingLost) as err:

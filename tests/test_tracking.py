@@ -382,6 +382,29 @@ def test_the_experiments_view_groups_trials_by_the_grids_axes(tmp_path):
                                  "workflowType=machine_learning&viewStateShareKey=trials")
 
 
+def test_a_resumed_trial_logs_the_evaluations_it_took_from_its_checkpoint(tmp_path):
+    """A trial resumed from its checkpoint (or finished while the server was down) reported
+    only its later evaluations: its run gets the rest, each step once."""
+    uri = f"sqlite:///{tmp_path / 'mlflow.db'}"
+    client = store.open_store(uri)
+    exp = store.experiment_id(client, "g", uri)
+    run = writer.TrialRun(uri, client.create_run(exp).info.run_id)
+    run.provenance_logged = True  # what this test is not about
+
+    def evaluation(step: int) -> dict:
+        return {"step": step, "tokens": step * 10, "train_bpc": 3.0, "dev_bpc": 3.0 - step / 100,
+                "lr": 0.01, "tokens_per_s": 1.0, "train_time_s": 1.0, "mean_span": 8.0,
+                "probe_bpc": {"recall": 0.5}, "peak_rss_mb": 100.0}
+
+    run.log_eval(evaluation(30), tmp_path)  # the one reported after the resume
+    run.log_history([evaluation(s) for s in (10, 20, 30)], tmp_path)
+    for key in ("dev_bpc", "train_bpc", "lr", "dev_bpc.recall"):
+        history = client.get_metric_history(run.run_id, key)
+        assert sorted(m.step for m in history) == [10, 20, 30], key
+    assert {m.step: m.value for m in client.get_metric_history(run.run_id, "dev_bpc")} == {
+        10: 2.9, 20: 2.8, 30: 2.7}
+
+
 def test_a_tracking_server_that_does_not_answer_stops_a_sweep_with_one_line(tmp_path, capsys,
                                                                              monkeypatch):
     """A sweep whose server does not answer (none on the port): exit 2 within seconds (not

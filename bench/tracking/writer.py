@@ -338,10 +338,21 @@ class TrialRun:
                           **{f"dev_bpc.{p}": v for p, v in metrics.get("probe_bpc", {}).items()}},
                          metrics["step"])
 
+    def log_history(self, history: list[Evaluation], out_dir: Path) -> None:
+        """The evaluations of `history` whose step the run lacks, each at its step: a trial
+        resumed from its checkpoint reported only the later ones, and one that finished while
+        the tracking server was down none."""
+        have = {m.step for m in self.client.get_metric_history(self.run_id, "dev_bpc")}
+        for metrics in history:
+            if metrics["step"] not in have:
+                self.log_eval(metrics, out_dir)
+
     def finish(self, result: RunResult, out_dir: Path) -> None:
-        """Final metrics, config.json and result.json as artifacts, status FINISHED."""
+        """Every evaluation (`log_history`), final metrics, config.json and result.json as
+        artifacts, status FINISHED."""
         if not self.provenance_logged:
             self.log_provenance(out_dir)
+        self.log_history(result.history, out_dir)
         self.log_metrics(final_metrics(result), result.steps)
         self.log_params(flatten({"layer": result.layer}))  # the layer's own description
         if result.flops_error:

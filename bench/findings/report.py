@@ -302,10 +302,12 @@ def render_sweep(uri: str, experiment: str, out_dir: Path, sweep: str | None = N
                                             path)
         paths += written
         print(f"\nfindings ({written[0]}):\n{md}")
-    paths += write_tables(data, out_dir) + write_figures(data, out_dir)
+    claims = None if table is None else table[table["claim"].isin(
+        [c.id for c in data.claims])]  # the claims, not their parts
+    verdicts_of = {} if claims is None else dict(zip(claims["claim"], claims["verdict"],
+                                                     strict=True))
+    paths += write_tables(data, out_dir) + write_figures(data, out_dir, verdicts_of)
     if found.sweep is not None:
-        claims = None if table is None else table[table["claim"].isin(
-            [c.id for c in data.claims])]  # the claims, not their parts
         writer.log_report(found.client, found.sweep, paths,
                           sweep_page(runs, paths, claims, out_dir))
     return paths

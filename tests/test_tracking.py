@@ -18,7 +18,7 @@ from bench.experiment.open import Overrides, open_grid
 from bench.findings import report
 from bench.sweep import runner
 from bench.sweep.trials import resolve_trials
-from bench.tracking import names, page, reader, store, writer
+from bench.tracking import names, page, reader, store, view, writer
 from bench.training.checkpoint import load_checkpoint
 from bench.training.loop import train
 from bench.trial import Trial
@@ -337,7 +337,7 @@ def test_a_sweeps_page_says_what_ran_at_each_look_and_what_it_found(tmp_path):
     about = client.get_experiment(exp).tags["mlflow.note.content"]
     assert about.startswith("1 reproduced, 1 not tested (sweep-")
     assert "c1: reproduced; c2: not tested" in about
-    assert page.run_url(exp, parent) in about and page.view_url(exp) in about
+    assert view.run_url(exp, parent) in about and view.view_url(exp) in about
 
 
 def test_a_description_too_long_for_the_store_is_cut_with_a_pointer(tmp_path):
@@ -362,22 +362,35 @@ def test_a_description_too_long_for_the_store_is_cut_with_a_pointer(tmp_path):
     assert len(note) <= MAX_TAG_VAL_LENGTH and str(tmp_path / "findings.md") in note
 
 
-def test_the_experiments_view_groups_trials_by_the_grids_axes(tmp_path):
-    """The view the printed address opens (`viewStateShareKey`): the runs grouped by the
-    grid's axes (a group's row: its trials' mean), the axes, seed and claims' metrics as
-    columns, the sweeps' group open, every run shown in the charts."""
+def test_the_experiments_view_opens_on_the_sweep_and_its_trials_by_setting(tmp_path):
+    """The view the printed address opens (`viewStateShareKey`): the sweeps' group first (the
+    runs sorted by their trial count, which only sweeps have) and open, a collapsed group per
+    setting; the claims' metric, the trials and looks and each claim's verdict as columns,
+    sized to show their names; no seed (a group would average it); the chart view opening on
+    the claims' metric by setting."""
     uri = f"sqlite:///{tmp_path / 'mlflow.db'}"
     client = store.open_store(uri)
     exp = store.experiment_id(client, "g", uri)
-    page.share_view(client, exp, ["model.variant", "model.n_heads"],
-                    ["final_test_bpc", "final_test_bpc"])
-    state = json.loads(client.get_experiment(exp).tags[page.SHARED + page.VIEW])
-    assert state["selectedColumns"] == ["params.`model.variant`", "params.`model.n_heads`",
-                                        "params.`seed`", "metrics.`final_test_bpc`"]
+    settings = ["fixed-n_heads=2", "talking-heads-n_heads=2"]
+    view.share_view(client, exp, ["model.variant", "model.n_heads"],
+                    ["final_test_bpc", "final_test_bpc"], ["c1", "c2"], settings)
+    state = json.loads(client.get_experiment(exp).tags[view.SHARED + view.VIEW])
+    columns = ["metrics.`final_test_bpc`", "tags.`trials`", "tags.`looks`",
+               "tags.`verdict.c1`", "tags.`verdict.c2`"]
+    assert state["selectedColumns"] == columns
+    assert state["columnOrder"] == [view.NAME, *columns, *view.FIXED]
+    assert state["columnWidths"][view.NAME] >= view._width(len("Group: talking-heads-n_heads=2"))
+    assert state["columnWidths"]["tags.`verdict.c1`"] == view._width(len("verdict.c1"))
+    assert (state["orderByKey"], state["orderByAsc"]) == ("metrics.`trials`", False)
     assert state["groupBy"] == {"aggregateFunction": "average", "groupByKeys": [
-        {"mode": "param", "groupByData": "model.variant"},
-        {"mode": "param", "groupByData": "model.n_heads"}]}
-    assert state["groupsExpanded"] == {"param.model.variant,param.model.n_heads": True}
+        {"mode": "tag", "groupByData": "setting"}]}
+    assert state["groupsExpanded"] == {"tag.setting.fixed-n_heads=2": False,
+                                       "tag.setting.talking-heads-n_heads=2": False}
+    charts = state["compareRunCharts"]
+    assert [(c["type"], c.get("metricKey"), c.get("xaxis")) for c in charts] == [
+        ("BAR", "final_test_bpc", None),
+        ("SCATTER", None, {"key": "model.n_heads", "type": "PARAM"})]
+    assert {c["metricSectionId"] for c in charts} == {state["compareRunSections"][0]["uuid"]}
     assert store.ui_url(exp) == (f"http://127.0.0.1:5000/#/experiments/{exp}/runs?"
                                  "workflowType=machine_learning&viewStateShareKey=trials")
 

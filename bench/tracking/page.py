@@ -1,14 +1,8 @@
-"""What a sweep shows in MLflow's UI (3.17): its run's page is its report, its experiment's
-description says the verdicts and links to that page and to the trials grouped by the grid's
-axes, and the experiment keeps that view of its runs (the runs table's columns and grouping).
-
-The UI reads a view from the experiment tag `mlflow.sharedViewState.<key>` (JSON: the runs
-table's search and state) when its address carries `viewStateShareKey=<key>`; it opens an
-experiment's pages as model training, not GenAI, only where the address says
-`workflowType=machine_learning` (or its switch was clicked: the kind tag does not decide it).
+"""What a sweep shows in MLflow's UI (3.17): its run's page is its report, and its experiment's
+description says the verdicts and links to that page and to the trials (`view`: the runs table
+the sweep's printed address opens).
 """
 
-import json
 import time
 from collections import Counter
 from dataclasses import dataclass
@@ -21,10 +15,7 @@ from mlflow.utils.validation import MAX_EXPERIMENT_TAG_VAL_LENGTH, MAX_TAG_VAL_L
 from PIL import Image
 
 from .names import LOOKS, MACHINE, PRECISION, SEEDS_RUN, TRIAL_COUNT, VERDICT
-
-TRAINING = "workflowType=machine_learning"  # the UI's model-training pages
-VIEW = "trials"  # the share key of the experiment's view of its trials
-SHARED = "mlflow.sharedViewState."  # + key: a view of the runs table (the UI's own prefix)
+from .view import run_url, view_url
 
 
 def now() -> int:
@@ -54,34 +45,6 @@ class Page:
     precision: str
     figures: list[Path]
     folder: Path
-
-
-def run_url(exp: str, run_id: str) -> str:
-    """A run's page, in the model-training view (an address within the UI)."""
-    return f"#/experiments/{exp}/runs/{run_id}?{TRAINING}"
-
-
-def view_url(exp: str) -> str:
-    """The experiment's runs as `share_view` set them (an address within the UI)."""
-    return f"#/experiments/{exp}/runs?{TRAINING}&viewStateShareKey={VIEW}"
-
-
-def view_state(axes: list[str], metrics: list[str]) -> dict:
-    """The runs table grouped by the grid's axes (each group: its trials and their mean),
-    with the axes, the seed and `metrics` as columns, and the runs without the axes (the
-    sweeps) in their group, opened."""
-    group = [{"mode": "param", "groupByData": a} for a in axes]
-    rest = ",".join(f"param.{a}" for a in axes)  # the UI's id of the ungrouped runs' group
-    return {"orderByKey": "attributes.start_time", "orderByAsc": False,
-            "selectedColumns": [*(f"params.`{a}`" for a in axes), "params.`seed`",
-                                *(f"metrics.`{m}`" for m in dict.fromkeys(metrics))],
-            "groupBy": {"aggregateFunction": "average", "groupByKeys": group} if axes else None,
-            "groupsExpanded": {rest: True}, "runsHiddenMode": "SHOW_ALL"}
-
-
-def share_view(client: MlflowClient, exp: str, axes: list[str], metrics: list[str]) -> None:
-    """Keep `view_state` in the experiment, where `view_url` finds it."""
-    client.set_experiment_tag(exp, SHARED + VIEW, json.dumps(view_state(axes, metrics)))
 
 
 def cut(text: str, limit: int, pointer: str) -> str:
@@ -153,5 +116,5 @@ def publish(client: MlflowClient, sweep: Run, page: Page) -> None:
     client.set_experiment_tag(exp, MLFLOW_RUN_NOTE, cut(  # the home page shows its start
         f"{', '.join(f'{n} {v}' for v, n in counts.items()) or 'no claims'} "
         f"({sweep.info.run_name}{': ' + words if words else ''}). [The sweep's report]"
-        f"({run_url(exp, run_id)}) · [Trials by the grid's axes]({view_url(exp)})",
+        f"({run_url(exp, run_id)}) · [Trials by setting]({view_url(exp)})",
         MAX_EXPERIMENT_TAG_VAL_LENGTH, "The sweep's run has the rest."))

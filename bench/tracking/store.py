@@ -15,7 +15,7 @@ from mlflow.exceptions import MlflowException
 from bench.provenance import LOCAL
 
 from .names import EXPERIMENT_KIND, TRAINING, default_uri
-from .page import view_url
+from .view import view_url
 
 
 def tracking_uri(explicit: str | None, results_dir: Path = LOCAL) -> str:
@@ -54,9 +54,9 @@ def ui_command(uri: str) -> str:
 
 
 def ui_url(exp: str, base: str = "http://127.0.0.1:5000") -> str:
-    """The experiment's trials in MLflow's UI, in the model-training view, grouped by the grid's
-    axes with its claims' metrics as columns (`page.view_url`)."""
-    return f"{base}/{view_url(exp)}"
+    """The experiment's runs in MLflow's UI at `base`, as its view shows them (`view.view_url`:
+    the sweep first with its verdicts, the trials by setting)."""
+    return f"{base.rstrip('/')}/{view_url(exp)}"
 
 
 def experiment_id(client: MlflowClient, name: str, uri: str) -> str:

@@ -477,8 +477,15 @@ def test_findings_from_the_sweeps_grid_file(store, tmp_path):
     assert run.data.metrics["p.spread"] == csv.set_index("claim").loc["spread", "p"]
     assert "effect.same_bpc" not in run.data.metrics  # not tested: no effect
     note = run.data.tags["mlflow.note.content"]
-    assert "## claimed: findings" in note and "| spread " in note and "reproduced" in note
-    assert "Pre-registration" in note and str(tmp_path / "out") in note
+    assert "spread **reproduced** · fewer_flops **inconclusive** · same_bpc **not tested**" in \
+        note.split("\n\n")[0]  # every verdict in the page's first paragraph
+    assert "| claim | verdict | effect (interval) | p (rule) | evidence |" in note
+    assert "| same_bpc | not tested |  |  |  |" in note  # not tested: no numbers
+    spread = csv.set_index("claim").loc["spread"]
+    assert f"| spread | reproduced | {spread['effect']:.4g} (" in note
+    assert f"{spread['p']:.3g} (rule {spread['rule']}) | unverified |" in note
+    assert "Pre-registration: unverified" in note and str(tmp_path / "out") in note
+    assert "report/findings.md" in note and "reasons, offsets" in note  # the whole, linked
     assert "claims_per_seed.png" in note  # the claims' figure, shown
     assert "claims_per_seed.png" in {p.name for p in paths}
     logged = {f.path for f in client.list_artifacts(parent, "report")}

@@ -2,6 +2,7 @@
 of a corpus, and the report's reading of runs from other code. Fast: no Ray."""
 
 import json
+import re
 import shutil
 import subprocess
 import sys
@@ -297,11 +298,26 @@ def test_a_measurement_is_a_finished_run_with_its_table(tmp_path):
     assert logged["data"] == [["fixed", 100.0], ["adaptive", 150.0]]
 
 
+def claims_page(tmp_path: Path, n: int, parts: list[page.Part], pngs: list[Path]) -> page.Page:
+    """A sweep's page of `n` claims (c1 reproduced, the rest not tested) with `parts`."""
+    claims = [page.ClaimResult("c1", "reproduced", 0.5, 0.01),
+              *(page.ClaimResult(f"c{i}", "not tested", float("nan"), float("nan"))
+                for i in range(2, n + 1))]
+    lines = ["| claim | verdict | effect (interval) | p (rule) | evidence |",
+             "|" + " --- |" * 5,
+             *(f"| {c.id} | {c.verdict} | 0.5 (≤ 0.9) | 0.01 (rule p ≤ 12/256) | "
+               "confirmatory |" for c in claims)]
+    return page.Page(claims, lines, parts, "CPU, AVX512 kernels, fp32 (48 runs)", "fp32", pngs,
+                     "report/findings.md", tmp_path)
+
+
 def test_a_sweeps_page_says_what_ran_at_each_look_and_what_it_found(tmp_path):
     """The sweep's run after its second look: trials, looks and seeds as tags (rewritten at
     each look; the trials and the look as metrics, a step each), each claim's verdict, effect
-    and p under short names, the figures as images shown in its description, the findings as
-    its description, and the experiment's description naming the verdicts and linking here."""
+    and p under short names; its description the report top to bottom: the counts and every
+    verdict in its first line, a line per claim, the parts, the figures as images of the run
+    (shown at the page's width) and a link to the whole report; the experiment's description
+    counting the verdicts in its first line, linking here, then a line per verdict."""
     from PIL import Image
 
     uri = f"sqlite:///{tmp_path / 'mlflow.db'}"
@@ -312,12 +328,12 @@ def test_a_sweeps_page_says_what_ran_at_each_look_and_what_it_found(tmp_path):
                                 page.Look("g", ["a"] * 24, 1, 3, [80, 81, 82, 83]),
                                 smoke.read_text())
     writer.cover(client, parent, page.Look("g", ["a"] * 48, 2, 3, list(range(80, 88))))
-    png = tmp_path / "curves.png"
-    Image.new("RGB", (8, 8)).save(png)
-    shown = page.Page("## g: findings\n\n| claim | verdict |\n|:--|:--|\n| c1 | reproduced |",
-                      [page.ClaimResult("c1", "reproduced", 0.5, 0.01),
-                       page.ClaimResult("c2", "not tested", float("nan"), float("nan"))],
-                      "CPU, AVX512 kernels, fp32 (48 runs)", "fp32", [png], tmp_path)
+    png = tmp_path / "claims_per_seed.png"
+    Image.new("RGB", (1600, 900)).save(png)
+    table = page.Part("### Table 1\n\n| Model | test |\n| --- | --- |\n| fixed | 1.0 |",
+                      "Table 1", "report/t1.md")
+    shown = claims_page(tmp_path, 2, [page.Part("Pre-registration: confirmatory.", "the line",
+                                                "report/findings.md"), table], [png])
     writer.log_report(client, client.get_run(parent), [png], shown)
     run = client.get_run(parent)
     tags, metrics = run.data.tags, run.data.metrics
@@ -329,26 +345,50 @@ def test_a_sweeps_page_says_what_ran_at_each_look_and_what_it_found(tmp_path):
     assert metrics == {"trials": 48, "looks": 2, "effect.c1": 0.5, "p.c1": 0.01}
     assert client.get_metric_history(parent, "p.c1")[0].step == 2  # at the look reached
     assert (tags["precision"], tags["machine"]) == ("fp32", "CPU, AVX512 kernels, fp32 (48 runs)")
+    assert tags[names.SETTING] == names.SWEEPS  # its group in the runs table
     note = tags["mlflow.note.content"]
-    assert note.startswith("**48 trials**, look 2 of 3, seeds 80-87.")
-    assert "| c1 | reproduced |" in note and str(tmp_path) in note
-    assert f"get-artifact?path=figures%2Fcurves.png&run_uuid={parent}" in note
-    assert {f.path for f in client.list_artifacts(parent, "figures")} == {"figures/curves.png"}
-    about = client.get_experiment(exp).tags["mlflow.note.content"]
-    assert about.startswith("1 reproduced, 1 not tested (sweep-")
-    assert "c1: reproduced; c2: not tested" in about
-    assert view.run_url(exp, parent) in about and view.view_url(exp) in about
+    image = f"![claims_per_seed](get-artifact?path=figures%2Fclaims_per_seed.png&run_uuid={parent})"
+    assert note.startswith("\n\n".join([
+        "**48 trials**, look 2 of 3, seeds 80-87: c1 **reproduced** · c2 **not tested**.",
+        "\n".join(shown.lines), "Pre-registration: confirmatory.", table.markdown, image, ""]))
+    tail = note.split("\n\n")[-1]
+    assert f"[report/findings.md]({page.artifact_url(exp, parent, 'report/findings.md')})" \
+        in tail and str(tmp_path) in tail
+    assert {f.path for f in client.list_artifacts(parent, "figures")} == {
+        "figures/claims_per_seed.png"}
+    logged = client.download_artifacts(parent, "figures/claims_per_seed.png", str(tmp_path))
+    assert Image.open(logged).size == (page.SHOWN_PX, 450)  # the page's width, same shape
+    about = client.get_experiment(exp).tags["mlflow.note.content"].splitlines()
+    assert about[0].startswith("1 reproduced, 1 not tested (sweep-")
+    assert view.run_url(exp, parent) in about[0] and view.view_url(exp) in about[0]
+    assert about[2:] == ["- c1: reproduced", "- c2: not tested"]
 
 
-def test_a_description_too_long_for_the_store_is_cut_with_a_pointer(tmp_path):
-    """A report longer than the store keeps: its first paragraphs and where the rest is; the
-    sweep goes on (no error)."""
+def test_a_report_too_long_for_the_store_keeps_its_verdicts_and_figures(tmp_path):
+    """A page longer than the store keeps: the parts that do not fit are left out, each named
+    with a link to its artifact, the claims' lines that do not fit likewise; the head, the
+    figures and the link to the whole report stay, and the sweep goes on (no error)."""
     from mlflow.utils.validation import MAX_TAG_VAL_LENGTH
 
-    paragraphs = "\n\n".join(f"paragraph {i} " + "x" * 90 for i in range(200))
-    cut = page.cut(paragraphs, 1000, "The rest is in findings.md.")
-    assert len(cut) <= 1000 and cut.endswith("The rest is in findings.md.*")
-    assert cut.startswith("paragraph 0 ") and "\n\n*Cut here" in cut
+    def link(path: str) -> str:
+        return f"#/{path}"
+
+    wide = page.Part("| " + "x" * 6000 + " |", "Table 1", "report/t1.md")
+    small = page.Part("| a table |", "Table 3", "report/t3.md")
+    shown = "![claims_per_seed](get-artifact?path=figures%2Fclaims_per_seed.png)"
+    text = page.compose(claims_page(tmp_path, 5, [wide, small], []), "**48 trials**", shown,
+                        link, 4000)
+    assert len(text) <= 4000 and "| c5 | not tested |" in text and shown in text
+    assert "x" * 100 not in text and "| a table |" in text  # what fits is kept
+    assert ("*Left out here (the store keeps 4,000 characters): Table 1, "
+            "[report/t1.md](#/report/t1.md).*") in text
+    assert text.endswith("`" + str(tmp_path) + "` and the run's Artifacts.")
+    many = page.compose(claims_page(tmp_path, 200, [small], []), "**48 trials**", shown, link,
+                        4000)
+    assert len(many) <= 4000 and "| c2 |" in many and "| c200 |" not in many and shown in many
+    kept = len(re.findall(r"^\| c\d+ \|", many, re.MULTILINE))
+    assert f"Left out here (the store keeps 4,000 characters): claims {kept + 1} to 200, " \
+        "[report/findings.md](#/report/findings.md)." in many
     assert page.cut("short", 1000, "unused") == "short"
     uri = f"sqlite:///{tmp_path / 'mlflow.db'}"
     client = store.open_store(uri)
@@ -356,10 +396,11 @@ def test_a_description_too_long_for_the_store_is_cut_with_a_pointer(tmp_path):
     smoke = ROOT / "ablations" / "smoke.yaml"
     parent = writer.start_sweep(client, exp, smoke, "cmd", page.Look("g", ["a"], 1, 1, [0]),
                                 smoke.read_text())
-    writer.log_report(client, client.get_run(parent), [], page.Page(
-        paragraphs, [], "CPU", "fp32", [], tmp_path))
+    writer.log_report(client, client.get_run(parent), [],
+                      claims_page(tmp_path, 5, [wide, wide], []))
     note = client.get_run(parent).data.tags["mlflow.note.content"]
-    assert len(note) <= MAX_TAG_VAL_LENGTH and str(tmp_path / "findings.md") in note
+    assert len(note) <= MAX_TAG_VAL_LENGTH and note.count("Left out here") == 1
+    assert "| c5 | not tested |" in note and "x" * 6000 in note  # the first one fits
 
 
 def test_the_experiments_view_opens_on_the_sweep_and_its_trials_by_setting(tmp_path):

@@ -8,7 +8,6 @@ and the grid file, never the training code.
 
 import json
 import os
-import re
 from pathlib import Path
 
 import numpy as np
@@ -21,10 +20,10 @@ from bench.experiment.open import GridText, open_grid
 from bench.metrics import SEEDS
 from bench.provenance import identity
 from bench.tracking import reader, writer
-from bench.tracking.page import ClaimResult, Page
 
 from . import prereg, stats, verdicts
 from .figures import write_figures
+from .runpage import interval, sweep_page
 from .runs import Sweep, claim_runs, load_sweep, machine_line, missing_lines
 from .shared import shared_line
 from .tables import DATA_COLUMNS, data_line, write_tables
@@ -126,19 +125,6 @@ def read_per_seed(path: Path) -> pd.DataFrame:
     return df
 
 
-def interval(lo: float, hi: float) -> str:
-    """The interval of a test as people read it: a one-sided bound (<= hi, >= lo) or [lo, hi]."""
-    def num(v: float) -> str:
-        return format(v, ".4g")
-
-    if pd.isna(lo) or pd.isna(hi):
-        return ""
-    if np.isinf(lo) and np.isinf(hi):
-        return "unbounded (too few seeds)"
-    return f"≤ {num(hi)}" if np.isneginf(lo) else f"≥ {num(lo)}" if np.isposinf(hi) else (
-        f"[{num(lo)}, {num(hi)}]")
-
-
 def findings_markdown(table: pd.DataFrame) -> str:
     """The findings table for people: effect and the interval matching its test in the
     metric's units, corrected p's, verdict, and what an inconclusive test could detect."""
@@ -219,38 +205,6 @@ def refind(runs_csv: Path, grid_file: Path, out_dir: Path) -> list[Path]:
         paths.append(out_dir / "grid.yaml")
         paths[-1].write_text(grid_file.read_text())
     return paths
-
-
-def page_markdown(paths: list[Path]) -> str:
-    """The report as the sweep's run page shows it: findings.md (its reading note as a pointer
-    to docs/claims.md) and each table's Markdown, their shared lines (data, machine) once, a
-    <name> in the text as words (MLflow's Markdown drops it as an HTML tag)."""
-    seen: set[str] = set()
-    out = []
-    mds = sorted((p for p in paths if p.suffix == ".md"), key=lambda p: p.name != "findings.md")
-    for md in mds:
-        for line in md.read_text().splitlines():
-            if line.startswith("How to read this table"):
-                line = f"How to read this table: docs/claims.md, and the note in {md.name}."
-            elif line in seen and line.startswith(("Data:", "Machine:")):
-                continue
-            seen.add(line)
-            out.append("#" + line if line.startswith("# ") else line)
-        out.append("")
-    text = re.sub(r"<(\w+)>", r"&lt;\1&gt;", "\n".join(out))  # <probe>: a word, not a tag
-    return re.sub(r"\n{3,}", "\n\n", text).strip()
-
-
-def sweep_page(runs: pd.DataFrame, paths: list[Path], table: pd.DataFrame | None,
-               out_dir: Path) -> Page:
-    """What the sweep's run page shows of the report (`page.Page`): `table`, the findings'
-    rows of the claims (None: no claims)."""
-    claims = [] if table is None else [
-        ClaimResult(r.claim, r.verdict, r.effect, r.p) for r in table.itertuples()]
-    precision = ", ".join(sorted(runs["precision"].dropna().astype(str).unique())) \
-        if "precision" in runs else "not recorded"
-    return Page(page_markdown(paths), claims, machine_line(runs).removeprefix("Machine: "),
-                precision, [p for p in paths if p.suffix == ".png"], out_dir.resolve())
 
 
 # ---- the whole report

@@ -159,7 +159,7 @@ def log_report(client: MlflowClient, sweep: Run, paths: list[Path], shown: page.
     """A sweep's report onto its run: the files as artifacts (report/), and its page
     (`page.publish`: description, verdicts, figures)."""
     for p in paths:
-        client.log_artifact(sweep.info.run_id, str(p), "report")
+        client.log_artifact(sweep.info.run_id, str(p), page.REPORT)
     page.publish(client, sweep, shown)
 
 

@@ -436,6 +436,16 @@ def test_the_experiments_view_opens_on_the_sweep_and_its_trials_by_setting(tmp_p
                                  "workflowType=machine_learning&viewStateShareKey=trials")
 
 
+def test_the_closing_hint_names_a_tracking_servers_own_address():
+    """Where the store is a tracking server its UI is at its address; an sqlite file needs
+    `mlflow ui` on it first."""
+    assert store.ui_hint("http://10.0.0.5:5001/", "3") == \
+        "http://10.0.0.5:5001/#/experiments/3/runs?workflowType=machine_learning&" \
+        "viewStateShareKey=trials"
+    assert store.ui_hint("sqlite:////r/mlflow.db", "3").startswith(
+        "mlflow ui --backend-store-uri sqlite:////r/mlflow.db --host 127.0.0.1\n")
+
+
 def test_a_resumed_trial_logs_the_evaluations_it_took_from_its_checkpoint(tmp_path):
     """A trial resumed from its checkpoint (or finished while the server was down) reported
     only its later evaluations: its run gets the rest, each step once."""

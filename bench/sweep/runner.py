@@ -256,8 +256,7 @@ def tracked_sweep(grid: Grid, trials: list[Trial], options: SweepOptions, uri: s
             f"{len(covered)} trials it had reached finished, the rest were killed, and no "
             "later look ran; the findings read the finished trials only. The same command "
             "continues it."))
-    print(f"\nresults: {run.root}\nMLflow:  {store.ui_command(uri)}\n"
-          f"         then {store.ui_url(exp)}")
+    print(f"\nresults: {run.root}\nMLflow:  {store.ui_hint(uri, exp)}")
     if interrupted:
         print("interrupted: finished trials are kept; rerun the same command to continue")
     return 130 if interrupted else 1 if failed else 0

@@ -15,8 +15,9 @@ as an image. On f61fb0d's page it fails (the report was cut before Table 1, the 
 the 18th column, the sweep's row came last). Screenshots go beside the store, in runs/browser/
 (`$ATTNBENCH_RUNS`); docs/tracking.md shows them.
 
-SLOW: about 2 minutes on the 2-core AMD EPYC (AVX2), most of it the server's start and the
-report. Skips only where Chromium or its driver (or selenium, a dev extra) is absent.
+SLOW: 90 s on the 2-core AMD EPYC (AVX2 kernels) with other work holding its load average at
+5 (33 s building the store and starting the server at once, 44 s in the browser).
+Skips only where Chromium or its driver (or selenium, a dev extra) is absent.
 """
 
 import os

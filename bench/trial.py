@@ -57,8 +57,19 @@ class Trial:
     def name(self) -> str:
         return trial_name(self.values, self.cfg)
 
+    @property
+    def setting(self) -> str:
+        """Its setting, what its seeds share: `setting_name`."""
+        return setting_name(self.values, self.cfg.model.variant)
+
+
+def setting_name(values: dict[str, Any], variant: str) -> str:
+    """<variant>-<varied values>, e.g. talking-heads-n_heads=8: a trial's name without its
+    seed, the label of its seeds' group in MLflow's runs table."""
+    varied = [f"{k.rsplit('.', 1)[-1]}={v}" for k, v in values.items() if k != "model.variant"]
+    return "-".join([variant, *varied])
+
 
 def trial_name(values: dict[str, Any], cfg: Config) -> str:
     """<variant>-<varied values>-s<seed>, e.g. talking-heads-n_heads=8-s0."""
-    varied = [f"{k.rsplit('.', 1)[-1]}={v}" for k, v in values.items() if k != "model.variant"]
-    return "-".join([cfg.model.variant, *varied, f"s{cfg.train.seed}"])
+    return f"{setting_name(values, cfg.model.variant)}-s{cfg.train.seed}"

@@ -478,8 +478,17 @@ def test_findings_from_the_sweeps_grid_file(store, tmp_path):
     assert run.data.metrics["p.spread"] == csv.set_index("claim").loc["spread", "p"]
     assert "effect.same_bpc" not in run.data.metrics  # not tested: no effect
     note = run.data.tags["mlflow.note.content"]
-    assert "## claimed: findings" in note and "| spread " in note and "reproduced" in note
-    assert "Pre-registration" in note and str(tmp_path / "out") in note
+    assert "spread **reproduced** · fewer_flops **inconclusive** · same_bpc **not tested**" in \
+        note.split("\n\n")[0]  # every verdict in the page's first paragraph
+    assert "| claim | verdict | effect (interval) | p (rule) | evidence |" in note
+    assert "| same_bpc | not tested |  |  |  |" in note  # not tested: no numbers
+    spread = csv.set_index("claim").loc["spread"]
+    assert f"| spread | reproduced | {spread['effect']:.4g} (" in note
+    assert f"{spread['p']:.3g} (rule {spread['rule']}) | unverified |" in note
+    assert "Pre-registration: unverified" in note and str(tmp_path / "out") in note
+    assert "report/findings.md" in note and "reasons, offsets" in note  # the whole, linked
+    assert "claims_per_seed.png" in note  # the claims' figure, shown
+    assert "claims_per_seed.png" in {p.name for p in paths}
     logged = {f.path for f in client.list_artifacts(parent, "report")}
     assert {"report/findings.md", "report/findings.csv"} <= logged
     # the report alone (no parent given) finds the newest sweep's grid file: same findings
@@ -507,6 +516,62 @@ def test_identity_distance_under_the_mixing_heatmaps(store):
                  .mixing[-1]["P_l"])
     assert f"= {figures.identity_distance(P):.2f}" in fig.axes[0].get_xlabel()
     assert "identity + noise, the default" in fig._suptitle.get_text()
+
+
+def test_every_figure_a_grid_may_name_is_drawn():
+    """The names a grid file may give (`layouts.FIGURES`, read without matplotlib) are the ones
+    `figures.DRAW` draws: a figure added to one list and not the other is caught here."""
+    assert list(figures.DRAW) == list(FIGURES)
+
+
+HEADS_CLAIMED = """name: heads
+grid: {model.variant: [fixed, talking-heads], model.n_heads: [2, 8]}
+seeds: [0, 1, 2]
+design_seeds: []
+report: {table: th_table1}
+claims:
+  - {id: th_wins_at_8, text: fewer bits at h = 8, rows: {model.variant: talking-heads,
+     model.n_heads: 8}, baseline: {model.variant: fixed}, metric: test_probe_bpc.recall,
+     expect: less, test: sign-flip, log_offset: 0.005}
+  - {id: mh_worse, text: multi-head worse as h grows, type: trend, rows: {model.variant: fixed},
+     along: model.n_heads, metric: test_probe_bpc.recall, expect: greater, log_offset: 0.005}
+"""
+
+
+def test_the_claims_figure_pairs_each_seed_across_the_variants_at_each_setting():
+    """The figure that answers the claims: a panel per setting of the other axes (h), in each
+    a line per seed from its multi-head value to its talking-heads value (the paper's names),
+    on the claims' log(y + c) scale, and each claim's verdict under the panels."""
+    import matplotlib as mpl
+    from matplotlib.backends.backend_agg import FigureCanvasAgg
+    from matplotlib.figure import Figure
+
+    grid = open_grid(GridText(HEADS_CLAIMED, "test", Path(".")))
+    value = {("fixed", 2): 0.01, ("talking-heads", 2): 0.012, ("fixed", 8): 0.1,
+             ("talking-heads", 8): 0.005}
+    runs = pd.DataFrame([{"model.variant": v, "model.n_heads": h, "seed": s,
+                          "test_probe_bpc.recall": y * (1 + s / 10)}
+                         for (v, h), y in value.items() for s in range(3)])
+    sweep = Sweep("heads", runs, pd.DataFrame(), ["model.variant", "model.n_heads"], grid, None)
+    with mpl.rc_context(figures.RC):
+        fig = Figure(layout="constrained")
+        FigureCanvasAgg(fig)
+        assert figures.fig_claims(sweep, fig, {"th_wins_at_8": "reproduced",
+                                               "mh_worse": "inconclusive"})
+    assert [ax.get_title() for ax in fig.axes] == ["h=2", "h=8"]
+    for ax, h in zip(fig.axes, (2, 8), strict=True):
+        assert [t.get_text() for t in ax.get_xticklabels()] == ["multi-head", "talking-heads"]
+        seeds = [list(line.get_ydata()) for line in ax.get_lines() if len(line.get_xdata()) == 2]
+        assert np.allclose(sorted(seeds), sorted([value[("fixed", h)] * (1 + s / 10),
+                                                  value[("talking-heads", h)] * (1 + s / 10)]
+                                                 for s in range(3)))  # a line per seed, paired
+        assert ax.get_yscale() == "function" and ax.get_ylabel() == "test_probe_bpc.recall"
+    words = fig.get_supxlabel()
+    assert "1. th_wins_at_8: reproduced" in words and "2. mh_worse: inconclusive" in words
+    assert "log(y + 0.005)" in words
+    no_claims = Sweep("heads", runs, pd.DataFrame(), ["model.variant", "model.n_heads"], None,
+                      None)
+    assert not figures.fig_claims(no_claims, Figure(), {})  # a grid without claims: none
 
 
 def test_policies_come_from_the_runs_layer_description():

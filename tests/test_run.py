@@ -127,6 +127,7 @@ def test_smoke_sweep_logs_one_finished_run_per_trial(smoke_sweep):
     runs = trial_runs(tmp, "smoke")
     assert len(parent) == 1 and parent[0].info.status == "FINISHED"
     assert parent[0].data.tags["trials"] == "2" and parent[0].data.tags["looks"] == "1 of 1"
+    assert parent[0].data.tags["setting"] == "sweep"  # the runs table's first group
     recorded = c.download_artifacts(parent[0].info.run_id, "trials.json", str(tmp))
     assert set(json.loads(Path(recorded).read_text())["trials"]) == expected_hashes(SMOKE)
     # MLflow's own schema: the experiment is a training one, runs name their source and commit
@@ -148,6 +149,7 @@ def test_smoke_sweep_logs_one_finished_run_per_trial(smoke_sweep):
         assert r.data.tags["attnbench.grid"] == "smoke"
         assert r.data.tags["attnbench.grid_keys"] == "model.variant"
         assert r.info.run_name == f"{r.data.params['model.variant']}-s0"
+        assert r.data.tags["setting"] == r.data.params["model.variant"]  # its group, seeds aside
         assert r.data.tags["mlflow.note.content"] == (  # what its page shows first
             f"Trial of `smoke`: `model.variant` = {r.data.params['model.variant']}, seed 0.")
         p = r.data.params

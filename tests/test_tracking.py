@@ -2,6 +2,7 @@
 of a corpus, and the report's reading of runs from other code. Fast: no Ray."""
 
 import json
+import re
 import shutil
 import subprocess
 import sys
@@ -18,7 +19,7 @@ from bench.experiment.open import Overrides, open_grid
 from bench.findings import report
 from bench.sweep import runner
 from bench.sweep.trials import resolve_trials
-from bench.tracking import names, page, reader, store, writer
+from bench.tracking import names, page, reader, store, view, writer
 from bench.training.checkpoint import load_checkpoint
 from bench.training.loop import train
 from bench.trial import Trial
@@ -297,11 +298,26 @@ def test_a_measurement_is_a_finished_run_with_its_table(tmp_path):
     assert logged["data"] == [["fixed", 100.0], ["adaptive", 150.0]]
 
 
+def claims_page(tmp_path: Path, n: int, parts: list[page.Part], pngs: list[Path]) -> page.Page:
+    """A sweep's page of `n` claims (c1 reproduced, the rest not tested) with `parts`."""
+    claims = [page.ClaimResult("c1", "reproduced", 0.5, 0.01),
+              *(page.ClaimResult(f"c{i}", "not tested", float("nan"), float("nan"))
+                for i in range(2, n + 1))]
+    lines = ["| claim | verdict | effect (interval) | p (rule) | evidence |",
+             "|" + " --- |" * 5,
+             *(f"| {c.id} | {c.verdict} | 0.5 (≤ 0.9) | 0.01 (rule p ≤ 12/256) | "
+               "confirmatory |" for c in claims)]
+    return page.Page(claims, lines, parts, "CPU, AVX512 kernels, fp32 (48 runs)", "fp32", pngs,
+                     "report/findings.md", tmp_path)
+
+
 def test_a_sweeps_page_says_what_ran_at_each_look_and_what_it_found(tmp_path):
     """The sweep's run after its second look: trials, looks and seeds as tags (rewritten at
     each look; the trials and the look as metrics, a step each), each claim's verdict, effect
-    and p under short names, the figures as images shown in its description, the findings as
-    its description, and the experiment's description naming the verdicts and linking here."""
+    and p under short names; its description the report top to bottom: the counts and every
+    verdict in its first line, a line per claim, the parts, the figures as images of the run
+    (shown at the page's width) and a link to the whole report; the experiment's description
+    counting the verdicts in its first line, linking here, then a line per verdict."""
     from PIL import Image
 
     uri = f"sqlite:///{tmp_path / 'mlflow.db'}"
@@ -312,12 +328,12 @@ def test_a_sweeps_page_says_what_ran_at_each_look_and_what_it_found(tmp_path):
                                 page.Look("g", ["a"] * 24, 1, 3, [80, 81, 82, 83]),
                                 smoke.read_text())
     writer.cover(client, parent, page.Look("g", ["a"] * 48, 2, 3, list(range(80, 88))))
-    png = tmp_path / "curves.png"
-    Image.new("RGB", (8, 8)).save(png)
-    shown = page.Page("## g: findings\n\n| claim | verdict |\n|:--|:--|\n| c1 | reproduced |",
-                      [page.ClaimResult("c1", "reproduced", 0.5, 0.01),
-                       page.ClaimResult("c2", "not tested", float("nan"), float("nan"))],
-                      "CPU, AVX512 kernels, fp32 (48 runs)", "fp32", [png], tmp_path)
+    png = tmp_path / "claims_per_seed.png"
+    Image.new("RGB", (1600, 900)).save(png)
+    table = page.Part("### Table 1\n\n| Model | test |\n| --- | --- |\n| fixed | 1.0 |",
+                      "Table 1", "report/t1.md")
+    shown = claims_page(tmp_path, 2, [page.Part("Pre-registration: confirmatory.", "the line",
+                                                "report/findings.md"), table], [png])
     writer.log_report(client, client.get_run(parent), [png], shown)
     run = client.get_run(parent)
     tags, metrics = run.data.tags, run.data.metrics
@@ -329,26 +345,50 @@ def test_a_sweeps_page_says_what_ran_at_each_look_and_what_it_found(tmp_path):
     assert metrics == {"trials": 48, "looks": 2, "effect.c1": 0.5, "p.c1": 0.01}
     assert client.get_metric_history(parent, "p.c1")[0].step == 2  # at the look reached
     assert (tags["precision"], tags["machine"]) == ("fp32", "CPU, AVX512 kernels, fp32 (48 runs)")
+    assert tags[names.SETTING] == names.SWEEPS  # its group in the runs table
     note = tags["mlflow.note.content"]
-    assert note.startswith("**48 trials**, look 2 of 3, seeds 80-87.")
-    assert "| c1 | reproduced |" in note and str(tmp_path) in note
-    assert f"get-artifact?path=figures%2Fcurves.png&run_uuid={parent}" in note
-    assert {f.path for f in client.list_artifacts(parent, "figures")} == {"figures/curves.png"}
-    about = client.get_experiment(exp).tags["mlflow.note.content"]
-    assert about.startswith("1 reproduced, 1 not tested (sweep-")
-    assert "c1: reproduced; c2: not tested" in about
-    assert page.run_url(exp, parent) in about and page.view_url(exp) in about
+    image = f"![claims_per_seed](get-artifact?path=figures%2Fclaims_per_seed.png&run_uuid={parent})"
+    assert note.startswith("\n\n".join([
+        "**48 trials**, look 2 of 3, seeds 80-87: c1 **reproduced** · c2 **not tested**.",
+        "\n".join(shown.lines), "Pre-registration: confirmatory.", table.markdown, image, ""]))
+    tail = note.split("\n\n")[-1]
+    assert f"[report/findings.md]({page.artifact_url(exp, parent, 'report/findings.md')})" \
+        in tail and str(tmp_path) in tail
+    assert {f.path for f in client.list_artifacts(parent, "figures")} == {
+        "figures/claims_per_seed.png"}
+    logged = client.download_artifacts(parent, "figures/claims_per_seed.png", str(tmp_path))
+    assert Image.open(logged).size == (page.SHOWN_PX, 450)  # the page's width, same shape
+    about = client.get_experiment(exp).tags["mlflow.note.content"].splitlines()
+    assert about[0].startswith("1 reproduced, 1 not tested (sweep-")
+    assert view.run_url(exp, parent) in about[0] and view.view_url(exp) in about[0]
+    assert about[2:] == ["- c1: reproduced", "- c2: not tested"]
 
 
-def test_a_description_too_long_for_the_store_is_cut_with_a_pointer(tmp_path):
-    """A report longer than the store keeps: its first paragraphs and where the rest is; the
-    sweep goes on (no error)."""
+def test_a_report_too_long_for_the_store_keeps_its_verdicts_and_figures(tmp_path):
+    """A page longer than the store keeps: the parts that do not fit are left out, each named
+    with a link to its artifact, the claims' lines that do not fit likewise; the head, the
+    figures and the link to the whole report stay, and the sweep goes on (no error)."""
     from mlflow.utils.validation import MAX_TAG_VAL_LENGTH
 
-    paragraphs = "\n\n".join(f"paragraph {i} " + "x" * 90 for i in range(200))
-    cut = page.cut(paragraphs, 1000, "The rest is in findings.md.")
-    assert len(cut) <= 1000 and cut.endswith("The rest is in findings.md.*")
-    assert cut.startswith("paragraph 0 ") and "\n\n*Cut here" in cut
+    def link(path: str) -> str:
+        return f"#/{path}"
+
+    wide = page.Part("| " + "x" * 6000 + " |", "Table 1", "report/t1.md")
+    small = page.Part("| a table |", "Table 3", "report/t3.md")
+    shown = "![claims_per_seed](get-artifact?path=figures%2Fclaims_per_seed.png)"
+    text = page.compose(claims_page(tmp_path, 5, [wide, small], []), "**48 trials**", shown,
+                        link, 4000)
+    assert len(text) <= 4000 and "| c5 | not tested |" in text and shown in text
+    assert "x" * 100 not in text and "| a table |" in text  # what fits is kept
+    assert ("*Left out here (the store keeps 4,000 characters): Table 1, "
+            "[report/t1.md](#/report/t1.md).*") in text
+    assert text.endswith("`" + str(tmp_path) + "` and the run's Artifacts.")
+    many = page.compose(claims_page(tmp_path, 200, [small], []), "**48 trials**", shown, link,
+                        4000)
+    assert len(many) <= 4000 and "| c2 |" in many and "| c200 |" not in many and shown in many
+    kept = len(re.findall(r"^\| c\d+ \|", many, re.MULTILINE))
+    assert f"Left out here (the store keeps 4,000 characters): claims {kept + 1} to 200, " \
+        "[report/findings.md](#/report/findings.md)." in many
     assert page.cut("short", 1000, "unused") == "short"
     uri = f"sqlite:///{tmp_path / 'mlflow.db'}"
     client = store.open_store(uri)
@@ -356,30 +396,77 @@ def test_a_description_too_long_for_the_store_is_cut_with_a_pointer(tmp_path):
     smoke = ROOT / "ablations" / "smoke.yaml"
     parent = writer.start_sweep(client, exp, smoke, "cmd", page.Look("g", ["a"], 1, 1, [0]),
                                 smoke.read_text())
-    writer.log_report(client, client.get_run(parent), [], page.Page(
-        paragraphs, [], "CPU", "fp32", [], tmp_path))
+    writer.log_report(client, client.get_run(parent), [],
+                      claims_page(tmp_path, 5, [wide, wide], []))
     note = client.get_run(parent).data.tags["mlflow.note.content"]
-    assert len(note) <= MAX_TAG_VAL_LENGTH and str(tmp_path / "findings.md") in note
+    assert len(note) <= MAX_TAG_VAL_LENGTH and note.count("Left out here") == 1
+    assert "| c5 | not tested |" in note and "x" * 6000 in note  # the first one fits
 
 
-def test_the_experiments_view_groups_trials_by_the_grids_axes(tmp_path):
-    """The view the printed address opens (`viewStateShareKey`): the runs grouped by the
-    grid's axes (a group's row: its trials' mean), the axes, seed and claims' metrics as
-    columns, the sweeps' group open, every run shown in the charts."""
+def test_the_experiments_view_opens_on_the_sweep_and_its_trials_by_setting(tmp_path):
+    """The view the printed address opens (`viewStateShareKey`): the sweeps' group first (the
+    runs sorted by their trial count, which only sweeps have) and open, a collapsed group per
+    setting; the claims' metric, the trials and looks and each claim's verdict as columns,
+    sized to show their names; no seed (a group would average it); the chart view opening on
+    the claims' metric by setting."""
     uri = f"sqlite:///{tmp_path / 'mlflow.db'}"
     client = store.open_store(uri)
     exp = store.experiment_id(client, "g", uri)
-    page.share_view(client, exp, ["model.variant", "model.n_heads"],
-                    ["final_test_bpc", "final_test_bpc"])
-    state = json.loads(client.get_experiment(exp).tags[page.SHARED + page.VIEW])
-    assert state["selectedColumns"] == ["params.`model.variant`", "params.`model.n_heads`",
-                                        "params.`seed`", "metrics.`final_test_bpc`"]
+    settings = ["fixed-n_heads=2", "talking-heads-n_heads=2"]
+    view.share_view(client, exp, ["model.variant", "model.n_heads"],
+                    ["final_test_bpc", "final_test_bpc"], ["c1", "c2"], settings)
+    state = json.loads(client.get_experiment(exp).tags[view.SHARED + view.VIEW])
+    columns = ["metrics.`final_test_bpc`", "tags.`trials`", "tags.`looks`",
+               "tags.`verdict.c1`", "tags.`verdict.c2`"]
+    assert state["selectedColumns"] == columns
+    assert state["columnOrder"] == [view.NAME, *columns, *view.FIXED]
+    assert state["columnWidths"][view.NAME] >= view._width(len("Group: talking-heads-n_heads=2"))
+    assert state["columnWidths"]["tags.`verdict.c1`"] == view._width(len("verdict.c1"))
+    assert (state["orderByKey"], state["orderByAsc"]) == ("metrics.`trials`", False)
     assert state["groupBy"] == {"aggregateFunction": "average", "groupByKeys": [
-        {"mode": "param", "groupByData": "model.variant"},
-        {"mode": "param", "groupByData": "model.n_heads"}]}
-    assert state["groupsExpanded"] == {"param.model.variant,param.model.n_heads": True}
+        {"mode": "tag", "groupByData": "setting"}]}
+    assert state["groupsExpanded"] == {"tag.setting.fixed-n_heads=2": False,
+                                       "tag.setting.talking-heads-n_heads=2": False}
+    charts = state["compareRunCharts"]
+    assert [(c["type"], c.get("metricKey"), c.get("xaxis")) for c in charts] == [
+        ("BAR", "final_test_bpc", None),
+        ("SCATTER", None, {"key": "model.n_heads", "type": "PARAM"})]
+    assert {c["metricSectionId"] for c in charts} == {state["compareRunSections"][0]["uuid"]}
     assert store.ui_url(exp) == (f"http://127.0.0.1:5000/#/experiments/{exp}/runs?"
                                  "workflowType=machine_learning&viewStateShareKey=trials")
+
+
+def test_the_closing_hint_names_a_tracking_servers_own_address():
+    """Where the store is a tracking server its UI is at its address; an sqlite file needs
+    `mlflow ui` on it first."""
+    assert store.ui_hint("http://10.0.0.5:5001/", "3") == \
+        "http://10.0.0.5:5001/#/experiments/3/runs?workflowType=machine_learning&" \
+        "viewStateShareKey=trials"
+    assert store.ui_hint("sqlite:////r/mlflow.db", "3").startswith(
+        "mlflow ui --backend-store-uri sqlite:////r/mlflow.db --host 127.0.0.1\n")
+
+
+def test_a_resumed_trial_logs_the_evaluations_it_took_from_its_checkpoint(tmp_path):
+    """A trial resumed from its checkpoint (or finished while the server was down) reported
+    only its later evaluations: its run gets the rest, each step once."""
+    uri = f"sqlite:///{tmp_path / 'mlflow.db'}"
+    client = store.open_store(uri)
+    exp = store.experiment_id(client, "g", uri)
+    run = writer.TrialRun(uri, client.create_run(exp).info.run_id)
+    run.provenance_logged = True  # what this test is not about
+
+    def evaluation(step: int) -> dict:
+        return {"step": step, "tokens": step * 10, "train_bpc": 3.0, "dev_bpc": 3.0 - step / 100,
+                "lr": 0.01, "tokens_per_s": 1.0, "train_time_s": 1.0, "mean_span": 8.0,
+                "probe_bpc": {"recall": 0.5}, "peak_rss_mb": 100.0}
+
+    run.log_eval(evaluation(30), tmp_path)  # the one reported after the resume
+    run.log_history([evaluation(s) for s in (10, 20, 30)], tmp_path)
+    for key in ("dev_bpc", "train_bpc", "lr", "dev_bpc.recall"):
+        history = client.get_metric_history(run.run_id, key)
+        assert sorted(m.step for m in history) == [10, 20, 30], key
+    assert {m.step: m.value for m in client.get_metric_history(run.run_id, "dev_bpc")} == {
+        10: 2.9, 20: 2.8, 30: 2.7}
 
 
 def test_a_tracking_server_that_does_not_answer_stops_a_sweep_with_one_line(tmp_path, capsys,
@@ -407,6 +494,7 @@ def test_a_tracking_server_that_does_not_answer_stops_a_sweep_with_one_line(tmp_
     err = capsys.readouterr().err
     assert code == 2 and took < 60, (code, took)
     assert err.count("\n") == 1 and f"the MLflow server at {uri} does not answer" in err
+    assert "nothing was trained" in err and "the trials trained" not in err
     assert "rerun the same command" in err and "Traceback" not in err
     assert not (tmp_path / "results" / "smoke" / "trials").exists()
     gone: list[str] = []

@@ -27,6 +27,10 @@ LAYOUTS = {  # name: (title, columns)
 # attention, the registry's `fixed` (the fixed window, no mixing). Figures use the table's names.
 PAPER_NAMES = {"th_table1": {"fixed": "multi-head"}, "th_table3": {"fixed": "multi-head"}}
 
+# The first figure of every report with claims (`bench.findings.figures.fig_claims`): each
+# seed's value of a claim's metric, paired across the variants at each setting, with the verdicts
+CLAIMS_FIGURE = "claims_per_seed"
+
 # The figures a grid file may name (`report: {figures: [...]}`): name -> (file stem, height in
 # inches at the paper's column width); `bench.findings.figures.fig_<name>` draws each.
 FIGURES = {

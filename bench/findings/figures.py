@@ -1,8 +1,11 @@
-"""The figures of a sweep (the ones `layouts.FIGURES` names), drawn from its runs with seaborn
-at the paper's column width: adaptive-span Figures 3, 4 and 5, talking-heads Figure 1, learning
-curves."""
+"""The figures of a sweep, drawn from its runs with seaborn: first the one that answers its
+claims (`fig_claims`: each seed's value of a claim's metric, paired across the variants at each
+setting, with the verdicts), then the ones `layouts.FIGURES` names, at the paper's column width:
+adaptive-span Figures 3, 4 and 5, talking-heads Figure 1, learning curves."""
 
 import json
+from collections.abc import Callable, Mapping
+from itertools import product
 from pathlib import Path
 
 import matplotlib as mpl
@@ -13,18 +16,19 @@ from matplotlib.backends.backend_agg import FigureCanvasAgg
 from matplotlib.figure import Figure
 from matplotlib.ticker import EngFormatter
 
-from bench.experiment.claims import num
-from bench.experiment.layouts import FIGURES
+from bench.experiment.claims import Claim, num
+from bench.experiment.layouts import CLAIMS_FIGURE, FIGURES, PAPER_NAMES
+from bench.metrics import SEEDS
 from bench.tracking import reader
 
-from .runs import Sweep, run_result
+from .runs import SHORT, Sweep, run_result
 
 DPI, WIDTH = 300, 3.3  # paper column width, inches
 RC = {"font.size": 8, "axes.labelsize": 8, "axes.titlesize": 8, "xtick.labelsize": 7,
       "ytick.labelsize": 7, "legend.fontsize": 6, "legend.title_fontsize": 7,
       "lines.linewidth": 1.0, "lines.markersize": 3, "pdf.fonttype": 42}
 TRACE_CHARS = 40  # characters of the dynamic-span sample on the x axis of Figure 5
-
+PANEL = 1.6  # inches: the claims figure's width per setting, its height per metric
 
 
 def _pick(runs: pd.DataFrame, mask: pd.Series) -> pd.Series | None:
@@ -202,15 +206,95 @@ def fig_curves(sweep: Sweep, fig: Figure) -> bool:
     return True
 
 
-# Each figure layouts.FIGURES names is drawn by fig_<name> above (a missing one fails here, at
-# import): the names are listed once, in layouts, which the grid check reads without matplotlib.
-DRAW = {name: globals()[f"fig_{name}"] for name in FIGURES}
+def _paired_key(sweep: Sweep) -> str | None:
+    """The grid key whose values a claim compares within a seed: the first a claim's baseline
+    changes, else the variant; None where the grid does not vary it."""
+    key = next((k for c in sweep.claims for k in c.baseline or {}), "model.variant")
+    return key if key in sweep.keys and sweep.runs[key].nunique() > 1 else None
 
 
-def write_figures(sweep: Sweep, out_dir: Path) -> list[Path]:
-    """The figures the grid declares (`report: {figures: [...]}`; none declared: every figure)
-    that the runs have data for, as PNG (DPI) and PDF."""
+def _log_scale(ax, claims: list[Claim], values: pd.Series) -> str:
+    """The y axis on the claims' own scale, log(y + c), where they test one (`log_offset`),
+    ticked at 0 and the powers of ten above c up to the values' largest; else linear. Returns
+    the scale in words."""
+    c = next((c.log_offset for c in claims if c.log_offset), None)
+    if c is None:
+        return "linear"
+    ax.set_yscale("function", functions=(lambda y: np.log(np.maximum(y + c, c / 10)),
+                                         lambda z: np.exp(z) - c))
+    top = max(values.max(), c)
+    ticks = [0.0, *10.0 ** np.arange(np.ceil(np.log10(c)), np.floor(np.log10(top)) + 1)]
+    ax.set_ylim(0, (top + c) * 1.3 - c)
+    ax.set_yticks(ticks, labels=[f"{t:g}" for t in ticks])
+    ax.minorticks_off()
+    return f"log(y + {c:g})"
+
+
+def fig_claims(sweep: Sweep, fig: Figure, verdicts: Mapping[str, str]) -> bool:
+    """The figure that answers the grid's claims: each seed's value of a claim's metric (a row
+    of panels per metric), paired across the values of the key the claims compare (the
+    variants, as the paper's table names them) at each setting of the other axes (a panel
+    each), a line per seed; under them each claim's verdict (`verdicts`: claim id -> words)."""
+    key, runs = _paired_key(sweep), sweep.runs
+    metrics = [m for m in dict.fromkeys(c.metric for c in sweep.claims) if m in runs]
+    seed = next((s for s in SEEDS if s in runs), None)
+    if key is None or not metrics or seed is None:
+        return False
+    names = PAPER_NAMES.get(sweep.report.table, {})
+    pairs = [v for v in sweep.axes.get(key, runs[key].unique()) if (runs[key] == v).any()]
+    others = [k for k in sweep.keys if k != key]
+    settings = [dict(zip(others, vs, strict=True)) for vs in product(
+        *(sweep.axes.get(k, sorted(runs[k].unique())) for k in others))]
+    fig.set_size_inches(max(WIDTH, PANEL * len(settings)),
+                        PANEL * len(metrics) + 0.3 + 0.12 * len(sweep.claims))
+    axes = fig.subplots(len(metrics), len(settings), squeeze=False, sharey="row")
+    for row, metric in zip(axes, metrics, strict=True):
+        for ax, at in zip(row, settings, strict=True):
+            cell = runs[np.logical_and.reduce([runs[k] == v for k, v in at.items()] or
+                                              [np.ones(len(runs), bool)])]
+            cell = cell.assign(x=cell[key].map({v: i for i, v in enumerate(pairs)}))
+            sns.lineplot(cell, x="x", y=metric, units=seed, estimator=None, color="0.6",
+                         linewidth=0.6, ax=ax)
+            sns.scatterplot(cell, x="x", y=metric, hue=key, hue_order=pairs, legend=False,
+                            ax=ax, zorder=3)
+            ax.set_xticks(range(len(pairs)), labels=[names.get(str(v), num(v)) for v in pairs],
+                          rotation=20)
+            ax.set(xlim=(-0.4, len(pairs) - 0.6), xlabel=None, ylabel=metric,
+                   title=", ".join(f"{SHORT.get(k, k.rsplit('.', 1)[-1])}={num(v)}"
+                                   for k, v in at.items()) or None)
+            scale = _log_scale(ax, [c for c in sweep.claims if c.metric == metric],
+                               runs[metric])
+    lines = [f"{i}. {c.id}: {verdicts.get(c.id, 'not judged')}"
+             for i, c in enumerate(sweep.claims, 1)]
+    fig.supxlabel("\n".join([f"a line per seed; y on the claims' scale, {scale}", *lines]),
+                  fontsize=6, ha="left", x=0.02)
+    return True
+
+
+# The figures a grid may name (`layouts.FIGURES`, read without matplotlib by the grid check),
+# each drawn by its function: a name without one fails the test that compares the two lists.
+DRAW: dict[str, Callable[[Sweep, Figure], bool]] = {
+    "span_limit": fig_span_limit, "head_spans": fig_head_spans,
+    "dynamic_span": fig_dynamic_span, "mixing": fig_mixing, "curves": fig_curves}
+
+
+def _save(fig: Figure, out_dir: Path, stem: str) -> list[Path]:
+    paths = [out_dir / f"{stem}.{ext}" for ext in ("png", "pdf")]
+    for path in paths:
+        fig.savefig(path, dpi=DPI)
+    return paths
+
+
+def write_figures(sweep: Sweep, out_dir: Path, verdicts: Mapping[str, str]) -> list[Path]:
+    """The claims' figure (`fig_claims`, with `verdicts`), then the figures the grid declares
+    (`report: {figures: [...]}`; none declared: every figure) that the runs have data for, as
+    PNG (DPI) and PDF."""
     paths = []
+    with sns.axes_style("whitegrid"), mpl.rc_context(RC):
+        fig = Figure(layout="constrained")
+        FigureCanvasAgg(fig)
+        if fig_claims(sweep, fig, verdicts):
+            paths += _save(fig, out_dir, CLAIMS_FIGURE)
     for name in sweep.report.figures or list(FIGURES):
         stem, height = FIGURES[name]
         with sns.axes_style("whitegrid"), mpl.rc_context(RC):
@@ -220,9 +304,7 @@ def write_figures(sweep: Sweep, out_dir: Path) -> list[Path]:
                 if sweep.report.figures:  # declared, so say why it is missing
                     print(f"figure {name}: the runs have no data for it")
                 continue
-            for ext in ("png", "pdf"):
-                paths.append(out_dir / f"{stem}.{ext}")
-                fig.savefig(paths[-1], dpi=DPI)
+            paths += _save(fig, out_dir, stem)
     return paths
 
 

@@ -71,9 +71,13 @@ def _once(df: pd.DataFrame, path: Path, keys: list[str]) -> None:
         rows = twice[(twice[by] == first[by]).all(axis=1)]
         named = (f"trial {first['trial']}" if by == ["trial"] else "setting " + ", ".join(
             f"{k}={num(first[k])}" for k in by[:-1]) + f" at seed {num(first[by[-1]])}")
+        again = rows.iloc[1]
+        differ = next((c for c in df if not (pd.isna(first[c]) and pd.isna(again[c]))
+                       and first[c] != again[c]), None)
+        what = "" if differ is None else f"; {differ} {first[differ]!r} and {again[differ]!r}"
         lines = " and ".join(str(i + 2) for i in rows.index)
-        raise ConfigError(f"{path}: {named} appears {len(rows)} times (lines {lines}); each "
-                          "trial, and each setting at each seed, is one row")
+        raise ConfigError(f"{path}: {named} appears {len(rows)} times (lines {lines}{what}); "
+                          "each trial, and each setting at each seed, is one row")
 
 
 def _axes(df: pd.DataFrame, path: Path, grid: Grid) -> None:

@@ -8,10 +8,8 @@ and the grid file, never the training code.
 
 import json
 import os
-import re
 from pathlib import Path
 
-import numpy as np
 import pandas as pd
 
 from bench.experiment.claims import METRICS, PROBE_METRIC
@@ -20,11 +18,11 @@ from bench.experiment.open import GridText, open_grid
 from bench.metrics import SEEDS
 from bench.provenance import identity
 from bench.tracking import reader, writer
-from bench.tracking.page import ClaimResult, Page
 
 from . import perseed, prereg, stats
 from .figures import write_figures
 from .judge import judge
+from .runpage import interval, sweep_page
 from .runs import Sweep, claim_runs, load_sweep, machine_line, missing_lines
 from .shared import shared_line
 from .tables import DATA_COLUMNS, data_line, write_tables
@@ -78,19 +76,6 @@ def per_seed(sweep: Sweep, runs: pd.DataFrame) -> pd.DataFrame:
         out["head_spans"] = out["head_spans"].map(
             lambda v: json.dumps(v) if isinstance(v, list) else v)
     return out
-
-
-def interval(lo: float, hi: float) -> str:
-    """The interval of a test as people read it: a one-sided bound (<= hi, >= lo) or [lo, hi]."""
-    def num(v: float) -> str:
-        return format(v, ".4g")
-
-    if pd.isna(lo) or pd.isna(hi):
-        return ""
-    if np.isinf(lo) and np.isinf(hi):
-        return "unbounded (too few seeds)"
-    return f"≤ {num(hi)}" if np.isneginf(lo) else f"≥ {num(lo)}" if np.isposinf(hi) else (
-        f"[{num(lo)}, {num(hi)}]")
 
 
 def findings_markdown(table: pd.DataFrame) -> str:
@@ -163,38 +148,6 @@ def refind(runs_csv: Path, grid_file: Path, out_dir: Path) -> list[Path]:
     return paths
 
 
-def page_markdown(paths: list[Path]) -> str:
-    """The report as the sweep's run page shows it: findings.md (its reading note as a pointer
-    to docs/claims.md) and each table's Markdown, their shared lines (data, machine) once, a
-    <name> in the text as words (MLflow's Markdown drops it as an HTML tag)."""
-    seen: set[str] = set()
-    out = []
-    mds = sorted((p for p in paths if p.suffix == ".md"), key=lambda p: p.name != "findings.md")
-    for md in mds:
-        for line in md.read_text().splitlines():
-            if line.startswith("How to read this table"):
-                line = f"How to read this table: docs/claims.md, and the note in {md.name}."
-            elif line in seen and line.startswith(("Data:", "Machine:")):
-                continue
-            seen.add(line)
-            out.append("#" + line if line.startswith("# ") else line)
-        out.append("")
-    text = re.sub(r"<(\w+)>", r"&lt;\1&gt;", "\n".join(out))  # <probe>: a word, not a tag
-    return re.sub(r"\n{3,}", "\n\n", text).strip()
-
-
-def sweep_page(runs: pd.DataFrame, paths: list[Path], table: pd.DataFrame | None,
-               out_dir: Path) -> Page:
-    """What the sweep's run page shows of the report (`page.Page`): `table`, the findings'
-    rows of the claims (None: no claims)."""
-    claims = [] if table is None else [
-        ClaimResult(r.claim, r.verdict, r.effect, r.p) for r in table.itertuples()]
-    precision = ", ".join(sorted(runs["precision"].dropna().astype(str).unique())) \
-        if "precision" in runs else "not recorded"
-    return Page(page_markdown(paths), claims, machine_line(runs).removeprefix("Machine: "),
-                precision, [p for p in paths if p.suffix == ".png"], out_dir.resolve())
-
-
 # ---- the whole report
 
 def load(uri: str, experiment: str, sweep: str | None = None,
@@ -244,10 +197,12 @@ def render_sweep(uri: str, experiment: str, out_dir: Path, sweep: str | None = N
                                             data.missing, out_dir, path)
         paths += written
         print(f"\nfindings ({written[0]}):\n{md}")
-    paths += write_tables(data, out_dir) + write_figures(data, out_dir)
+    claims = None if table is None else table[table["claim"].isin(
+        [c.id for c in data.claims])]  # the claims, not their parts
+    verdicts_of = {} if claims is None else dict(zip(claims["claim"], claims["verdict"],
+                                                     strict=True))
+    paths += write_tables(data, out_dir) + write_figures(data, out_dir, verdicts_of)
     if found.sweep is not None:
-        claims = None if table is None else table[table["claim"].isin(
-            [c.id for c in data.claims])]  # the claims, not their parts
         writer.log_report(found.client, found.sweep, paths,
                           sweep_page(runs, paths, claims, out_dir))
     return paths

@@ -31,7 +31,7 @@ from bench.experiment.grid import Grid
 from bench.experiment.open import to_text
 from bench.findings.runs import waiting
 from bench.metrics import FAILURE, STOPPED
-from bench.tracking import names, page, reader, store, writer
+from bench.tracking import names, page, reader, store, view, writer
 from bench.tracking.writer import Where
 from bench.trial import Trial
 
@@ -62,7 +62,8 @@ class SweepOptions:
 @dataclass
 class Session:
     """A sweep under way: its grid and options, the store (URI, client, experiment), the code it
-    runs (`provenance.identity()`), its folder, and its parent run once a look has work."""
+    runs (`provenance.identity()`), its folder, its trials' settings (`Trial.setting`, in the
+    grid's order), and its parent run once a look has work."""
 
     grid: Grid
     options: SweepOptions
@@ -71,6 +72,7 @@ class Session:
     exp: str
     now: dict[str, str]
     root: Path
+    settings: list[str]
     parent: str | None = None
 
 
@@ -209,6 +211,10 @@ def sweep(grid: Grid, trials: list[Trial], options: SweepOptions) -> int:
     trial folders keep what was trained) or 130 (interrupted)."""
     uri = store.tracking_uri(options.tracking_uri, options.results_dir)
     store.be_brief(uri)
+    if not store.answering(uri):  # before anything trains: nothing to keep
+        print(f"error: the MLflow server at {uri} does not answer, and nothing was trained: "
+              "start the server and rerun the same command", file=sys.stderr, flush=True)
+        return 2
     try:
         return tracked_sweep(grid, trials, options, uri)
     except (MlflowException, store.TrackingLost) as err:
@@ -233,7 +239,8 @@ def tracked_sweep(grid: Grid, trials: list[Trial], options: SweepOptions, uri: s
     exp = store.experiment_id(client, grid.name, uri)
     writer.end_lost_sweeps(client, exp)
     run = Session(grid, options, uri, client, exp, provenance.identity(),
-                  options.results_dir.resolve() / grid.name)
+                  options.results_dir.resolve() / grid.name,
+                  list(dict.fromkeys(t.setting for t in trials)))
     covered, interrupted = look_by_look(run, trials)
     table = summary(client, exp, covered, run.now)
     failed = bool(table.status.isin(["FAILED", "NOT RUN"]).any())
@@ -249,8 +256,7 @@ def tracked_sweep(grid: Grid, trials: list[Trial], options: SweepOptions, uri: s
             f"{len(covered)} trials it had reached finished, the rest were killed, and no "
             "later look ran; the findings read the finished trials only. The same command "
             "continues it."))
-    print(f"\nresults: {run.root}\nMLflow:  {store.ui_command(uri)}\n"
-          f"         then {store.ui_url(exp)}")
+    print(f"\nresults: {run.root}\nMLflow:  {store.ui_hint(uri, exp)}")
     if interrupted:
         print("interrupted: finished trials are kept; rerun the same command to continue")
     return 130 if interrupted else 1 if failed else 0
@@ -314,8 +320,9 @@ def run_look(run: Session, trials: list[Trial], look: page.Look) -> bool:
     if run.parent is None:
         run.parent = writer.start_sweep(run.client, run.exp, run.options.grid_file,
                                         run.options.command, look, to_text(run.grid))
-        page.share_view(run.client, run.exp, list(run.grid.grid),
-                        [c.metric for c in run.grid.claims])
+        claims = run.grid.claims
+        view.share_view(run.client, run.exp, list(run.grid.grid), [c.metric for c in claims],
+                        [c.id for c in claims], run.settings)
         if run.options.mps:
             print(run.options.mps)
             run.client.set_tag(run.parent, names.MPS, run.options.mps)

@@ -3,18 +3,18 @@ through it the report) reads them. What a run measures and the marks the finding
 metrics, seed, GRID_KEYS, FAILURE, STOPPED, PLAN) are named below every room, in
 `bench.metrics`; this module names the store's own structure around them.
 
-One experiment per grid; a parent run per sweep (tags ROLE=sweep, GRID, SWEEP_PROCESS; LOST
-when a later sweep found its driver gone and ended it; the grid file and TRIALS, the sweep's
-trial hashes, as artifacts) and a child run per trial (ROLE=trial, GRID, HASH, GRID_KEYS,
-FAILURE when it failed, IGNORED for grid options its variant does not take, PLAN + each record
-of the plan it serves). Child params: the flattened resolved config (model.n_heads, ...), seed,
-git_commit, code_version, versions.<pkg>, dataset.<DATASET_KEYS>, the run's machine and
-precision (RUN_MACHINE) and layer.* (the layer's own description); metrics: EVAL_METRICS and
-dev_bpc.<probe> (on each probe's target symbols, the evaluated dev prefix) at each
-evaluation's step, then the final ones under their own names (FINAL_SAME, final_<FINAL_RENAMED>,
-final_dev_bpc, final_test_bpc, probe_bpc.<probe>, probe_floor.<probe>, probe_gap.<probe> over
-the whole dev split, and test_probe_bpc.<probe>, test_probe_gap.<probe> over the whole test
-split).
+One experiment per grid; a parent run per sweep (tags ROLE=sweep, GRID, SWEEP_PROCESS,
+SETTING=SWEEPS; LOST when a later sweep found its driver gone and ended it; the grid file and
+TRIALS, the sweep's trial hashes, as artifacts) and a child run per trial (ROLE=trial, GRID,
+HASH, GRID_KEYS, SETTING, FAILURE when it failed, IGNORED for grid options its variant does not
+take, PLAN + each record of the plan it serves). Child params: the flattened resolved config
+(model.n_heads, ...), seed, git_commit, code_version, versions.<pkg>, dataset.<DATASET_KEYS>,
+the run's machine and precision (RUN_MACHINE) and layer.* (the layer's own description);
+metrics: EVAL_METRICS and dev_bpc.<probe> (on each probe's target symbols, the evaluated dev
+prefix) at each evaluation's step, then the final ones under their own names (FINAL_SAME,
+final_<FINAL_RENAMED>, final_dev_bpc, final_test_bpc, probe_bpc.<probe>, probe_floor.<probe>,
+probe_gap.<probe> over the whole dev split, and test_probe_bpc.<probe>, test_probe_gap.<probe>
+over the whole test split).
 """
 
 from pathlib import Path
@@ -37,6 +37,9 @@ MPS = "attnbench.mps"  # on a sweep's run: whether NVIDIA's MPS served its packe
 # and LOOKS also as metrics, a step per look) and where its trials ran
 VERDICT = "verdict."
 TRIAL_COUNT, LOOKS, SEEDS_RUN = "trials", "looks", "seeds"
+# the runs table's groups (the experiment's view, `view.view_state`): a trial's setting (its name
+# without the seed: `bench.trial.setting_name`); a sweep's run: SWEEPS, the group shown first
+SETTING, SWEEPS = "setting", "sweep"
 MACHINE, PRECISION = "machine", "precision"
 PARENT = "mlflow.parentRunId"
 TRIALS = "trials.json"  # the sweep run's artifact: the hashes of the trials the sweep covers

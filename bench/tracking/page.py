@@ -1,18 +1,23 @@
-"""What a sweep shows in MLflow's UI (3.17): its run's page is its report, its experiment's
-description says the verdicts and links to that page and to the trials grouped by the grid's
-axes, and the experiment keeps that view of its runs (the runs table's columns and grouping).
+"""What a sweep shows in MLflow's UI (3.17): its run's page is its report, read top to bottom,
+and its experiment's description lists the verdicts and links to that page and to the trials
+(`view`: the runs table the sweep's printed address opens).
 
-The UI reads a view from the experiment tag `mlflow.sharedViewState.<key>` (JSON: the runs
-table's search and state) when its address carries `viewStateShareKey=<key>`; it opens an
-experiment's pages as model training, not GenAI, only where the address says
-`workflowType=machine_learning` (or its switch was clicked: the kind tag does not decide it).
+The run's description, the page's first part, is cut by the store at MAX_TAG_VAL_LENGTH
+characters and shown by the UI in a box 100 px high until *Show more* is pressed; the run's
+tags are shown beside it. So the description opens with one paragraph that counts the trials
+and looks and names every verdict, then a line per claim, the registration line, the
+paper-style tables and the figures (images of the run, which the UI's Markdown shows from its
+get-artifact address, checked in Chromium), and links the whole report (an artifact). A part
+that does not fit the store's limit is left out with a line that names it and links it; the
+figures and the claims' lines stay.
 """
 
-import json
 import time
 from collections import Counter
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
+from urllib.parse import quote
 
 from mlflow import MlflowClient
 from mlflow.entities import Metric, Run, RunTag
@@ -21,10 +26,10 @@ from mlflow.utils.validation import MAX_EXPERIMENT_TAG_VAL_LENGTH, MAX_TAG_VAL_L
 from PIL import Image
 
 from .names import LOOKS, MACHINE, PRECISION, SEEDS_RUN, TRIAL_COUNT, VERDICT
+from .view import TRAINING, run_url, view_url
 
-TRAINING = "workflowType=machine_learning"  # the UI's model-training pages
-VIEW = "trials"  # the share key of the experiment's view of its trials
-SHARED = "mlflow.sharedViewState."  # + key: a view of the runs table (the UI's own prefix)
+SHOWN_PX = 800  # the widest a figure is shown on the page (its file keeps the paper's DPI)
+REPORT = "report"  # the sweep run's artifact folder with its report's files (`writer.log_report`)
 
 
 def now() -> int:
@@ -43,45 +48,36 @@ class ClaimResult:
 
 
 @dataclass(frozen=True)
-class Page:
-    """The report as the sweep's page shows it: the findings and tables in Markdown, the
-    claims' results, where the runs ran and in what precision, the figures, and the folder
-    with the whole report."""
+class Part:
+    """A part of the page between the claims' lines and the figures (the registration line, a
+    paper-style table): its Markdown and, for the line that says it was left out, what it is
+    and the run's artifact that holds it."""
 
     markdown: str
+    what: str
+    artifact: str
+
+
+@dataclass(frozen=True)
+class Page:
+    """The report as the sweep's page shows it: the claims' results, their lines (a Markdown
+    table: header, rule, a row per claim), the parts below them, where the runs ran and in
+    what precision, the figures, the run's artifact that the page links as the whole report
+    (findings.md), and the folder with every file of it."""
+
     claims: list[ClaimResult]
+    lines: list[str]
+    parts: list[Part]
     machine: str
     precision: str
     figures: list[Path]
+    whole: str
     folder: Path
 
 
-def run_url(exp: str, run_id: str) -> str:
-    """A run's page, in the model-training view (an address within the UI)."""
-    return f"#/experiments/{exp}/runs/{run_id}?{TRAINING}"
-
-
-def view_url(exp: str) -> str:
-    """The experiment's runs as `share_view` set them (an address within the UI)."""
-    return f"#/experiments/{exp}/runs?{TRAINING}&viewStateShareKey={VIEW}"
-
-
-def view_state(axes: list[str], metrics: list[str]) -> dict:
-    """The runs table grouped by the grid's axes (each group: its trials and their mean),
-    with the axes, the seed and `metrics` as columns, and the runs without the axes (the
-    sweeps) in their group, opened."""
-    group = [{"mode": "param", "groupByData": a} for a in axes]
-    rest = ",".join(f"param.{a}" for a in axes)  # the UI's id of the ungrouped runs' group
-    return {"orderByKey": "attributes.start_time", "orderByAsc": False,
-            "selectedColumns": [*(f"params.`{a}`" for a in axes), "params.`seed`",
-                                *(f"metrics.`{m}`" for m in dict.fromkeys(metrics))],
-            "groupBy": {"aggregateFunction": "average", "groupByKeys": group} if axes else None,
-            "groupsExpanded": {rest: True}, "runsHiddenMode": "SHOW_ALL"}
-
-
-def share_view(client: MlflowClient, exp: str, axes: list[str], metrics: list[str]) -> None:
-    """Keep `view_state` in the experiment, where `view_url` finds it."""
-    client.set_experiment_tag(exp, SHARED + VIEW, json.dumps(view_state(axes, metrics)))
+def artifact_url(exp: str, run_id: str, path: str) -> str:
+    """A run's artifact, shown on its Artifacts tab (an address within the UI)."""
+    return f"#/experiments/{exp}/runs/{run_id}/artifacts/{path}?{TRAINING}"
 
 
 def cut(text: str, limit: int, pointer: str) -> str:
@@ -92,6 +88,35 @@ def cut(text: str, limit: int, pointer: str) -> str:
     end = f"\n\n*Cut here: the store keeps {limit:,} characters. {pointer}*"
     head = text[:limit - len(end)]
     return head[:head.rfind("\n\n")] + end if "\n\n" in head else head + end
+
+
+def compose(page: Page, head: str, shown: str, link: Callable[[str], str], limit: int) -> str:
+    """The description: `head`, the claims' lines, each part, the figures (`shown`) and a link
+    to the whole report (`link`: an artifact's address within the UI), within `limit`
+    characters: the head, the figures and the link are kept, then as many claims' lines as fit,
+    and a part that does not fit is replaced by a line naming it and linking its artifact."""
+    def left(what: str, artifact: str) -> str:
+        return (f"*Left out here (the store keeps {limit:,} characters): {what}, "
+                f"[{artifact}]({link(artifact)}).*")
+
+    tail = (f"The whole report, one click away: [{page.whole}]({link(page.whole)}) (the "
+            "claims' texts, reasons, offsets and unlearned counts). Every file of it: "
+            f"`{page.folder}` and the run's Artifacts.")
+    room = limit - sum(len(block) + 2 for block in (head, shown, tail))
+    rows = page.lines[:2]
+    for i, row in enumerate(page.lines[2:]):
+        rest = left(f"claims {i + 1} to {len(page.lines) - 2}", page.whole)
+        if sum(len(r) + 1 for r in (*rows, row)) + len(rest) + 2 > room:
+            rows.append(f"\n{rest}")
+            break
+        rows.append(row)
+    blocks = ["\n".join(rows)] if page.claims else []
+    room -= sum(len(b) + 2 for b in blocks)
+    for part in page.parts:
+        blocks.append(part.markdown if len(part.markdown) + 2 <= room else
+                      left(part.what, part.artifact))
+        room -= len(blocks[-1]) + 2
+    return cut("\n\n".join([head, *blocks, shown, tail]), limit, f"The rest: {page.folder}.")
 
 
 @dataclass(frozen=True)
@@ -118,29 +143,36 @@ def progress(client: MlflowClient, parent: str, look: Look) -> None:
 
 
 def figures(client: MlflowClient, run_id: str, pngs: list[Path]) -> str:
-    """Log each figure as an image of the run (figures/<name>); returns them as Markdown
-    images, which the run's description shows (the UI serves artifacts at get-artifact)."""
+    """Log each figure as an image of the run (figures/<name>), at most SHOWN_PX wide; returns
+    them as Markdown images, which the run's description shows (the UI serves artifacts at
+    get-artifact)."""
     shown = []
     for png in pngs:
         with Image.open(png) as image:
+            image.thumbnail((SHOWN_PX, SHOWN_PX * 4))  # the page's width; the file keeps DPI
             client.log_image(run_id, image, artifact_file=f"figures/{png.name}")
-        shown.append(f"![{png.stem}](get-artifact?path=figures%2F{png.name}&run_uuid={run_id})")
+        shown.append(f"![{png.stem}](get-artifact?path=figures%2F{quote(png.name)}"
+                     f"&run_uuid={run_id})")
     return "\n\n".join(shown)
 
 
+def verdicts_line(claims: list[ClaimResult]) -> str:
+    """Every claim's verdict in one line: `id` **verdict** · ..."""
+    return " · ".join(f"{c.id} **{c.verdict}**" for c in claims)
+
+
 def publish(client: MlflowClient, sweep: Run, page: Page) -> None:
-    """The sweep's page is its report: description (the findings, the tables, the figures),
-    each claim's verdict (tag), effect and p (metrics, at the look reached), machine and
-    precision (tags); the experiment's description counts the verdicts (the start, which the
-    home page shows), names them and links here."""
+    """The sweep's page is its report: description (`compose`), each claim's verdict (tag),
+    effect and p (metrics, at the look reached), machine and precision (tags); the
+    experiment's description counts the verdicts, lists them and links here."""
     run_id, tags = sweep.info.run_id, sweep.data.tags
     step = int(tags.get(LOOKS, "1").split(" of ")[0])
+    exp = sweep.info.experiment_id
     head = (f"**{tags.get(TRIAL_COUNT, '?')} trials**, look {tags.get(LOOKS, '1 of 1')}, seeds "
-            f"{tags.get(SEEDS_RUN, '?')}. The whole report: `{page.folder}` (and the run's "
-            "Artifacts, report/).")
-    shown = figures(client, run_id, page.figures)
-    note = cut(f"{head}\n\n{page.markdown}\n\n{shown}", MAX_TAG_VAL_LENGTH,
-               f"The rest is in `{page.folder / 'findings.md'}` and the run's report/ artifacts.")
+            f"{tags.get(SEEDS_RUN, '?')}" + (f": {verdicts_line(page.claims)}." if page.claims
+                                             else "."))
+    note = compose(page, head, figures(client, run_id, page.figures),
+                   lambda path: artifact_url(exp, run_id, path), MAX_TAG_VAL_LENGTH)
     client.log_batch(run_id, metrics=[
         Metric(f"{what}.{c.id}", float(v), now(), step) for c in page.claims
         for what, v in (("effect", c.effect), ("p", c.p)) if v == v],  # NaN: not tested
@@ -148,10 +180,9 @@ def publish(client: MlflowClient, sweep: Run, page: Page) -> None:
               RunTag(PRECISION, page.precision),
               *(RunTag(f"{VERDICT}{c.id}", c.verdict) for c in page.claims)])
     counts = Counter(c.verdict for c in page.claims)
-    words = "; ".join(f"{c.id}: {c.verdict}" for c in page.claims)
-    exp = sweep.info.experiment_id
     client.set_experiment_tag(exp, MLFLOW_RUN_NOTE, cut(  # the home page shows its start
         f"{', '.join(f'{n} {v}' for v, n in counts.items()) or 'no claims'} "
-        f"({sweep.info.run_name}{': ' + words if words else ''}). [The sweep's report]"
-        f"({run_url(exp, run_id)}) · [Trials by the grid's axes]({view_url(exp)})",
+        f"({sweep.info.run_name}) · [The sweep's report]({run_url(exp, run_id)}) · "
+        f"[Trials by setting]({view_url(exp)})\n\n"
+        + "\n".join(f"- {c.id}: {c.verdict}" for c in page.claims),
         MAX_EXPERIMENT_TAG_VAL_LENGTH, "The sweep's run has the rest."))

@@ -15,7 +15,7 @@ from mlflow.exceptions import MlflowException
 from bench.provenance import LOCAL
 
 from .names import EXPERIMENT_KIND, TRAINING, default_uri
-from .page import view_url
+from .view import view_url
 
 
 def tracking_uri(explicit: str | None, results_dir: Path = LOCAL) -> str:
@@ -49,14 +49,20 @@ def open_store(uri: str) -> MlflowClient:
     return client
 
 
-def ui_command(uri: str) -> str:
-    return f"mlflow ui --backend-store-uri {uri} --host 127.0.0.1"
-
-
 def ui_url(exp: str, base: str = "http://127.0.0.1:5000") -> str:
-    """The experiment's trials in MLflow's UI, in the model-training view, grouped by the grid's
-    axes with its claims' metrics as columns (`page.view_url`)."""
-    return f"{base}/{view_url(exp)}"
+    """The experiment's runs in MLflow's UI at `base`, as its view shows them (`view.view_url`:
+    the sweep first with its verdicts, the trials by setting)."""
+    return f"{base.rstrip('/')}/{view_url(exp)}"
+
+
+def ui_hint(uri: str, exp: str) -> str:
+    """How to see the experiment's runs in MLflow's UI: a server's address where the store is a
+    tracking server (its UI is there); else the command that serves the store, then the
+    address it opens."""
+    if uri.startswith(("http://", "https://")):
+        return ui_url(exp, uri)
+    return (f"mlflow ui --backend-store-uri {uri} --host 127.0.0.1\n"
+            f"         then {ui_url(exp)}")
 
 
 def experiment_id(client: MlflowClient, name: str, uri: str) -> str:

@@ -45,7 +45,9 @@ from .names import (
     PARENT,
     ROLE,
     RUN_MACHINE,
+    SETTING,
     SWEEP_PROCESS,
+    SWEEPS,
     TRIALS,
 )
 from .store import experiment_id, open_store, store_lock
@@ -80,16 +82,17 @@ def sweep_source(grid_file: Path) -> str:
 def start_sweep(client: MlflowClient, exp: str, grid_file: Path, command: str,
                 look: page.Look, plan: str) -> str:
     """Create the sweep's parent run, described by its grid file and command line (the run's
-    description, until its report replaces it, and the `command` param), with `sweep_source`
-    as MLflow's source name, the plan that ran (`plan`, YAML: overrides and seeds applied)
-    under the grid file's name and what it covers (`cover`) as artifacts and tags; returns
-    its id."""
+    description, until its report replaces it, and the `command` param), in the runs table's
+    group of sweeps (SETTING), with `sweep_source` as MLflow's source name, the plan that ran
+    (`plan`, YAML: overrides and seeds applied) under the grid file's name and what it covers
+    (`cover`) as artifacts and tags; returns its id."""
     source = sweep_source(grid_file)
     commit = provenance.git_commit()
     note = f"Sweep of `{grid_file.resolve()}`, commit `{commit}`.\n\n```\n{command}\n```"
     run = client.create_run(exp, run_name=f"sweep-{time.strftime('%Y%m%d-%H%M%S')}",
                             tags={ROLE: "sweep", GRID: look.grid, MLFLOW_RUN_NOTE: note,
-                                  SWEEP_PROCESS: this_process(), **source_tags(source, commit)})
+                                  SETTING: SWEEPS, SWEEP_PROCESS: this_process(),
+                                  **source_tags(source, commit)})
     params = {"grid_file": str(grid_file.resolve()),
               "grid_sha256": hashlib.sha256(grid_file.read_bytes()).hexdigest(),
               "git_commit": commit, "command": command}
@@ -156,7 +159,7 @@ def log_report(client: MlflowClient, sweep: Run, paths: list[Path], shown: page.
     """A sweep's report onto its run: the files as artifacts (report/), and its page
     (`page.publish`: description, verdicts, figures)."""
     for p in paths:
-        client.log_artifact(sweep.info.run_id, str(p), "report")
+        client.log_artifact(sweep.info.run_id, str(p), page.REPORT)
     page.publish(client, sweep, shown)
 
 
@@ -272,7 +275,8 @@ class TrialRun:
     @classmethod
     def open(cls, where: Where, trial: Trial, tags: dict[str, str]) -> "TrialRun":
         """This sweep's run of the trial (a Ray retry or a run adopted from an earlier sweep),
-        else a new one; marked RUNNING with its tags and config params."""
+        else a new one; marked RUNNING with its tags, its setting (SETTING: its group in the
+        runs table) and config params."""
         client = MlflowClient(where.uri)
         run = sweep_run(client, where.experiment, where.parent, trial.hash)
         config = flatten(trial.cfg.model_dump(mode="json"))
@@ -288,7 +292,8 @@ class TrialRun:
             client.delete_tag(run.info.run_id, FAILURE)
         logged = cls(where.uri, run.info.run_id)
         client.update_run(logged.run_id, status="RUNNING")
-        client.log_batch(logged.run_id, tags=[RunTag(k, v) for k, v in tags.items()])
+        client.log_batch(logged.run_id, tags=[RunTag(k, v) for k, v in
+                                              {**tags, SETTING: trial.setting}.items()])
         logged.log_params({**config, "seed": str(trial.seed)})
         return logged
 
@@ -338,10 +343,21 @@ class TrialRun:
                           **{f"dev_bpc.{p}": v for p, v in metrics.get("probe_bpc", {}).items()}},
                          metrics["step"])
 
+    def log_history(self, history: list[Evaluation], out_dir: Path) -> None:
+        """The evaluations of `history` whose step the run lacks, each at its step: a trial
+        resumed from its checkpoint reported only the later ones, and one that finished while
+        the tracking server was down none."""
+        have = {m.step for m in self.client.get_metric_history(self.run_id, "dev_bpc")}
+        for metrics in history:
+            if metrics["step"] not in have:
+                self.log_eval(metrics, out_dir)
+
     def finish(self, result: RunResult, out_dir: Path) -> None:
-        """Final metrics, config.json and result.json as artifacts, status FINISHED."""
+        """Every evaluation (`log_history`), final metrics, config.json and result.json as
+        artifacts, status FINISHED."""
         if not self.provenance_logged:
             self.log_provenance(out_dir)
+        self.log_history(result.history, out_dir)
         self.log_metrics(final_metrics(result), result.steps)
         self.log_params(flatten({"layer": result.layer}))  # the layer's own description
         if result.flops_error:

@@ -237,7 +237,7 @@ def _name(row: pd.Series) -> str:
     return str(row.get("trial", row.name))
 
 
-def _said(evidence: str, why: str) -> Registration:
+def _registered(evidence: str, why: str) -> Registration:
     return Registration(f"Pre-registration: {evidence}: {why}.", evidence, why)
 
 
@@ -250,12 +250,12 @@ def check(grid_file: Path | None, grid: Grid, runs: pd.DataFrame) -> Registratio
     lacking = [k for k in ("start_time", "plan_sha", "run_commit", "run_clean")
                if k not in conf or conf[k].isna().any()]
     if lacking:
-        return _said("unverified", f"{len(conf)} confirmation trials do not record "
+        return _registered("unverified", f"{len(conf)} confirmation trials do not record "
                                    f"{', '.join(lacking)} (they predate the plan records)")
     files = set(conf["plan_file"].fillna("").astype(str))
     top = git((grid_file or ROOT).resolve().parent, "rev-parse", "--show-toplevel")
     if top is None or len(files) != 1 or "" in files:
-        return _said("unverified", f"{grid_file} is not in a git checkout" if top is None else
+        return _registered("unverified", f"{grid_file} is not in a git checkout" if top is None else
                      "the trials ran from a grid file outside a git checkout" if "" in files
                      else f"the trials ran from {len(files)} grid files "
                           f"({', '.join(sorted(files))})")
@@ -273,30 +273,30 @@ def _verify(repo: _Repo, grid: Grid, conf: pd.DataFrame) -> Registration:
     for start in sorted(starts, key=str):
         if isinstance(grid.seeds, Looks) and start not in (grid.seeds.start,
                                                             *grid.seeds.replications):
-            return _said("exploratory", f"seed start {start} is not registered in "
+            return _registered("exploratory", f"seed start {start} is not registered in "
                                         f"{repo.plan_file} (seeds.replications)")
         mine = conf[conf["seed_start"].map(lambda s, st=start: _recorded(s) == st)]
         recorded = sorted(set(mine["plan_sha"].astype(str)))
         if len(recorded) > 1:
-            return _said("exploratory", f"the trials of seed start {start} ran under "
+            return _registered("exploratory", f"the trials of seed start {start} ran under "
                                         f"{len(recorded)} plans ({', '.join(recorded)})")
         want = recorded[0]
         for _, row in mine.iterrows():
             commit = str(row["run_commit"])
             if commit in absent:
-                return _said("unverified", f"trial {_name(row)} ran from commit "
+                return _registered("unverified", f"trial {_name(row)} ran from commit "
                                            f"{commit[:10]}, not in this repository")
             if why := _trial_fault(repo, grid, row, want, start):
-                return _said("exploratory", why)
+                return _registered("exploratory", why)
         found = repo.first(want, start)
         if found is None:
-            return _said("exploratory", f"no commit of {repo.plan_file} holds this plan "
+            return _registered("exploratory", f"no commit of {repo.plan_file} holds this plan "
                                         f"(plan {want})")
         firsts.append(found)
         said.append(f"plan {want} (seeds from {start}) first committed in {found[0][:10]} at "
                     f"{found[1]:%Y-%m-%d %H:%M:%S} UTC")
     if why := _timeline(repo, conf, began, firsts):
-        return _said("exploratory", why)
+        return _registered("exploratory", why)
     commits = ", ".join(sorted({c[:10] for c in conf["run_commit"].astype(str)}))
     first = min(firsts, key=lambda f: f[1])[0]
     return Registration(

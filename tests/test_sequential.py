@@ -372,10 +372,17 @@ def test_a_claim_whose_contrary_would_leave_it_unable_to_reject_cannot_be_contra
     """At 5 seeds a sign claim needs 5 of 5 (1/32) and so would its contrary: both cannot fit
     in alpha read directionally, so the contrary gets nothing, the dry run says so, and
     the claim is reproduced or inconclusive, never contradicted."""
+    from bench.sweep import feasible
+
     (budget,) = sequential.family([sequential.Contrary("sign")], (5,))
     assert budget.contrary == 0 and budget.claim == ALPHA
     assert verdict(claim(), np.ones(5), (5,)) == "inconclusive"
     assert verdict(claim(), -np.ones(5), (5,)) == "reproduced"
+    row = verdicts.evaluate(claim(), runs_of(-np.ones(5)), looks=Looks(looks=[5])).iloc[0]
+    assert "cannot come out contradicted with 5 seeds" in row["reason"]
+    grid = open_grid(ROOT / "examples" / "add_a_claim.yaml")  # 5 seeds, one look
+    (said,) = feasible.uncontradictable(grid.claims, grid.grid, grid.seeds)
+    assert said.startswith("claims.0 (th_not_much_worse): cannot come out contradicted with 5")
 
 
 def test_swapped_labels_of_the_main_job_are_contradicted():

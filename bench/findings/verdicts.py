@@ -284,6 +284,9 @@ def _report(c: Claim, parts: list[dict], state: str, d: Design, seen: Seen) -> l
         if t["verdict"] == "inconclusive":
             t |= _power(c, t, d.claim[-1].level) if describe else {}
         note = _notes(t, state, d, len(counted)) if t["verdict"] == "inconclusive" else []
+        if not any(look.can_reject for look in d.opposite) and c.metric not in EXACT:
+            note.append(f"cannot come out contradicted with {d.plan.looks[-1]} seeds: any "
+                        "alpha for its contrary would leave the claim unable to reject")
         t["reason"] = "; ".join(filter(None, [t["reason"], *note]))
         t["verdict"] = word(t["verdict"])
     if len(parts) < 2:

@@ -247,3 +247,17 @@ def test_the_committed_confirmation_keeps_its_registered_verdicts():
     assert checked.lines[3] == "th_not_worse_as_h_grows: reproduced, confirmatory"
     assert any(line.startswith("today's analysis code: th_not_worse_as_h_grows: inconclusive")
                for line in checked.moved), checked.moved
+
+
+def test_a_change_that_moves_a_verdict_is_caught(monkeypatch):
+    """Today's analysis changed so that a verdict moves (the earlier family rule, each claim's
+    own contrary not counted): bench.verify on a committed result it recomputes with today's
+    code names the claim whose verdict differs from its committed findings.csv."""
+    from bench.findings import sequential
+    from tests.test_sequential import old_rule
+
+    folder = ROOT / "results" / "span_limit"
+    assert verify(folder).differ == []
+    monkeypatch.setattr(sequential, "family", old_rule)
+    assert "adaptive_matches_fixed: verdict 'inconclusive' committed, 'reproduced' recomputed" \
+        in verify(folder).differ

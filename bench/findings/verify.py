@@ -79,19 +79,25 @@ def _findings(path: Path) -> pd.DataFrame:
 
 
 def _differ(mine: pd.DataFrame, theirs: pd.DataFrame) -> list[str]:
-    """Where two findings tables disagree, in words (`theirs` the committed one)."""
-    if list(mine["claim"]) != list(theirs["claim"]):
-        return [f"the claims' rows differ: {list(theirs['claim'])} committed, "
-                f"{list(mine['claim'])} recomputed"]
-    out = []
-    for key in KEYS:
-        a, b = mine[key].reset_index(drop=True), theirs[key].reset_index(drop=True)
-        for i, (x, y) in enumerate(zip(a, b, strict=True)):
+    """Where two findings tables disagree, in words (`theirs` the committed one): rows one of
+    them lacks, then each value of KEYS that differs in the rows both have."""
+    out = [f"{claim}: a row {where}" for claim, where in
+           [*((c, "committed, not recomputed") for c in theirs["claim"]
+              if c not in set(mine["claim"])),
+            *((c, "recomputed, not committed") for c in mine["claim"]
+              if c not in set(theirs["claim"]))]]
+    both = theirs.set_index("claim")
+    for _, row in mine.iterrows():
+        if row["claim"] not in both.index:
+            continue
+        was = both.loc[row["claim"]]
+        for key in KEYS[1:]:
+            x, y = row[key], was[key]
             same = (pd.isna(x) and pd.isna(y)) or (
                 np.isclose(float(x), float(y), rtol=1e-9, atol=1e-12)
                 if isinstance(x, int | float) and isinstance(y, int | float) else str(x) == str(y))
             if not same:
-                out.append(f"{mine['claim'].iloc[i]}: {key} {y!r} committed, {x!r} recomputed")
+                out.append(f"{row['claim']}: {key} {y!r} committed, {x!r} recomputed")
     return out
 
 

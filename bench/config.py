@@ -55,6 +55,12 @@ class Kept(BaseModel):
     def __getstate__(self) -> dict:
         return {**super().__getstate__(), "__pydantic_private__": {"_kept": None}}
 
+    def __eq__(self, other: object) -> bool:
+        """Equal as configs: the same fields and extras, whether or not either has typed its
+        options yet (`_kept`, a cache, aside)."""
+        return (type(self) is type(other) and self.__dict__ == other.__dict__
+                and self.__pydantic_extra__ == other.__pydantic_extra__)
+
     def kept(self) -> Any:
         if self._kept is None:
             self._kept = self._typed_once()

@@ -116,8 +116,8 @@ def test_two_rows_for_one_setting_and_seed_exit_2_naming_them(repo, capsys):
         [r, r[(r["seed"] == 3) & (r["model.variant"] == "b")].assign(trial="b3x",
                                                                       final_test_bpc=0.5)]))
     assert verify_cmd.main([str(folder)]) == 2
-    assert "setting model.variant=b at seed 3 appears 2 times (lines 9 and 18)" in \
-        capsys.readouterr().err
+    assert ("setting model.variant=b at seed 3 appears 2 times (lines 9 and 18; "
+            "trial 'b3' and 'b3x')") in capsys.readouterr().err
 
 
 def test_a_run_commit_older_than_its_parent_is_exploratory(repo):

@@ -207,7 +207,7 @@ check imports 60 "$PY" - "$WORK" "$REHEARSE" <<'PY'
 import importlib, sys
 import torch
 for m in ("ray", "ray.tune", "ray.tune.schedulers", "mlflow", "fvcore.nn", "pandas",
-          "matplotlib", "seaborn", "bench.commands.run", "bench.commands.report",
+          "matplotlib", "seaborn", "bench.run", "bench.report",
           "bench.sweep.runner", "bench.findings.report", "bench.findings.figures"):
     importlib.import_module(m)
 from bench import provenance

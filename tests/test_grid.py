@@ -10,7 +10,7 @@ import pytest
 import torch
 import yaml
 
-from bench.commands import run
+from bench import run
 from bench.config import resolve
 from bench.experiment.open import Overrides, apply, open_grid
 from bench.sweep.trials import resolve_trials, trial_hash

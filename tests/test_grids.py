@@ -6,8 +6,8 @@ from pathlib import Path
 import pytest
 import yaml
 
-from bench.commands import grids as command
-from bench.commands import run
+from bench import grids as command
+from bench import run
 from bench.config import ConfigError
 from bench.experiment import catalogue
 from bench.provenance import RESULTS

@@ -8,9 +8,8 @@ from pathlib import Path
 import pytest
 
 import variants
-from bench import data, plugins
-from bench.commands import options as command
-from bench.commands import run
+from bench import data, plugins, run
+from bench import options as command
 from bench.config import ConfigError, corpus_options, resolve
 from variants.layer_spec import LayerOptions
 

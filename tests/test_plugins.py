@@ -15,8 +15,7 @@ import pytest
 import yaml
 
 import variants
-from bench import plugins
-from bench.commands import flops, report, run, speed, train
+from bench import flops, plugins, report, run, speed, train
 from bench.config import ConfigError, parse_sets, resolve
 from bench.experiment.open import GridText, Overrides, open_grid, read
 from bench.training.loop import train as train_run

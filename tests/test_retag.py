@@ -10,7 +10,7 @@ import pytest
 from mlflow import MlflowClient
 
 import variants
-from bench.commands import retag
+from bench import retag
 from bench.config import ConfigError, resolve
 from bench.experiment.open import open_grid
 from bench.sweep.retag import hash_renames

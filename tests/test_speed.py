@@ -5,7 +5,7 @@ import json
 import pytest
 import torch
 
-from bench.commands import speed as speed_cli
+from bench import speed as speed_cli
 from bench.config import resolve
 from bench.measure import speed
 from bench.model import create_model

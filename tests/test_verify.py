@@ -11,8 +11,8 @@ import pandas as pd
 import pytest
 import yaml
 
-from bench.commands import report as report_cmd
-from bench.commands import verify as verify_cmd
+from bench import report as report_cmd
+from bench import verify as verify_cmd
 from bench.experiment.open import open_grid
 from bench.findings import prereg, report
 from bench.findings.verify import verify

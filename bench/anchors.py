@@ -1,7 +1,7 @@
-"""Anchors (the measurement room, `bench.measure.anchors`): attnbench's `fixed` and `adaptive`
-models against nanoGPT and the adaptive-span reference, trained side by side in one process on
-the same enwik8-prefix batches, in fp32 and (--amp) bf16 autocast; tokens/s and executed FLOP
-rates compared within each precision, bf16 over fp32, and MFU against the speed targets.
+"""Anchors (the measurement room, `bench.measure.outside_models`): attnbench's `fixed` and
+`adaptive` models against nanoGPT and the adaptive-span reference, trained side by side in one
+process on the same enwik8-prefix batches, in fp32 and (--amp) bf16 autocast; tokens/s and executed
+FLOP rates compared within each precision, bf16 over fp32, and MFU against the speed targets.
 
 python -m bench.anchors --nanogpt DIR --reference DIR [--steps 100] [--rounds 2] [--amp] [--json]
 """
@@ -14,7 +14,15 @@ from pathlib import Path
 from bench import data
 from bench.cli import about, add_set, emit, positive
 from bench.config import ConfigError
-from bench.measure.anchors import DATA, AnchorError, Timing, configs, import_file, measure, show
+from bench.measure.outside_models import (
+    DATA,
+    AnchorError,
+    Timing,
+    configs,
+    import_file,
+    measure,
+    show,
+)
 from bench.training.memory import keep_heap
 
 

@@ -1,6 +1,6 @@
 """Each variant's multiply-adds per predicted token, counted by fvcore on one executed
 prediction step and set against the analytic counts (the measurement room,
-`bench.measure.flops`; the counts are the model room's, `bench.model.cost` and
+`bench.measure.flop_count`; the counts are the model room's, `bench.model.cost` and
 `bench.model.count`).
 
 python -m bench.flops [--config tiny] [--config "paper small"]
@@ -14,7 +14,7 @@ import pandas as pd
 import variants
 from bench import plugins
 from bench.cli import about
-from bench.measure.flops import CONFIGS, compare
+from bench.measure.flop_count import CONFIGS, compare
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -14,7 +14,7 @@ import sys
 import variants
 from bench import data, plugins
 from bench.cli import about, generated
-from bench.experiment.options import reference
+from bench.experiment.option_tables import reference
 from bench.provenance import ROOT
 
 DOC = ROOT / "docs" / "options.md"

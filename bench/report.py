@@ -17,7 +17,7 @@ from pathlib import Path
 from bench.cli import VERDICTS, about, add_tracking_uri
 from bench.config import ConfigError
 from bench.experiment.open import open_grid
-from bench.findings.report import ReportError, refind, render_sweep
+from bench.findings.render import ReportError, refind, render_sweep
 from bench.provenance import LOCAL
 from bench.tracking.reader import StoreError
 from bench.tracking.store import tracking_uri

@@ -15,9 +15,9 @@ from pathlib import Path
 from bench.cli import about, add_tracking_uri
 from bench.config import ConfigError
 from bench.experiment.open import open_grid
-from bench.sweep.retag import hash_renames, migrate_folder
+from bench.sweep.migration import hash_renames, migrate_folder
 from bench.sweep.trials import resolve_trials
-from bench.tracking import retag
+from bench.tracking import store_migration
 from bench.tracking.reader import StoreError
 from bench.tracking.store import tracking_uri
 
@@ -43,7 +43,7 @@ def main(argv: list[str] | None = None) -> int:
         for path in args.grids:
             hashes |= hash_renames(resolve_trials(open_grid(path), False))
         uri = tracking_uri(args.tracking_uri)
-        print(f"{uri}: {describe(retag.retag(uri, hashes))}")
+        print(f"{uri}: {describe(store_migration.retag(uri, hashes))}")
     except (ConfigError, StoreError) as err:
         print(f"bench.retag: {err}", file=sys.stderr)
         return getattr(err, "code", 2)

@@ -1,4 +1,4 @@
-"""Speed benchmark (the measurement room, `bench.measure.speed`): training and inference
+"""Speed benchmark (the measurement room, `bench.measure.throughput`): training and inference
 tokens/s, activation memory, FLOPs and MFU per variant, each also as a ratio against `fixed` at
 the same span limit, measured side by side in one run.
 
@@ -14,7 +14,7 @@ import torch
 from bench import plugins
 from bench.cli import about, add_preset, add_set, fraction, int_list
 from bench.config import ConfigError, merge, parse_sets
-from bench.measure.speed import cases, log_mlflow, run
+from bench.measure.throughput import cases, log_mlflow, run
 from bench.training.memory import keep_heap
 
 

@@ -1,4 +1,4 @@
-"""Talking heads against x-transformers (the measurement room, `bench.measure.th_layer`):
+"""Talking heads against x-transformers (the measurement room, `bench.measure.xtransformers`):
 attnbench's talking-heads layer and x-transformers' Attention with talking heads, forward and
 backward on the same causal block, the weights copied across and the outputs checked to agree
 before anything is timed, side by side on the CPU, with ours' extra work (the position term, the
@@ -15,7 +15,7 @@ import sys
 import torch
 
 from bench.cli import about, emit, positive
-from bench.measure.th_layer import Shape, THLayerError, import_xformers, measure, show
+from bench.measure.xtransformers import Shape, THLayerError, import_xformers, measure, show
 from bench.training import precision
 from bench.training.memory import keep_heap
 

@@ -208,7 +208,7 @@ import importlib, sys
 import torch
 for m in ("ray", "ray.tune", "ray.tune.schedulers", "mlflow", "fvcore.nn", "pandas",
           "matplotlib", "seaborn", "bench.run", "bench.report",
-          "bench.sweep.runner", "bench.findings.report", "bench.findings.figures"):
+          "bench.sweep.runner", "bench.findings.render", "bench.findings.figures"):
     importlib.import_module(m)
 from bench import provenance
 from bench.tracking import store

@@ -11,7 +11,7 @@ import pytest
 import torch
 
 from bench import anchors
-from bench.measure import anchors as anchor_lib
+from bench.measure import outside_models as anchor_lib
 from bench.model import create_model
 from bench.model.cost import executed_flops
 

@@ -37,7 +37,8 @@ from mlflow.entities import Metric, Param
 
 from bench.experiment.claims import METRICS, PROBE_METRIC
 from bench.experiment.open import Overrides, open_grid, to_text
-from bench.findings import prereg, report
+from bench.findings import prereg
+from bench.findings import render as report
 from bench.metrics import FINAL_RENAMED, FINAL_SAME, GRID_KEYS, PLAN
 from bench.provenance import LOCAL
 from bench.tracking import names, page, store, view, writer

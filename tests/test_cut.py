@@ -16,7 +16,7 @@ from bench.sweep import workers
 from tests.test_grid import write_grid
 from tests.test_run import ROOT, cli_env, short_tmp, wait_for_a_finished_run  # noqa: F401
 
-BROKEN_FIGURES = """import bench.findings.report as report
+BROKEN_FIGURES = """import bench.findings.render as report
 
 
 def broken(*args, **kwargs):

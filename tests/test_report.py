@@ -17,7 +17,8 @@ import variants
 from bench import report as report_cli
 from bench.experiment.layouts import FIGURES
 from bench.experiment.open import GridText, open_grid
-from bench.findings import figures, perseed, report, tables
+from bench.findings import figures, perseed, tables
+from bench.findings import render as report
 from bench.findings.judge import judge
 from bench.findings.runs import Sweep, _derive, machine_line
 from bench.findings.verify import verify

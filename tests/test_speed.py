@@ -7,7 +7,7 @@ import torch
 
 from bench import speed as speed_cli
 from bench.config import resolve
-from bench.measure import speed
+from bench.measure import throughput as speed
 from bench.model import create_model
 from bench.model.cost import analytic_flops
 from bench.training import precision

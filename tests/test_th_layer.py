@@ -12,7 +12,7 @@ import pytest
 import torch
 
 from bench import th_layer
-from bench.measure import th_layer as lib
+from bench.measure import xtransformers as lib
 
 TINY = ["--batch", "1", "--tokens", "8", "--dim", "16", "--heads", "2", "--repeats", "1"]
 

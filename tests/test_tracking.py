@@ -16,7 +16,7 @@ from mlflow.entities import Param
 from bench import data, metrics, provenance
 from bench.config import parse_sets, resolve
 from bench.experiment.open import Overrides, open_grid
-from bench.findings import report
+from bench.findings import render as report
 from bench.sweep import runner
 from bench.sweep.trials import resolve_trials
 from bench.tracking import names, page, reader, store, view, writer

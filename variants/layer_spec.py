@@ -11,7 +11,7 @@ from torch import nn
 
 from . import mixing as mix
 from . import span as sp
-from .names import renamed
+from .renames import renamed
 from .shape import Shape
 from .typed import Option, OptionError, check_api, declared, option, parse
 

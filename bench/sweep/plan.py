@@ -7,7 +7,7 @@ import pandas as pd
 
 from bench.experiment.claims import describe
 from bench.experiment.grid import Grid, seed_list
-from bench.experiment.options import markdown, trial_options
+from bench.experiment.option_tables import markdown, trial_options
 from bench.findings.verdicts import evidence_of, seed_range
 from bench.model import create_model
 from bench.model.cost import cost, executed_flops

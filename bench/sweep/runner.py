@@ -144,7 +144,7 @@ def render_report(run: Session, partial: str | None) -> bool:
     partial.md beside them says so. Returns whether it was all written: a failure is printed
     whole, traceback included, and fails the sweep (exit 1); the runs are intact and `python
     -m bench.report` renders it again."""
-    from bench.findings.report import ReportError, render_sweep
+    from bench.findings.render import ReportError, render_sweep
 
     marker = run.root / "partial.md"
     marker.unlink(missing_ok=True)

@@ -2,10 +2,10 @@
 dynamic-projections (talking heads with dynamic projections), gbma."""
 
 from .base import MixingPolicy, Shape
-from .dynamic import DynamicTalkingHeads
+from .dynamic_projections import DynamicTalkingHeads
 from .gbma import GBMA
-from .multihead import MultiHead, TalkingHeads
-from .talking import INITS, HeadMix
+from .multihead import MultiHead
+from .talking import INITS, HeadMix, TalkingHeads
 
 # name -> (class, the constructor arguments the name fixes)
 POLICIES = {"none": (MultiHead, {}),

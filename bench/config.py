@@ -55,6 +55,14 @@ class Kept(BaseModel):
     def __getstate__(self) -> dict:
         return {**super().__getstate__(), "__pydantic_private__": {"_kept": None}}
 
+    def __eq__(self, other: object) -> bool:
+        """Equal where the fields are: `_kept` is what they give, kept or not (a section after
+        unpickling equals the one pickled)."""
+        return type(self) is type(other) and self.__dict__ == other.__dict__ and (
+            self.__pydantic_extra__ == other.__pydantic_extra__)
+
+    __hash__ = None  # as BaseModel's: a mutable section is not hashable
+
     def kept(self) -> Any:
         if self._kept is None:
             self._kept = self._typed_once()

@@ -17,7 +17,7 @@ from pathlib import Path
 from bench.cli import VERDICTS, about, add_tracking_uri
 from bench.config import ConfigError
 from bench.experiment.open import open_grid
-from bench.findings.render import ReportError, refind, render_sweep
+from bench.findings.render import ReportError, findings_from_runs_csv, render_sweep
 from bench.provenance import LOCAL
 from bench.tracking.reader import StoreError
 from bench.tracking.store import tracking_uri
@@ -44,7 +44,7 @@ def main(argv: list[str] | None = None) -> int:
             if grid_file is None or not args.runs.is_file():
                 raise ConfigError(f"--runs {args.runs}: needs a grid file as the target and an "
                                   "existing runs.csv")
-            paths = refind(args.runs, grid_file, args.out or args.runs.parent)
+            paths = findings_from_runs_csv(args.runs, grid_file, args.out or args.runs.parent)
             print("wrote", *map(str, paths), sep="\n  ")
             return 0
         grid = open_grid(grid_file) if grid_file else None  # else the sweep's, from the store

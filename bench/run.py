@@ -57,7 +57,7 @@ def _dry_run(grid: Grid, trials: list[Trial], levels: pd.DataFrame,
              power_at: tuple[float, ...]) -> None:
     """What --dry-run prints: the first look's trials and cost, each claim's rules, rates and
     the family's bound, and what later looks may add."""
-    print(f"grid {grid.name}: {grid.said} (docs/grids.md)")
+    print(f"grid {grid.name}: {grid.status_line} (docs/grids.md)")
     looks = grid.look_seeds()
     first = [t for t in trials if t.seed in looks[0]]
     print_plan(first, grid, levels, feasible.rates(grid.claims, grid.grid, grid.seeds,

@@ -119,7 +119,7 @@ def logged_sweep(uri: str, folder: Path, out: Path) -> str:
             Metric(f"final_{k}" if k in FINAL_RENAMED else k, float(r[k]), start, int(r["steps"]))
             for k in metrics if pd.notna(r[k])])
         client.set_terminated(run, "FINISHED", end_time=start + 60_000)
-    writer.cover(client, parent, page.Look(grid.name, list(runs["trial"]), len(looks),
+    writer.log_trials_covered(client, parent, page.Look(grid.name, list(runs["trial"]), len(looks),
                                            len(looks), looks[-1]))
     report.render_sweep(uri, grid.name, out / grid.name, parent, grid, grid_file)
     writer.end_sweep(client, parent, "FINISHED")

@@ -814,7 +814,7 @@ def test_findings_name_the_results_beside_them_that_share_their_trials(tmp_path)
 
     def findings() -> str:
         with contextlib.redirect_stdout(io.StringIO()):
-            report.refind(here / "runs.csv", here / "grid.yaml", here)
+            report.findings_from_runs_csv(here / "runs.csv", here / "grid.yaml", here)
         return (here / "findings.md").read_text()
 
     line = "Shared runs: of these 20 trials, 12 are trials of {}span_limit too"

@@ -327,7 +327,7 @@ def test_a_sweeps_page_says_what_ran_at_each_look_and_what_it_found(tmp_path):
     parent = writer.start_sweep(client, exp, smoke, "cmd",
                                 page.Look("g", ["a"] * 24, 1, 3, [80, 81, 82, 83]),
                                 smoke.read_text())
-    writer.cover(client, parent, page.Look("g", ["a"] * 48, 2, 3, list(range(80, 88))))
+    writer.log_trials_covered(client, parent, page.Look("g", ["a"] * 48, 2, 3, list(range(80, 88))))
     png = tmp_path / "claims_per_seed.png"
     Image.new("RGB", (1600, 900)).save(png)
     table = page.Part("### Table 1\n\n| Model | test |\n| --- | --- |\n| fixed | 1.0 |",
@@ -479,7 +479,7 @@ def test_a_tracking_server_that_does_not_answer_stops_a_sweep_with_one_line(tmp_
 
     from bench.sweep import watch
 
-    for key, value in store.PATIENCE.items():  # what be_brief sets, undone after the test
+    for key, value in store.PATIENCE.items():  # limit_server_retries sets them; undone after
         monkeypatch.setenv(key, value)
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))

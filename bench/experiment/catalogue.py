@@ -73,7 +73,7 @@ def experiments(found: list[Entry]) -> dict[str, str]:
         while grid.status != "primary":
             target = grid.superseded_by or grid.of
             if target not in by_name or target in seen:
-                raise ConfigError(f"{e.file}: status {e.grid.said!r} leads to "
+                raise ConfigError(f"{e.file}: status {e.grid.status_line!r} leads to "
                                   f"{' -> '.join([*seen, str(target)])}, not to a primary grid "
                                   f"in {e.file.parent}")
             seen.append(target)

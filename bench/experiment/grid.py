@@ -253,7 +253,7 @@ class Grid(Strict):
         return self
 
     @property
-    def said(self) -> str:
+    def status_line(self) -> str:
         """Its status in words, one line (the dry run's and the findings')."""
         if self.status == "superseded":
             return f"superseded by {self.superseded_by}: {self.why}"

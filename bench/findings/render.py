@@ -125,7 +125,7 @@ def write_findings(name: str, grid: Grid, runs: pd.DataFrame, missing: pd.DataFr
     shared = shared_line(runs, out_dir)
     paths[0].write_text("\n".join([
         f"# {name}: findings", "", data_line(runs), "", machine_line(runs), "",
-        f"Grid status: {grid.said} (docs/grids.md).", "",
+        f"Grid status: {grid.status_line} (docs/grids.md).", "",
         registered.line, "", *([shared, ""] if shared else []), md, "",
         FINDINGS_NOTE.format(alpha=stats.ALPHA), "",
         "## Claims, in their test order", "", *texts, ""]))
@@ -133,7 +133,7 @@ def write_findings(name: str, grid: Grid, runs: pd.DataFrame, missing: pd.DataFr
     return paths, table, md
 
 
-def refind(runs_csv: Path, grid_file: Path, out_dir: Path) -> list[Path]:
+def findings_from_runs_csv(runs_csv: Path, grid_file: Path, out_dir: Path) -> list[Path]:
     """The findings of a grid file's claims recomputed from a runs.csv (a committed result's
     per-seed values, no MLflow store), into out_dir with the grid file beside them;
     ConfigError for a runs.csv that is not the grid's (`perseed.read`)."""

@@ -210,7 +210,7 @@ def sweep(grid: Grid, trials: list[Trial], options: SweepOptions) -> int:
     tracking server does not answer, or stopped: one line says so and how to resume; the
     trial folders keep what was trained) or 130 (interrupted)."""
     uri = store.tracking_uri(options.tracking_uri, options.results_dir)
-    store.be_brief(uri)
+    store.limit_server_retries(uri)
     if not store.answering(uri):  # before anything trains: nothing to keep
         print(f"error: the MLflow server at {uri} does not answer, and nothing was trained: "
               "start the server and rerun the same command", file=sys.stderr, flush=True)
@@ -314,7 +314,7 @@ def run_look(run: Session, trials: list[Trial], look: page.Look) -> bool:
     print(f"{run.grid.name}: {len(trials)} trials, {len(trials) - len(todo)} already finished, "
           f"{len(todo)} to run")
     if run.parent is not None:
-        writer.cover(run.client, run.parent, look)
+        writer.log_trials_covered(run.client, run.parent, look)
     if not todo:
         return False
     if run.parent is None:
@@ -329,7 +329,7 @@ def run_look(run: Session, trials: list[Trial], look: page.Look) -> bool:
     where = Where(run.uri, run.exp, run.parent, writer.sweep_source(run.options.grid_file))
     for t in todo:  # unfinished runs of earlier sweeps continue under this one
         if t.hash not in fresh and runs.get(t.hash):
-            writer.adopt(run.client, runs[t.hash][0].info.run_id, run.parent)
+            writer.continue_under_sweep(run.client, runs[t.hash][0].info.run_id, run.parent)
     ended: set[str] = set()  # trials whose run the worker or the callback closed
     gone: list[str] = []  # why the tracking server stopped answering, if it did
     try:

@@ -85,7 +85,7 @@ def start_sweep(client: MlflowClient, exp: str, grid_file: Path, command: str,
     description, until its report replaces it, and the `command` param), in the runs table's
     group of sweeps (SETTING), with `sweep_source` as MLflow's source name, the plan that ran
     (`plan`, YAML: overrides and seeds applied) under the grid file's name and what it covers
-    (`cover`) as artifacts and tags; returns its id."""
+    (`log_trials_covered`) as artifacts and tags; returns its id."""
     source = sweep_source(grid_file)
     commit = provenance.git_commit()
     note = f"Sweep of `{grid_file.resolve()}`, commit `{commit}`.\n\n```\n{command}\n```"
@@ -98,11 +98,11 @@ def start_sweep(client: MlflowClient, exp: str, grid_file: Path, command: str,
               "git_commit": commit, "command": command}
     client.log_batch(run.info.run_id, params=[Param(k, str(v)) for k, v in params.items()])
     client.log_text(run.info.run_id, plan, grid_file.name)
-    cover(client, run.info.run_id, look)
+    log_trials_covered(client, run.info.run_id, look)
     return run.info.run_id
 
 
-def cover(client: MlflowClient, parent: str, look: page.Look) -> None:
+def log_trials_covered(client: MlflowClient, parent: str, look: page.Look) -> None:
     """The sweep's trial list (TRIALS, what its report selects) and what it has run so far
     (`page.progress`), grown by a later look."""
     client.log_dict(parent, {"trials": look.trials}, TRIALS)
@@ -145,7 +145,7 @@ def end_lost_sweeps(client: MlflowClient, exp: str) -> list[str]:
     return lost
 
 
-def adopt(client: MlflowClient, run_id: str, parent: str) -> None:
+def continue_under_sweep(client: MlflowClient, run_id: str, parent: str) -> None:
     """An unfinished trial run of an earlier sweep continues under sweep `parent`."""
     client.set_tag(run_id, PARENT, parent)
 

@@ -151,3 +151,24 @@ def test_committed_trials_keep_their_hashes(monkeypatch):
     cosine = {trial_hash(t.cfg.model_copy(update={"train": t.cfg.train.model_copy(
         update={"schedule": "cosine"})}), None, "fp32") for t in trials}
     assert not cosine & {trial_hash(t.cfg, None, "fp32") for t in trials}
+
+
+@pytest.mark.parametrize(("earlier", "now"), [("design", "pilot"), ("replication", "repeat")])
+def test_an_earlier_status_word_is_read_as_the_word_it_became(earlier, now):
+    """A grid file as committed before the status words were renamed (the pre-registration
+    check reads every commit's file again) opens, its status the new word, its plan and trials
+    the same as the file's today; the new word, printed, names no folder under results/."""
+    from bench.experiment.open import GridText, read
+    from bench.findings.prereg import plan_sha
+
+    text = (ROOT / "ablations" / "span_pilot.yaml").read_text()
+    assert "\nstatus: pilot\n" in text
+    old = read(GridText(text.replace("\nstatus: pilot\n", f"\nstatus: {earlier}\n"), "old",
+                        ROOT / "ablations"))
+    new = read(GridText(text.replace("\nstatus: pilot\n", f"\nstatus: {now}\n"), "new",
+                        ROOT / "ablations"))
+    assert old.status == now and old == new
+    assert plan_sha(old, None, "code") == plan_sha(new, None, "code")
+    assert [t.hash for t in resolve_trials(old, True)] == [
+        t.hash for t in resolve_trials(new, True)]
+    assert not (ROOT / "results" / now).exists()

@@ -7,12 +7,5 @@ from .gbma import GBMA
 from .multihead import MultiHead
 from .talking import INITS, HeadMix, TalkingHeads
 
-# name -> (class, the constructor arguments the name fixes)
-POLICIES = {"none": (MultiHead, {}),
-            "logits": (TalkingHeads, {"mix_logits": True, "mix_weights": False}),
-            "weights": (TalkingHeads, {"mix_logits": False, "mix_weights": True}),
-            "both": (TalkingHeads, {"mix_logits": True, "mix_weights": True}),
-            "dynamic-projections": (DynamicTalkingHeads, {}), "gbma": (GBMA, {})}
-
-__all__ = ["GBMA", "INITS", "POLICIES", "DynamicTalkingHeads", "HeadMix", "MixingPolicy",
+__all__ = ["GBMA", "INITS", "DynamicTalkingHeads", "HeadMix", "MixingPolicy",
            "MultiHead", "Shape", "TalkingHeads"]

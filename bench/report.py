@@ -16,7 +16,7 @@ from pathlib import Path
 
 from bench.cli import VERDICTS, about, add_tracking_uri
 from bench.config import ConfigError
-from bench.experiment.open import open_grid
+from bench.experiment.open import open_grid, read_grid_file
 from bench.findings.render import ReportError, findings_from_runs_csv, render_sweep
 from bench.provenance import LOCAL
 from bench.tracking.reader import StoreError
@@ -47,10 +47,11 @@ def main(argv: list[str] | None = None) -> int:
             paths = findings_from_runs_csv(args.runs, grid_file, args.out or args.runs.parent)
             print("wrote", *map(str, paths), sep="\n  ")
             return 0
-        grid = open_grid(grid_file) if grid_file else None  # else the sweep's, from the store
+        source = read_grid_file(grid_file) if grid_file else None  # the one read of the file
+        grid = open_grid(source) if source else None  # else the sweep's, from the store
         name = grid.name if grid else args.target
         paths = render_sweep(tracking_uri(args.tracking_uri), name, args.out or LOCAL / name,
-                             args.sweep, grid, grid_file)
+                             args.sweep, grid, source)
     except (ConfigError, ReportError, StoreError) as err:
         print(f"bench.report: {err}", file=sys.stderr)
         return getattr(err, "code", 2)

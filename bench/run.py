@@ -20,7 +20,7 @@ from bench.cli import VERDICTS, about, add_tracking_uri, add_trial_args
 from bench.config import ConfigError, parse_sets
 from bench.experiment import grid as grids
 from bench.experiment.grid import Grid
-from bench.experiment.open import Overrides, open_grid, read
+from bench.experiment.open import Overrides, opened, read, read_grid_file
 from bench.findings import prereg
 from bench.provenance import LOCAL
 from bench.sweep import feasible, gpus
@@ -73,11 +73,11 @@ def _dry_run(grid: Grid, trials: list[Trial], levels: pd.DataFrame,
               f"{len(later)} more trials")
 
 
-def _plan(path: Path, grid: Grid, overrides: Overrides) -> dict[str, str]:
+def _plan(written: Grid, path: Path, grid: Grid, overrides: Overrides) -> dict[str, str]:
     """What every trial records of the plan it serves (`prereg.record`): the grid file as read
-    with the seeds it runs, and the other overrides."""
+    (`written`, from `path`) with the seeds it runs (`grid`'s), and the other overrides."""
     given = {k: v for k, v in vars(overrides).items() if v and k != "seed_start"}
-    return prereg.record(read(path).model_copy(update={"seeds": grid.seeds}), path, given)
+    return prereg.record(written.model_copy(update={"seeds": grid.seeds}), path, given)
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -86,13 +86,15 @@ def main(argv: list[str] | None = None) -> int:
         print(f"error: --power-at {bad[0]:g}: a chance q in (0, 1) expected", file=sys.stderr)
         return 2
     try:
-        grids.check_runnable(read(args.grid), args.grid)
+        source = read_grid_file(args.grid)  # the one read of the file: all below is this text
+        written = read(source)
+        grids.check_runnable(written, args.grid)
         overrides = Overrides(parse_sets(args.sets), args.preset, args.data, args.seeds,
                               args.seed_start)
-        grid = open_grid(args.grid, overrides)  # its plugins, and $ATTNBENCH_PLUGINS, first
+        grid = opened(written, source.folder, overrides)  # its plugins, $ATTNBENCH_PLUGINS first
         trials = resolve_trials(  # a dry run records no plan: it runs nothing
             grid, args.dry_run, results_dir=args.results_dir,
-            plan=None if args.dry_run else _plan(args.grid, grid, overrides))
+            plan=None if args.dry_run else _plan(written, args.grid, grid, overrides))
         feasible.check(grid.claims, grid.grid, trials)
         feasible.check_restated(grid)
         levels = feasible.by_look(grid.claims, grid.grid, grid.seeds)
@@ -118,7 +120,7 @@ def main(argv: list[str] | None = None) -> int:
                                                           else map(str, argv))])
     mps = gpus.start_mps(packed.per_gpu, mps_off) if packed.per_gpu and not address else None
     return sweep(grid, trials, SweepOptions(
-        args.grid, args.results_dir, command, tracking_uri=args.tracking_uri,
+        source, args.results_dir, command, tracking_uri=args.tracking_uri,
         address=args.address, force=args.force, rerun_stale=args.rerun_stale,
         report=not args.no_report, gpu=packed.share, mps=mps))
 

@@ -36,7 +36,7 @@ from mlflow import MlflowClient
 from mlflow.entities import Metric, Param
 
 from bench.experiment.claims import METRICS, PROBE_METRIC
-from bench.experiment.open import Overrides, open_grid, to_text
+from bench.experiment.open import Overrides, open_grid, read_grid_file, to_text
 from bench.findings import prereg
 from bench.findings import render as report
 from bench.metrics import FINAL_RENAMED, FINAL_SAME, GRID_KEYS, PLAN
@@ -91,12 +91,13 @@ def logged_sweep(uri: str, folder: Path, out: Path) -> str:
     each trial of runs.csv a finished run with its params, tags and final metrics, then the
     report (`render_sweep`, into out/<grid>/, onto the sweep's page). Returns the sweep's id."""
     grid_file, runs = folder / "grid.yaml", pd.read_csv(folder / "runs.csv")
-    grid = open_grid(grid_file, Overrides(seed_start=int(runs["seed"].min())))
+    source = read_grid_file(grid_file)  # as bench.run reads it: once
+    grid = open_grid(source, Overrides(seed_start=int(runs["seed"].min())))
     axes, looks = list(grid.grid), grid.look_seeds()
     client = store.open_store(uri)
     exp = store.experiment_id(client, grid.name, uri)
     first = list(runs[runs["seed"].isin(looks[0])]["trial"])
-    parent = writer.start_sweep(client, exp, grid_file, f"python -m bench.run {grid_file}",
+    parent = writer.start_sweep(client, exp, source, f"python -m bench.run {grid_file}",
                                 page.Look(grid.name, first, 1, len(looks), looks[0]),
                                 to_text(grid))
     settings = [setting_name({a: _value(r[a]) for a in axes}, r["model.variant"])
@@ -119,9 +120,9 @@ def logged_sweep(uri: str, folder: Path, out: Path) -> str:
             Metric(f"final_{k}" if k in FINAL_RENAMED else k, float(r[k]), start, int(r["steps"]))
             for k in metrics if pd.notna(r[k])])
         client.set_terminated(run, "FINISHED", end_time=start + 60_000)
-    writer.log_trials_covered(client, parent, page.Look(grid.name, list(runs["trial"]), len(looks),
-                                           len(looks), looks[-1]))
-    report.render_sweep(uri, grid.name, out / grid.name, parent, grid, grid_file)
+    writer.log_trials_covered(client, parent, page.Look(grid.name, list(runs["trial"]),
+                                                        len(looks), len(looks), looks[-1]))
+    report.render_sweep(uri, grid.name, out / grid.name, parent, grid, source)
     writer.end_sweep(client, parent, "FINISHED")
     return parent
 

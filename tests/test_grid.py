@@ -172,3 +172,25 @@ def test_an_earlier_status_word_is_read_as_the_word_it_became(earlier, now):
     assert [t.hash for t in resolve_trials(old, True)] == [
         t.hash for t in resolve_trials(new, True)]
     assert not (ROOT / "results" / now).exists()
+
+
+def test_bench_run_reads_its_grid_file_once(tmp_path, monkeypatch):
+    """The grid file is read once: checked, opened, its plan recorded and handed to the sweep
+    (which logs its sha256 and copies it beside the report) as that one text."""
+    grid = write_grid(tmp_path, "read_once")
+    reads = []
+    for method in ("read_bytes", "read_text"):
+        real = getattr(Path, method)
+
+        def counted(self, *a, _real=real, _method=method, **kw):
+            if self.resolve() == grid.resolve():
+                reads.append(_method)
+            return _real(self, *a, **kw)
+
+        monkeypatch.setattr(Path, method, counted)
+    handed = []
+    monkeypatch.setattr(run, "sweep", lambda g, trials, options: handed.append(options) or 0)
+    assert run.main([str(grid), "--results-dir", str(tmp_path / "r")]) == 0
+    assert len(reads) == 1, reads
+    [options] = handed
+    assert options.source.path == grid and options.source.text == grid.read_text()

@@ -31,6 +31,7 @@ from bench.experiment.grid import Grid
 from bench.experiment.open import to_text
 from bench.findings.runs import waiting
 from bench.metrics import FAILURE, STOPPED
+from bench.provenance import GridText
 from bench.tracking import names, page, reader, store, view, writer
 from bench.tracking.writer import Where
 from bench.trial import Trial
@@ -42,12 +43,13 @@ from .workers import make_callback, start_ray, stop_ray, trainable
 
 @dataclass(frozen=True)
 class SweepOptions:
-    """What the command line asks of a sweep beyond its grid: the grid file it came from, where
+    """What the command line asks of a sweep beyond its grid: the grid file it came from (as
+    read, once: what the sweep logs and copies beside its report is that text), where
     results and the store go, the cluster, whether finished trials are rerun (all, or those from
     other code), whether the report is rendered, and the command as typed (for the record).
     What each trial records of the plan it serves is the trial's own (`Trial.plan`)."""
 
-    grid_file: Path
+    source: GridText  # the grid file as the command read it: its path and text
     results_dir: Path
     command: str
     tracking_uri: str | None = None
@@ -154,14 +156,14 @@ def render_report(run: Session, partial: str | None) -> bool:
         print(f"partial report: {partial}")
     try:
         render_sweep(run.uri, run.grid.name, run.root, run.parent, run.grid,
-                     run.options.grid_file)
+                     run.options.source)
     except ReportError as err:  # nothing to report: said in one line
         print(f"error: no report: {err}", file=sys.stderr)
         return False
     except Exception:  # noqa: BLE001  (a report bug must not lose a finished sweep)
         traceback.print_exc()
         print(f"error: the report failed (above); the runs are intact: python -m bench.report "
-              f"{run.options.grid_file} --tracking-uri {run.uri} renders it again",
+              f"{run.options.source.path} --tracking-uri {run.uri} renders it again",
               file=sys.stderr)
         return False
     return True
@@ -318,7 +320,7 @@ def run_look(run: Session, trials: list[Trial], look: page.Look) -> bool:
     if not todo:
         return False
     if run.parent is None:
-        run.parent = writer.start_sweep(run.client, run.exp, run.options.grid_file,
+        run.parent = writer.start_sweep(run.client, run.exp, run.options.source,
                                         run.options.command, look, to_text(run.grid))
         claims = run.grid.claims
         view.share_view(run.client, run.exp, list(run.grid.grid), [c.metric for c in claims],
@@ -326,7 +328,7 @@ def run_look(run: Session, trials: list[Trial], look: page.Look) -> bool:
         if run.options.mps:
             print(run.options.mps)
             run.client.set_tag(run.parent, names.MPS, run.options.mps)
-    where = Where(run.uri, run.exp, run.parent, writer.sweep_source(run.options.grid_file))
+    where = Where(run.uri, run.exp, run.parent, writer.sweep_source(run.options.source.path))
     for t in todo:  # unfinished runs of earlier sweeps continue under this one
         if t.hash not in fresh and runs.get(t.hash):
             writer.continue_under_sweep(run.client, runs[t.hash][0].info.run_id, run.parent)

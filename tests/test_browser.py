@@ -128,13 +128,14 @@ def logged_sweep(uri: str, folder: Path, out: Path) -> str:
 
 
 @pytest.fixture(scope="module")
-def served() -> Iterator[tuple[str, Path, MlflowClient, str]]:
+def served(made_store) -> Iterator[tuple[str, Path, MlflowClient, str]]:
     """The main job's store in runs/browser/, served by `mlflow server` on 127.0.0.1 (a free
     port): (the server's address, the results folder, a client, the sweep's run id)."""
     out = LOCAL / "browser"
     shutil.rmtree(out, ignore_errors=True)
     uri = f"sqlite:///{out / 'mlflow.db'}"
-    store.open_store(uri)  # tables made before the server and the sweep both open the file
+    out.mkdir(parents=True)  # tables made before the server and the sweep both open the file
+    shutil.copyfile(made_store, out / "mlflow.db")
     with tempfile.TemporaryDirectory(prefix="ab", dir="/tmp") as tmp, \
             ThreadPoolExecutor(1) as pool:
         starting = pool.submit(mlflow_server, out / "mlflow.db", Path(tmp))  # while it starts

@@ -65,7 +65,8 @@ class SweepOptions:
 class Session:
     """A sweep under way: its grid and options, the store (URI, client, experiment), the code it
     runs (`provenance.identity()`), its folder, its trials' settings (`Trial.setting`, in the
-    grid's order), and its parent run once a look has work."""
+    grid's order), its parent run once a look has work, and whether its Ray session is up (one
+    for all its looks: started by the first look with work, ended when the looks end)."""
 
     grid: Grid
     options: SweepOptions
@@ -76,6 +77,7 @@ class Session:
     root: Path
     settings: list[str]
     parent: str | None = None
+    ray_up: bool = False
 
 
 def run_tune(run: Session, todo: list[Trial], where: Where, ended: set[str], gone: list[str]
@@ -283,6 +285,20 @@ def look_by_look(run: Session, trials: list[Trial]) -> tuple[list[Trial], bool]:
     """Each look's trials (the first look: every setting; later ones: the settings an
     undecided claim reads), trained until every claim is decided or the looks run out; returns
     the trials covered and whether the sweep was interrupted."""
+    try:
+        return _looks(run, trials)
+    finally:
+        end_ray(run)
+
+
+def end_ray(run: Session) -> None:
+    """End the sweep's Ray session, where it is up."""
+    if run.ray_up:
+        stop_ray()
+        run.ray_up = False
+
+
+def _looks(run: Session, trials: list[Trial]) -> tuple[list[Trial], bool]:
     grid, looks = run.grid, run.grid.look_seeds()
     covered: list[Trial] = []
     for k, seeds in enumerate(looks):
@@ -334,14 +350,19 @@ def run_look(run: Session, trials: list[Trial], look: page.Look) -> bool:
             writer.continue_under_sweep(run.client, runs[t.hash][0].info.run_id, run.parent)
     ended: set[str] = set()  # trials whose run the worker or the callback closed
     gone: list[str] = []  # why the tracking server stopped answering, if it did
+    tuned = False
     try:
-        print(start_ray(run.options.address))
+        if not run.ray_up:  # one Ray session for every look: its processes, its workers
+            print(start_ray(run.options.address))
+            run.ray_up = True
         with sigterm_as_sigint():  # set after ray.init, which sets its own (an exit)
             run_tune(run, todo, where, ended, gone)
+        tuned = True
     except KeyboardInterrupt:
         pass
     finally:
-        stop_ray()
+        if not tuned or gone:  # interrupted, failed, or the store is gone: Ray ends now
+            end_ray(run)
     if gone:
         raise store.TrackingLost(gone[0])
     interrupted = False
@@ -349,6 +370,8 @@ def run_look(run: Session, trials: list[Trial], look: page.Look) -> bool:
         if t.hash not in ended:
             writer.close(run.client, where, t.hash, "KILLED", FAILURE, "interrupted")
             interrupted = True
+    if interrupted:
+        end_ray(run)
     return interrupted
 
 

@@ -492,7 +492,8 @@ def test_looks_add_seeds_only_where_a_claim_is_undecided_and_a_rerun_adds_nothin
         (1, 4), (2, 7)]
     tags = sweep.data.tags
     assert (tags["trials"], tags["looks"], tags["seeds"]) == ("7", "2 of 2", "0-4")
-    assert tags["mlflow.note.content"].startswith("**7 trials**, look 2 of 2, seeds 0-4.")
+    assert tags["mlflow.note.content"].startswith(  # the counts, then every verdict
+        f"**7 trials**, look 2 of 2, seeds 0-4: low **{tags['verdict.low']}**.")
     assert tags["verdict.low"] in done.stdout
 
     def ran() -> list[tuple[str, int]]:

@@ -1,9 +1,10 @@
 """attnbench: a benchmark and ablation harness for attention variants.
 
-The commands (`python -m bench.<command>`, in `bench.commands`; argument parsing, exit codes and
-the arguments they share, `bench.commands.args`): `run` a sweep, `report` a sweep, `grids` the
-table of every grid, `train` one model, `retag` records under renamed variants, and the `speed`,
-`anchors`, `th_layer` and `flops` measurements.
+The commands, each the module it is run as (`python -m bench.run` is bench/run.py: argument
+parsing, exit codes and printing; the arguments they share and the list of them are
+`bench.cli`'s): `run` a sweep, `report` a sweep, `verify` a committed result, `grids` the table
+of every grid, `options` every option, `train` one model, `retag` records under renamed
+variants, and the `speed`, `anchors`, `th_layer` and `flops` measurements.
 
 The rooms, each a package; which may import which is one table, `[tool.importlinter]` in
 pyproject.toml, which `lint-imports` checks (tests/test_rooms.py):

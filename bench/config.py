@@ -56,10 +56,12 @@ class Kept(BaseModel):
         return {**super().__getstate__(), "__pydantic_private__": {"_kept": None}}
 
     def __eq__(self, other: object) -> bool:
-        """Equal as configs: the same fields and extras, whether or not either has typed its
-        options yet (`_kept`, a cache, aside)."""
-        return (type(self) is type(other) and self.__dict__ == other.__dict__
-                and self.__pydantic_extra__ == other.__pydantic_extra__)
+        """Equal where the fields are: `_kept` is what they give, kept or not (a section after
+        unpickling equals the one pickled)."""
+        return type(self) is type(other) and self.__dict__ == other.__dict__ and (
+            self.__pydantic_extra__ == other.__pydantic_extra__)
+
+    __hash__ = None  # as BaseModel's: a mutable section is not hashable
 
     def kept(self) -> Any:
         if self._kept is None:

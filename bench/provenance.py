@@ -4,6 +4,7 @@ import hashlib
 import os
 import platform
 import subprocess
+from dataclasses import dataclass
 from importlib import metadata
 from pathlib import Path
 
@@ -17,6 +18,20 @@ PACKAGES = ("torch", "numpy", "ray", "mlflow", "fvcore", "pandas", "pydantic", "
 # a package shipped under another distribution's name: the offline bundle's MLflow is its client
 # alone, mlflow-skinny (ci/bundle.py), the same `mlflow` module at the same version
 SHIPPED_AS = {"mlflow": ("mlflow", "mlflow-skinny")}
+
+
+@dataclass(frozen=True)
+class GridText:
+    """A grid file's text, read once (`bench.experiment.open.read_grid_file`), or read from
+    elsewhere (a commit, the MLflow store): `where` names it in errors, its plugin file paths
+    are relative to `folder` (where its file lay), and `path` is the file it was read from
+    (None: text from elsewhere). What a sweep logs of its grid file (its path, the sha256 of
+    its text) and copies beside its report is this text, not the file read again."""
+
+    text: str
+    where: str
+    folder: Path
+    path: Path | None = None
 
 
 def _git(*args: str) -> str:

@@ -207,8 +207,8 @@ check imports 60 "$PY" - "$WORK" "$REHEARSE" <<'PY'
 import importlib, sys
 import torch
 for m in ("ray", "ray.tune", "ray.tune.schedulers", "mlflow", "fvcore.nn", "pandas",
-          "matplotlib", "seaborn", "bench.commands.run", "bench.commands.report",
-          "bench.sweep.runner", "bench.findings.report", "bench.findings.figures"):
+          "matplotlib", "seaborn", "bench.run", "bench.report",
+          "bench.sweep.runner", "bench.findings.render", "bench.findings.figures"):
     importlib.import_module(m)
 from bench import provenance
 from bench.tracking import store

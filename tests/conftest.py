@@ -24,3 +24,29 @@ def clean(monkeypatch):
     registry._VARIANTS.update(saved)
     for name in [m for m in sys.modules if m.startswith("attnbench_plugin_")]:
         del sys.modules[name]
+
+
+@pytest.fixture(scope="session")
+def made_store(tmp_path_factory):
+    """An empty MLflow sqlite store whose tables are made once a session (MLflow's migrations
+    take seconds a store): `store_at` copies it where a test's own store goes. A store made new
+    is what the tests of its making check (test_run's smoke sweep, two sweeps at once into one
+    new store), and they make theirs."""
+    from bench.tracking import store
+
+    path = tmp_path_factory.mktemp("made_store") / "mlflow.db"
+    store.open_store(f"sqlite:///{path}")
+    return path
+
+
+@pytest.fixture
+def store_at(made_store):
+    """`store_at(path)`: an empty store at `path` (a copy of `made_store`), its sqlite URI."""
+    import shutil
+
+    def place(path):
+        path.parent.mkdir(parents=True, exist_ok=True)
+        shutil.copyfile(made_store, path)
+        return f"sqlite:///{path}"
+
+    return place

@@ -130,7 +130,7 @@ def test_the_detection_asks_for_the_bf16_instructions_themselves(switch, monkeyp
 def test_the_switch_refuses_a_value_it_does_not_take(monkeypatch, capsys):
     """ATTNBENCH_CPU_BF16=maybe: a ConfigError naming the variable and what it takes, and
     bench.run exits 2 with it before anything runs."""
-    from bench.commands import run
+    from bench import run
     from bench.config import ConfigError
 
     monkeypatch.setenv(precision.SWITCH, "maybe")
@@ -169,7 +169,7 @@ def test_amp_run_records_its_precision(bf16, tmp_path):
 
 @pytest.mark.parametrize("value", ["maybe", "1", 2])
 def test_amp_takes_auto_true_or_false_only(value, tmp_path, capsys):
-    from bench.commands.train import main
+    from bench.train import main
 
     assert main(["--set", f"train.amp={value}", "--out", str(tmp_path / "run")]) == 2
     err = capsys.readouterr().err

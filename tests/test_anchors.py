@@ -10,8 +10,8 @@ import numpy as np
 import pytest
 import torch
 
-from bench.commands import anchors
-from bench.measure import anchors as anchor_lib
+from bench import anchors
+from bench.measure import outside_models as anchor_lib
 from bench.model import create_model
 from bench.model.cost import executed_flops
 

@@ -36,8 +36,9 @@ from mlflow import MlflowClient
 from mlflow.entities import Metric, Param
 
 from bench.experiment.claims import METRICS, PROBE_METRIC
-from bench.experiment.open import Overrides, open_grid, to_text
-from bench.findings import prereg, report
+from bench.experiment.open import Overrides, open_grid, read_grid_file, to_text
+from bench.findings import prereg
+from bench.findings import render as report
 from bench.metrics import FINAL_RENAMED, FINAL_SAME, GRID_KEYS, PLAN
 from bench.provenance import LOCAL
 from bench.tracking import names, page, store, view, writer
@@ -90,12 +91,13 @@ def logged_sweep(uri: str, folder: Path, out: Path) -> str:
     each trial of runs.csv a finished run with its params, tags and final metrics, then the
     report (`render_sweep`, into out/<grid>/, onto the sweep's page). Returns the sweep's id."""
     grid_file, runs = folder / "grid.yaml", pd.read_csv(folder / "runs.csv")
-    grid = open_grid(grid_file, Overrides(seed_start=int(runs["seed"].min())))
+    source = read_grid_file(grid_file)  # as bench.run reads it: once
+    grid = open_grid(source, Overrides(seed_start=int(runs["seed"].min())))
     axes, looks = list(grid.grid), grid.look_seeds()
     client = store.open_store(uri)
     exp = store.experiment_id(client, grid.name, uri)
     first = list(runs[runs["seed"].isin(looks[0])]["trial"])
-    parent = writer.start_sweep(client, exp, grid_file, f"python -m bench.run {grid_file}",
+    parent = writer.start_sweep(client, exp, source, f"python -m bench.run {grid_file}",
                                 page.Look(grid.name, first, 1, len(looks), looks[0]),
                                 to_text(grid))
     settings = [setting_name({a: _value(r[a]) for a in axes}, r["model.variant"])
@@ -118,21 +120,22 @@ def logged_sweep(uri: str, folder: Path, out: Path) -> str:
             Metric(f"final_{k}" if k in FINAL_RENAMED else k, float(r[k]), start, int(r["steps"]))
             for k in metrics if pd.notna(r[k])])
         client.set_terminated(run, "FINISHED", end_time=start + 60_000)
-    writer.cover(client, parent, page.Look(grid.name, list(runs["trial"]), len(looks),
-                                           len(looks), looks[-1]))
-    report.render_sweep(uri, grid.name, out / grid.name, parent, grid, grid_file)
+    writer.log_trials_covered(client, parent, page.Look(grid.name, list(runs["trial"]),
+                                                        len(looks), len(looks), looks[-1]))
+    report.render_sweep(uri, grid.name, out / grid.name, parent, grid, source)
     writer.end_sweep(client, parent, "FINISHED")
     return parent
 
 
 @pytest.fixture(scope="module")
-def served() -> Iterator[tuple[str, Path, MlflowClient, str]]:
+def served(made_store) -> Iterator[tuple[str, Path, MlflowClient, str]]:
     """The main job's store in runs/browser/, served by `mlflow server` on 127.0.0.1 (a free
     port): (the server's address, the results folder, a client, the sweep's run id)."""
     out = LOCAL / "browser"
     shutil.rmtree(out, ignore_errors=True)
     uri = f"sqlite:///{out / 'mlflow.db'}"
-    store.open_store(uri)  # tables made before the server and the sweep both open the file
+    out.mkdir(parents=True)  # tables made before the server and the sweep both open the file
+    shutil.copyfile(made_store, out / "mlflow.db")
     with tempfile.TemporaryDirectory(prefix="ab", dir="/tmp") as tmp, \
             ThreadPoolExecutor(1) as pool:
         starting = pool.submit(mlflow_server, out / "mlflow.db", Path(tmp))  # while it starts

@@ -12,7 +12,7 @@ import pytest
 import yaml
 from scipy.stats import permutation_test, quantile_test
 
-from bench.commands import run
+from bench import run
 from bench.experiment import claims
 from bench.findings import bounds, sequential, verdicts
 from bench.findings.samples import derive

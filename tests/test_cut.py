@@ -16,7 +16,7 @@ from bench.sweep import workers
 from tests.test_grid import write_grid
 from tests.test_run import ROOT, cli_env, short_tmp, wait_for_a_finished_run  # noqa: F401
 
-BROKEN_FIGURES = """import bench.findings.report as report
+BROKEN_FIGURES = """import bench.findings.render as report
 
 
 def broken(*args, **kwargs):
@@ -37,7 +37,7 @@ def test_local_ray_is_told_the_gpus_torch_counts(monkeypatch):
 
 
 @pytest.mark.slow
-def test_sigterm_ends_a_sweep_with_its_runs_and_a_partial_report(short_tmp):  # noqa: F811
+def test_sigterm_ends_a_sweep_with_its_runs_and_a_partial_report(short_tmp, store_at):  # noqa: F811
     """SIGTERM to the driver alone (as `timeout` sends it) while trials train: exit 130, every
     run closed, runs.csv of the finished trials, partial.md saying the sweep was cut; with the
     figures broken (a plugin breaks them in the driver) runs.csv is written all the same and
@@ -45,6 +45,7 @@ def test_sigterm_ends_a_sweep_with_its_runs_and_a_partial_report(short_tmp):  # 
     grid = write_grid(short_tmp, "cut", seeds=[0, 1, 2, 3])
     plugin = short_tmp / "broken_figures.py"
     plugin.write_text(BROKEN_FIGURES)
+    store_at(short_tmp / "results" / "mlflow.db")
     driver = subprocess.Popen(
         [sys.executable, "-m", "bench.run", str(grid), "--set", "train.steps=60",
          "--results-dir", short_tmp / "results"],

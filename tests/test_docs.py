@@ -302,7 +302,7 @@ def test_help_describes_each_command_in_whole_sentences(name, capsys):
     line, mid-sentence."""
     import importlib
 
-    command = importlib.import_module(f"bench.commands.{name}")
+    command = importlib.import_module(f"bench.{name}")
     with pytest.raises(SystemExit) as done:
         command.main(["--help"])
     assert done.value.code == 0

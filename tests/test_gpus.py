@@ -12,8 +12,7 @@ from pathlib import Path
 import pytest
 import torch
 
-from bench import provenance
-from bench.commands import run
+from bench import provenance, run
 from bench.config import ConfigError
 from bench.experiment.open import open_grid
 from bench.model import create_model

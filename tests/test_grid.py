@@ -10,7 +10,7 @@ import pytest
 import torch
 import yaml
 
-from bench.commands import run
+from bench import run
 from bench.config import resolve
 from bench.experiment.open import Overrides, apply, open_grid
 from bench.sweep.trials import resolve_trials, trial_hash
@@ -151,3 +151,46 @@ def test_committed_trials_keep_their_hashes(monkeypatch):
     cosine = {trial_hash(t.cfg.model_copy(update={"train": t.cfg.train.model_copy(
         update={"schedule": "cosine"})}), None, "fp32") for t in trials}
     assert not cosine & {trial_hash(t.cfg, None, "fp32") for t in trials}
+
+
+@pytest.mark.parametrize(("earlier", "now"), [("design", "pilot"), ("replication", "repeat")])
+def test_an_earlier_status_word_is_read_as_the_word_it_became(earlier, now):
+    """A grid file as committed before the status words were renamed (the pre-registration
+    check reads every commit's file again) opens, its status the new word, its plan and trials
+    the same as the file's today; the new word, printed, names no folder under results/."""
+    from bench.experiment.open import GridText, read
+    from bench.findings.prereg import plan_sha
+
+    text = (ROOT / "ablations" / "span_pilot.yaml").read_text()
+    assert "\nstatus: pilot\n" in text
+    old = read(GridText(text.replace("\nstatus: pilot\n", f"\nstatus: {earlier}\n"), "old",
+                        ROOT / "ablations"))
+    new = read(GridText(text.replace("\nstatus: pilot\n", f"\nstatus: {now}\n"), "new",
+                        ROOT / "ablations"))
+    assert old.status == now and old == new
+    assert plan_sha(old, None, "code") == plan_sha(new, None, "code")
+    assert [t.hash for t in resolve_trials(old, True)] == [
+        t.hash for t in resolve_trials(new, True)]
+    assert not (ROOT / "results" / now).exists()
+
+
+def test_bench_run_reads_its_grid_file_once(tmp_path, monkeypatch):
+    """The grid file is read once: checked, opened, its plan recorded and handed to the sweep
+    (which logs its sha256 and copies it beside the report) as that one text."""
+    grid = write_grid(tmp_path, "read_once")
+    reads = []
+    for method in ("read_bytes", "read_text"):
+        real = getattr(Path, method)
+
+        def counted(self, *a, _real=real, _method=method, **kw):
+            if self.resolve() == grid.resolve():
+                reads.append(_method)
+            return _real(self, *a, **kw)
+
+        monkeypatch.setattr(Path, method, counted)
+    handed = []
+    monkeypatch.setattr(run, "sweep", lambda g, trials, options: handed.append(options) or 0)
+    assert run.main([str(grid), "--results-dir", str(tmp_path / "r")]) == 0
+    assert len(reads) == 1, reads
+    [options] = handed
+    assert options.source.path == grid and options.source.text == grid.read_text()

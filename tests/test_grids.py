@@ -6,8 +6,8 @@ from pathlib import Path
 import pytest
 import yaml
 
-from bench.commands import grids as command
-from bench.commands import run
+from bench import grids as command
+from bench import run
 from bench.config import ConfigError
 from bench.experiment import catalogue
 from bench.provenance import RESULTS
@@ -53,7 +53,7 @@ def grid_file(folder: Path, name: str, **status) -> Path:
 
 def test_a_grid_that_leads_to_no_primary_is_named(tmp_path):
     grid_file(tmp_path, "pilot", status="design", of="missing")
-    with pytest.raises(ConfigError, match=r"pilot.yaml: status 'design of missing' leads to "
+    with pytest.raises(ConfigError, match=r"pilot.yaml: status 'pilot of missing' leads to "
                        r"pilot -> missing, not to a primary grid"):
         catalogue.experiments(catalogue.entries(tmp_path, tmp_path / "results"))
     grid_file(tmp_path, "missing", status="superseded", superseded_by="pilot", why="loop")
@@ -76,4 +76,4 @@ def test_a_superseded_grid_is_refused_naming_its_replacement(tmp_path, capsys):
 
 def test_the_dry_run_prints_the_status(capsys):
     assert run.main([str(ROOT / "ablations" / "heads_h8_long.yaml"), "--dry-run"]) == 0
-    assert "grid heads_h8_long: design of heads_grid (docs/grids.md)" in capsys.readouterr().out
+    assert "grid heads_h8_long: pilot of heads_grid (docs/grids.md)" in capsys.readouterr().out

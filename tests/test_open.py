@@ -12,7 +12,7 @@ import yaml
 
 from bench.config import ConfigError, parse_sets
 from bench.experiment.open import GridText, Overrides, open_grid, read, to_text
-from bench.sweep.retag import migrate_folder
+from bench.sweep.migration import migrate_folder
 
 ROOT = Path(__file__).resolve().parents[1]
 GRIDS = sorted([*(ROOT / "ablations").glob("*.yaml"), *(ROOT / "examples").glob("*.yaml"),

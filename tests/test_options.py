@@ -8,9 +8,8 @@ from pathlib import Path
 import pytest
 
 import variants
-from bench import data, plugins
-from bench.commands import options as command
-from bench.commands import run
+from bench import data, plugins, run
+from bench import options as command
 from bench.config import ConfigError, corpus_options, resolve
 from variants.layer_spec import LayerOptions
 
@@ -74,11 +73,11 @@ def test_a_corpus_declares_its_options_and_the_schema_checks_them_once():
 
     built = []
 
-    @data.register("test-constant", Options)
     def constant(o: Options) -> data.Corpus:
         built.append(o)
         return data.build("file", path=ROOT / "README.md")  # any corpus: only `o` is tested
 
+    data.register("test-constant", Options, constant)
     try:
         taken = corpus_options("test-constant")
         assert taken["size"].default is MISSING and taken["fill"].type is str
@@ -146,3 +145,33 @@ def test_a_layer_built_in_python_converts_and_checks_its_options_as_the_schema_d
         assert f"\n  model.attn.{line}" in str(config.value), str(config.value)
     layer = variants.Attention(variants.spec("adaptive", 32, 4, 16, ramp="8"))
     assert layer.span_policy.ramp == 8.0  # the layer takes the spec as it is
+
+
+def test_every_name_is_registered_by_a_call(clean):
+    """A policy, a variant and a corpus are each registered by a call (no decorator, no dict
+    to edit): a span policy registered by name is a variant's part by that name; a name
+    registered twice, a class of the other kind and the earlier decorator form are refused,
+    the last with the call to write."""
+    from variants import layer_spec, registry
+    from variants.span import FixedSpan
+
+    try:
+        variants.register_policy("span_policy", "test-window", FixedSpan)
+        variants.register("test-windowed", span_policy="test-window")
+        layer = variants.build("test-windowed", d_model=32, n_heads=2, span=16)
+        assert layer.describe()["span_policy"] == "fixed"
+        with pytest.raises(ValueError, match="span_policy 'test-window' is already registered"):
+            variants.register_policy("span_policy", "test-window", FixedSpan)
+        with pytest.raises(ValueError, match="not a subclass of MixingPolicy"):
+            variants.register_policy("mixing", "test-mix", FixedSpan)
+    finally:
+        layer_spec.POLICIES["span_policy"].pop("test-window", None)
+        registry._VARIANTS.pop("test-windowed", None)
+
+    @dataclass(frozen=True)
+    class Options:
+        size: int = variants.option(1, "symbols")
+
+    with pytest.raises(ValueError, match=r"data.register\('test-old', Options, <your builder>\)"):
+        data.register("test-old", Options)
+    assert "test-old" not in data.names()

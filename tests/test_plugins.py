@@ -15,8 +15,7 @@ import pytest
 import yaml
 
 import variants
-from bench import plugins
-from bench.commands import flops, report, run, speed, train
+from bench import flops, plugins, report, run, speed, train
 from bench.config import ConfigError, parse_sets, resolve
 from bench.experiment.open import GridText, Overrides, open_grid, read
 from bench.training.loop import train as train_run
@@ -260,7 +259,7 @@ def cli(module: str, *args: str, env: dict, cwd: Path) -> subprocess.CompletedPr
 
 
 @pytest.mark.slow
-def test_plugin_through_all_five_commands():
+def test_plugin_through_all_five_commands(store_at):
     """examples/decay_plugin.py, never imported by the package: bench.train and bench.speed
     and bench.flops get it from ATTNBENCH_PLUGINS; bench.run from the grid's `plugins:` list
     only (so its Ray trial imports it from the trial it is handed), then bench.report on that
@@ -279,7 +278,7 @@ def test_plugin_through_all_five_commands():
 
         grid = grid_file(tmp, grid={"model.variant": ["decay"], "model.attn.tau_init": [8]},
                          plugins=[str(PLUGIN)])
-        store = f"sqlite:///{tmp / 'results' / 'mlflow.db'}"
+        store = store_at(tmp / "results" / "mlflow.db")
         out = cli("bench.run", str(grid), "--results-dir", str(tmp / "results"),
                   "--no-report", env=base, cwd=tmp).stdout
         assert "decay-tau_init=8-s0" in out and "FINISHED" in out, out
@@ -301,7 +300,8 @@ def test_plugin_through_all_five_commands():
 
 
 @pytest.mark.slow
-def test_the_decay_grid_runs_beside_its_baseline_and_its_plan_is_what_the_store_holds(clean):
+def test_the_decay_grid_runs_beside_its_baseline_and_its_plan_is_what_the_store_holds(clean,
+                                                                                        store_at):
     """examples/decay.yaml through Ray from another directory (its plugin found beside it),
     with an override and --seed-start: both rows finish; the grid logged with the sweep is the
     plan that ran (the override, the seeds, the plugin's absolute path), and `bench.report
@@ -311,6 +311,7 @@ def test_the_decay_grid_runs_beside_its_baseline_and_its_plan_is_what_the_store_
         env = {k: v for k, v in os.environ.items()
                if k not in ("MLFLOW_TRACKING_URI", "RAY_ADDRESS", plugins.ENV)}
         env |= {"TMPDIR": str(tmp), "PYTHONPATH": str(ROOT)}
+        store_at(tmp / "results" / "mlflow.db")
         out = cli("bench.run", str(DECAY), "--set", "train.steps=10", "--seed-start", "3",
                   "--results-dir", str(tmp / "results"), "--no-report", env=env, cwd=tmp).stdout
         assert "talking-heads-s3: FINISHED" in out and "decay-s3: FINISHED" in out, out

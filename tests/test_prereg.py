@@ -12,7 +12,8 @@ import pytest
 import yaml
 
 from bench.experiment.open import open_grid
-from bench.findings import prereg, report
+from bench.findings import prereg
+from bench.findings import render as report
 
 CLAIM = {"id": "lower", "text": "a is below b", "rows": {"model.variant": "a"},
          "baseline": {"model.variant": "b"}, "metric": "final_test_bpc", "expect": "less"}

@@ -14,10 +14,11 @@ from PIL import Image
 from scipy.stats import ttest_rel
 
 import variants
-from bench.commands import report as report_cli
+from bench import report as report_cli
 from bench.experiment.layouts import FIGURES
 from bench.experiment.open import GridText, open_grid
-from bench.findings import figures, perseed, report, tables
+from bench.findings import figures, perseed, tables
+from bench.findings import render as report
 from bench.findings.judge import judge
 from bench.findings.runs import Sweep, _derive, machine_line
 from bench.findings.verify import verify
@@ -763,8 +764,8 @@ def test_verify_exits_2_on_a_folder_it_cannot_read(tmp_path, capsys):
     """A folder without runs.csv, a runs.csv with a trial twice (the review's three
     talking-heads h = 8 rows appended with 5.0 bits) or text for a number: exit 2, one line
     naming the file, the trial or the row and column; bench.report --runs alike."""
-    from bench.commands import report as report_cmd
-    from bench.commands import verify as verify_cmd
+    from bench import report as report_cmd
+    from bench import verify as verify_cmd
 
     root = Path(__file__).resolve().parents[1] / "results" / "heads_grid"
     bad = tmp_path / "heads_grid"
@@ -792,7 +793,7 @@ def test_verify_exits_2_on_a_folder_it_cannot_read(tmp_path, capsys):
 def test_verify_exits_2_for_unverified_results_unless_allowed(capsys):
     """The committed main job's runs predate the plan records: unverified, exit 2; with
     --allow-unverified (CI), exit 0 where the findings agree."""
-    from bench.commands import verify as verify_cmd
+    from bench import verify as verify_cmd
 
     folder = str(Path(__file__).resolve().parents[1] / "results" / "heads_grid")
     assert verify_cmd.main([folder]) == 2
@@ -813,7 +814,7 @@ def test_findings_name_the_results_beside_them_that_share_their_trials(tmp_path)
 
     def findings() -> str:
         with contextlib.redirect_stdout(io.StringIO()):
-            report.refind(here / "runs.csv", here / "grid.yaml", here)
+            report.findings_from_runs_csv(here / "runs.csv", here / "grid.yaml", here)
         return (here / "findings.md").read_text()
 
     line = "Shared runs: of these 20 trials, 12 are trials of {}span_limit too"

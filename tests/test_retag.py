@@ -10,10 +10,10 @@ import pytest
 from mlflow import MlflowClient
 
 import variants
-from bench.commands import retag
+from bench import retag
 from bench.config import ConfigError, resolve
 from bench.experiment.open import open_grid
-from bench.sweep.retag import hash_renames
+from bench.sweep.migration import hash_renames
 from bench.sweep.trials import resolve_trials
 from bench.tracking import names
 from tests.test_grid import write_grid

@@ -86,11 +86,27 @@ def test_options_are_declared_as_types_never_read_from_signatures():
 
 
 def test_the_command_line_stays_in_commands():
-    """argparse (the command line) is imported by bench/commands/ alone: a sweep, a report or a
+    """argparse (the command line) is imported by the commands alone (bench/<name>.py for each
+    of `bench.cli.COMMANDS`, and bench/cli.py, the arguments they share): a sweep, a report or a
     run takes typed options, never a Namespace."""
+    from bench.cli import COMMANDS
+
+    line = {ROOT / "bench" / f"{name}.py" for name in (*COMMANDS, "cli")}
+    assert all(p.is_file() for p in line), line
     found = [str(p.relative_to(ROOT)) for p in (ROOT / "bench").rglob("*.py")
-             if "commands" not in p.parts and "argparse" in {
+             if p not in line and "argparse" in {
                  a.name.split(".")[0] for n in ast.walk(ast.parse(p.read_text()))
                  if isinstance(n, ast.Import | ast.ImportFrom)
                  for a in (n.names if isinstance(n, ast.Import) else [ast.alias(n.module or "")])}]
     assert not found, found
+
+
+def test_every_command_is_its_own_module():
+    """`python -m bench.<name>` runs bench/<name>.py itself, no entry module in between: each
+    command module has `main` and runs it as __main__, and bench/ holds no other module that
+    does."""
+    from bench.cli import COMMANDS
+
+    mains = sorted(p.stem for p in (ROOT / "bench").glob("*.py")
+                   if 'if __name__ == "__main__":' in p.read_text())
+    assert mains == sorted(COMMANDS)

@@ -230,13 +230,14 @@ def wait_for_more_finished(tmp: Path, grid: str, driver: subprocess.Popen, n: in
 
 
 @slow
-def test_a_cut_sweep_reruns_only_the_missing_trials(short_tmp):
+def test_a_cut_sweep_reruns_only_the_missing_trials(short_tmp, store_at):
     """Ctrl-C (SIGINT to the driver and what it started) while trials train: exit 130, no
     traceback, every run FINISHED or KILLED; the same command again, and kill -9 of that driver
     (its local Ray left to notice); the same command a third time: every trial FINISHED exactly
     once, no run left RUNNING, trials finished before either cut not retrained, and a trial the
     Ctrl-C cut continues in the run it started."""
     grid = write_grid(short_tmp, "cut", seeds=[0, 1, 2, 3])
+    store_at(short_tmp / "results" / "mlflow.db")
     sets = ("train.steps=60",)
     driver = start_sweep(grid, short_tmp, "--set", sets[0])
     wait_for_a_finished_run(short_tmp, "cut", driver)
@@ -269,7 +270,7 @@ def test_a_cut_sweep_reruns_only_the_missing_trials(short_tmp):
 
 
 @slow
-def test_a_corrupted_checkpoint_restarts_and_a_diverging_trial_fails_alone(short_tmp):
+def test_a_corrupted_checkpoint_restarts_and_a_diverging_trial_fails_alone(short_tmp, store_at):
     """One sweep of two trials. A checkpoint.pt that cannot be read (a disk filled mid-copy, a
     bad sync) is moved aside with a warning and its trial trains from step 0, not failing at
     every retry; a trial whose loss diverges fails with its reason as a line, not a traceback,
@@ -280,6 +281,7 @@ def test_a_corrupted_checkpoint_restarts_and_a_diverging_trial_fails_alone(short
     folder = short_tmp / "results" / "cut_and_nan" / "trials" / trials[0.07]
     folder.mkdir(parents=True)
     (folder / "checkpoint.pt").write_bytes(b"PK\x03\x04 not a checkpoint" * 100)
+    store_at(short_tmp / "results" / "mlflow.db")
     done = bench_run([grid], short_tmp)
     assert done.returncode == 1, done.stdout[-3000:] + done.stderr[-3000:]
     for out in (done.stdout, done.stderr):  # a failed trial is a line, not a traceback
@@ -297,12 +299,12 @@ def test_a_corrupted_checkpoint_restarts_and_a_diverging_trial_fails_alone(short
 
 
 @slow
-def test_stale_result_is_reported_reused_then_rerun_with_rerun_stale(short_tmp):
+def test_stale_result_is_reported_reused_then_rerun_with_rerun_stale(short_tmp, store_at):
     """A finished trial from another commit: the rerun names it and reuses it, marked stale;
     --rerun-stale trains it again, in a new run, and leaves the current one alone."""
     grid = write_grid(short_tmp, "stale")
     old, other = sorted(expected_hashes(grid))
-    uri = f"sqlite:///{short_tmp / 'results' / 'mlflow.db'}"
+    uri = store_at(short_tmp / "results" / "mlflow.db")
     c = store.open_store(uri)
     exp = store.experiment_id(c, "stale", uri)
     seeded = c.create_run(exp, tags={names.ROLE: "trial", names.HASH: old}).info.run_id
@@ -445,8 +447,8 @@ trial.client.set_terminated(run_id)
 
 
 @slow
-def test_concurrent_trials_lose_nothing_in_sqlite(tmp_path):
-    uri = f"sqlite:///{tmp_path / 'mlflow.db'}"
+def test_concurrent_trials_lose_nothing_in_sqlite(tmp_path, store_at):
+    uri = store_at(tmp_path / "mlflow.db")
     c = MlflowClient(uri)
     exp = store.experiment_id(c, "concurrent", uri)
     start = time.time() + 12  # past every writer's imports: they all write at once
@@ -467,7 +469,8 @@ def test_concurrent_trials_lose_nothing_in_sqlite(tmp_path):
 
 
 @slow
-def test_looks_add_seeds_only_where_a_claim_is_undecided_and_a_rerun_adds_nothing(short_tmp):
+def test_looks_add_seeds_only_where_a_claim_is_undecided_and_a_rerun_adds_nothing(short_tmp,
+                                                                                   store_at):
     """seeds: {looks: [2, 5]}: look 1 runs seeds 0-1 of both variants; the one claim reads only
     multi-head and cannot be decided by 2 seeds (a sign test's p is at least 1/4: look 1 is
     futility only), so look 2 adds seeds 2-4 to multi-head alone; the same command again
@@ -476,6 +479,7 @@ def test_looks_add_seeds_only_where_a_claim_is_undecided_and_a_rerun_adds_nothin
              "metric": "final_test_bpc", "expect": "less", "margin": 9}
     grid = write_grid(short_tmp, "looked", seeds={"looks": [2, 5], "futility": 0.9},
                       claims=[claim])
+    store_at(short_tmp / "results" / "mlflow.db")
     done = bench_run([grid], short_tmp, report=True)
     assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
     assert "look 2 of 2, seeds 0-4: 3 trials for the undecided claims low" in done.stdout
@@ -488,7 +492,8 @@ def test_looks_add_seeds_only_where_a_claim_is_undecided_and_a_rerun_adds_nothin
         (1, 4), (2, 7)]
     tags = sweep.data.tags
     assert (tags["trials"], tags["looks"], tags["seeds"]) == ("7", "2 of 2", "0-4")
-    assert tags["mlflow.note.content"].startswith("**7 trials**, look 2 of 2, seeds 0-4: low ")
+    assert tags["mlflow.note.content"].startswith(  # the counts, then every verdict
+        f"**7 trials**, look 2 of 2, seeds 0-4: low **{tags['verdict.low']}**.")
     assert tags["verdict.low"] in done.stdout
 
     def ran() -> list[tuple[str, int]]:

@@ -5,9 +5,9 @@ import json
 import pytest
 import torch
 
-from bench.commands import speed as speed_cli
+from bench import speed as speed_cli
 from bench.config import resolve
-from bench.measure import speed
+from bench.measure import throughput as speed
 from bench.model import create_model
 from bench.model.cost import analytic_flops
 from bench.training import precision

@@ -11,8 +11,8 @@ import sys
 import pytest
 import torch
 
-from bench.commands import th_layer
-from bench.measure import th_layer as lib
+from bench import th_layer
+from bench.measure import xtransformers as lib
 
 TINY = ["--batch", "1", "--tokens", "8", "--dim", "16", "--heads", "2", "--repeats", "1"]
 

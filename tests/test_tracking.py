@@ -15,8 +15,8 @@ from mlflow.entities import Param
 
 from bench import data, metrics, provenance
 from bench.config import parse_sets, resolve
-from bench.experiment.open import Overrides, open_grid
-from bench.findings import report
+from bench.experiment.open import Overrides, open_grid, read_grid_file
+from bench.findings import render as report
 from bench.sweep import runner
 from bench.sweep.trials import resolve_trials
 from bench.tracking import names, page, reader, store, view, writer
@@ -72,10 +72,10 @@ def test_a_trial_is_built_whole_once_and_crosses_to_ray_as_it_is(tmp_path):
         assert crossed == t and crossed.name == t.name and crossed.hash == t.hash
 
 
-def test_stale_results_name_their_commits(tmp_path):
+def test_stale_results_name_their_commits(tmp_path, store_at):
     """Finished runs from another commit, or from other uncommitted changes, are stale; the
     current commit's, unfinished ones and runs without a recorded commit are not."""
-    uri = f"sqlite:///{tmp_path / 'mlflow.db'}"
+    uri = store_at(tmp_path / "mlflow.db")
     client = MlflowClient(uri)
     exp = store.experiment_id(client, "smoke", uri)
     trials = smoke_trials([])
@@ -94,11 +94,11 @@ def test_stale_results_name_their_commits(tmp_path):
     assert reader.stale({"git_commit": "unknown"}, now) is None
 
 
-def test_an_unfinished_run_from_other_code_restarts_afresh(tmp_path):
+def test_an_unfinished_run_from_other_code_restarts_afresh(tmp_path, store_at):
     """A trial left RUNNING (a killed sweep) by other code is not resumed from its checkpoint,
     which would train one run on two codes; one left by this code is, and a finished one is
     stale, not restarted."""
-    uri = f"sqlite:///{tmp_path / 'mlflow.db'}"
+    uri = store_at(tmp_path / "mlflow.db")
     client = MlflowClient(uri)
     exp = store.experiment_id(client, "smoke", uri)
     trials = smoke_trials([])
@@ -140,9 +140,9 @@ def test_code_version_follows_the_training_code_only(tmp_path, monkeypatch):
     assert provenance.code_version() != same
 
 
-def test_report_labels_rows_from_other_code(tmp_path):
+def test_report_labels_rows_from_other_code(tmp_path, store_at):
     """The report's rows: a run from another commit is a row of its own, labelled with it."""
-    uri = f"sqlite:///{tmp_path / 'mlflow.db'}"
+    uri = store_at(tmp_path / "mlflow.db")
     client = MlflowClient(uri)
     exp = client.create_experiment("g", artifact_location=(tmp_path / "art").as_uri())
     for seed, commit in enumerate([provenance.git_commit(), provenance.git_commit(), "c" * 40]):
@@ -192,7 +192,7 @@ def test_unreadable_checkpoint_starts_fresh(tmp_path, capsys):
     assert load_checkpoint(tmp_path / "b" / "checkpoint.pt", torch.device("cpu")) is not None
 
 
-def test_flops_counting_failure_keeps_the_trained_result(tmp_path, monkeypatch, capsys):
+def test_flops_counting_failure_keeps_the_trained_result(tmp_path, store_at, monkeypatch, capsys):
     """fvcore failing on a model (say a new variant its tracer rejects) is recorded in the
     result, which keeps its bpc, and on the run as attnbench.flops_error."""
     def reject(model):
@@ -207,7 +207,7 @@ def test_flops_counting_failure_keeps_the_trained_result(tmp_path, monkeypatch, 
     assert result.flops_counted is None and "aten::new_op" in result.flops_error
     assert 0 < result.dev_bpc < 8 and (tmp_path / "result.json").exists()
     assert "counting FLOPs failed" in capsys.readouterr().err
-    uri = f"sqlite:///{tmp_path / 'mlflow.db'}"
+    uri = store_at(tmp_path / "mlflow.db")
     client = MlflowClient(uri)
     exp = store.experiment_id(client, "g", uri)
     trial = writer.TrialRun(uri, client.create_run(exp).info.run_id)
@@ -226,7 +226,7 @@ def _log_provenance(uri: str, exp: str, folder: str, go) -> str:
     return run_id
 
 
-def test_trials_logging_one_dataset_at_once(tmp_path):
+def test_trials_logging_one_dataset_at_once(tmp_path, store_at):
     """Trials of one sweep log the same corpus as a dataset input at the same moment: MLflow
     checks for the dataset, then inserts it, so two writers collided (UNIQUE constraint failed:
     datasets...). Every run gets the input; the experiment holds the dataset once."""
@@ -236,7 +236,7 @@ def test_trials_logging_one_dataset_at_once(tmp_path):
     (tmp_path / "config.json").write_text(json.dumps({
         "dataset": corpus.describe(), **provenance.identity(),
         "versions": provenance.versions()}))
-    uri = f"sqlite:///{tmp_path / 'mlflow.db'}"
+    uri = store_at(tmp_path / "mlflow.db")
     exp = store.experiment_id(store.open_store(uri), "race", uri)
     ctx = mp.get_context("spawn")
     with ctx.Manager() as manager, ctx.Pool(6) as pool:
@@ -247,13 +247,13 @@ def test_trials_logging_one_dataset_at_once(tmp_path):
         assert len(client.get_run(run_id).inputs.dataset_inputs) == 1
 
 
-def test_a_sweep_whose_driver_is_gone_is_ended_when_the_next_starts(tmp_path):
+def test_a_sweep_whose_driver_is_gone_is_ended_when_the_next_starts(tmp_path, store_at):
     """A sweep run left RUNNING by a driver that died without ending it (kill -9) is marked
     KILLED, with the reason, by the next sweep's start; one whose driver lives, or runs on
     another host (not known to be gone), and finished ones are left as they are."""
     import socket
 
-    uri = f"sqlite:///{tmp_path / 'mlflow.db'}"
+    uri = store_at(tmp_path / "mlflow.db")
     client = store.open_store(uri)
     exp = store.experiment_id(client, "smoke", uri)
     grid = ROOT / "ablations" / "smoke.yaml"
@@ -263,7 +263,7 @@ def test_a_sweep_whose_driver_is_gone_is_ended_when_the_next_starts(tmp_path):
     ids = {}
     for who, process in [("dead", f"{host}:{dead.pid}"), ("alive", writer.this_process()),
                          ("elsewhere", f"not-{host}:{dead.pid}"), ("done", f"{host}:{dead.pid}")]:
-        ids[who] = writer.start_sweep(client, exp, grid, "cmd",
+        ids[who] = writer.start_sweep(client, exp, read_grid_file(grid), "cmd",
                                       page.Look("smoke", [], 1, 1, []), grid.read_text())
         client.set_tag(ids[who], names.SWEEP_PROCESS, process)
     writer.end_sweep(client, ids["done"], "FINISHED")
@@ -277,12 +277,12 @@ def test_a_sweep_whose_driver_is_gone_is_ended_when_the_next_starts(tmp_path):
     assert writer.end_lost_sweeps(client, exp) == []  # once
 
 
-def test_a_measurement_is_a_finished_run_with_its_table(tmp_path):
+def test_a_measurement_is_a_finished_run_with_its_table(tmp_path, store_at):
     """bench.speed --mlflow's run: its params, the commit and versions, its metrics and its
     table as an artifact, in an experiment of its own; status FINISHED."""
     import pandas as pd
 
-    uri = f"sqlite:///{tmp_path / 'mlflow.db'}"
+    uri = store_at(tmp_path / "mlflow.db")
     table = pd.DataFrame({"variant": ["fixed", "adaptive"], "tokens_per_s": [100.0, 150.0]})
     run_id = writer.log_measurement(uri, "speed", {"repeats": "5"}, {"matmul_gflops": 12.5},
                                     table)
@@ -311,7 +311,7 @@ def claims_page(tmp_path: Path, n: int, parts: list[page.Part], pngs: list[Path]
                      "report/findings.md", tmp_path)
 
 
-def test_a_sweeps_page_says_what_ran_at_each_look_and_what_it_found(tmp_path):
+def test_a_sweeps_page_says_what_ran_at_each_look_and_what_it_found(tmp_path, store_at):
     """The sweep's run after its second look: trials, looks and seeds as tags (rewritten at
     each look; the trials and the look as metrics, a step each), each claim's verdict, effect
     and p under short names; its description the report top to bottom: the counts and every
@@ -320,14 +320,14 @@ def test_a_sweeps_page_says_what_ran_at_each_look_and_what_it_found(tmp_path):
     counting the verdicts in its first line, linking here, then a line per verdict."""
     from PIL import Image
 
-    uri = f"sqlite:///{tmp_path / 'mlflow.db'}"
+    uri = store_at(tmp_path / "mlflow.db")
     client = store.open_store(uri)
     exp = store.experiment_id(client, "g", uri)
     smoke = ROOT / "ablations" / "smoke.yaml"
-    parent = writer.start_sweep(client, exp, smoke, "cmd",
+    parent = writer.start_sweep(client, exp, read_grid_file(smoke), "cmd",
                                 page.Look("g", ["a"] * 24, 1, 3, [80, 81, 82, 83]),
                                 smoke.read_text())
-    writer.cover(client, parent, page.Look("g", ["a"] * 48, 2, 3, list(range(80, 88))))
+    writer.log_trials_covered(client, parent, page.Look("g", ["a"] * 48, 2, 3, list(range(80, 88))))
     png = tmp_path / "claims_per_seed.png"
     Image.new("RGB", (1600, 900)).save(png)
     table = page.Part("### Table 1\n\n| Model | test |\n| --- | --- |\n| fixed | 1.0 |",
@@ -364,7 +364,7 @@ def test_a_sweeps_page_says_what_ran_at_each_look_and_what_it_found(tmp_path):
     assert about[2:] == ["- c1: reproduced", "- c2: not tested"]
 
 
-def test_a_report_too_long_for_the_store_keeps_its_verdicts_and_figures(tmp_path):
+def test_a_report_too_long_for_the_store_keeps_its_verdicts_and_figures(tmp_path, store_at):
     """A page longer than the store keeps: the parts that do not fit are left out, each named
     with a link to its artifact, the claims' lines that do not fit likewise; the head, the
     figures and the link to the whole report stay, and the sweep goes on (no error)."""
@@ -390,12 +390,12 @@ def test_a_report_too_long_for_the_store_keeps_its_verdicts_and_figures(tmp_path
     assert f"Left out here (the store keeps 4,000 characters): claims {kept + 1} to 200, " \
         "[report/findings.md](#/report/findings.md)." in many
     assert page.cut("short", 1000, "unused") == "short"
-    uri = f"sqlite:///{tmp_path / 'mlflow.db'}"
+    uri = store_at(tmp_path / "mlflow.db")
     client = store.open_store(uri)
     exp = store.experiment_id(client, "g", uri)
     smoke = ROOT / "ablations" / "smoke.yaml"
-    parent = writer.start_sweep(client, exp, smoke, "cmd", page.Look("g", ["a"], 1, 1, [0]),
-                                smoke.read_text())
+    parent = writer.start_sweep(client, exp, read_grid_file(smoke), "cmd",
+                                page.Look("g", ["a"], 1, 1, [0]), smoke.read_text())
     writer.log_report(client, client.get_run(parent), [],
                       claims_page(tmp_path, 5, [wide, wide], []))
     note = client.get_run(parent).data.tags["mlflow.note.content"]
@@ -403,13 +403,13 @@ def test_a_report_too_long_for_the_store_keeps_its_verdicts_and_figures(tmp_path
     assert "| c5 | not tested |" in note and "x" * 6000 in note  # the first one fits
 
 
-def test_the_experiments_view_opens_on_the_sweep_and_its_trials_by_setting(tmp_path):
+def test_the_experiments_view_opens_on_the_sweep_and_its_trials_by_setting(tmp_path, store_at):
     """The view the printed address opens (`viewStateShareKey`): the sweeps' group first (the
     runs sorted by their trial count, which only sweeps have) and open, a collapsed group per
     setting; the claims' metric, the trials and looks and each claim's verdict as columns,
     sized to show their names; no seed (a group would average it); the chart view opening on
     the claims' metric by setting."""
-    uri = f"sqlite:///{tmp_path / 'mlflow.db'}"
+    uri = store_at(tmp_path / "mlflow.db")
     client = store.open_store(uri)
     exp = store.experiment_id(client, "g", uri)
     settings = ["fixed-n_heads=2", "talking-heads-n_heads=2"]
@@ -446,10 +446,10 @@ def test_the_closing_hint_names_a_tracking_servers_own_address():
         "mlflow ui --backend-store-uri sqlite:////r/mlflow.db --host 127.0.0.1\n")
 
 
-def test_a_resumed_trial_logs_the_evaluations_it_took_from_its_checkpoint(tmp_path):
+def test_a_resumed_trial_logs_the_evaluations_it_took_from_its_checkpoint(tmp_path, store_at):
     """A trial resumed from its checkpoint (or finished while the server was down) reported
     only its later evaluations: its run gets the rest, each step once."""
-    uri = f"sqlite:///{tmp_path / 'mlflow.db'}"
+    uri = store_at(tmp_path / "mlflow.db")
     client = store.open_store(uri)
     exp = store.experiment_id(client, "g", uri)
     run = writer.TrialRun(uri, client.create_run(exp).info.run_id)
@@ -479,7 +479,7 @@ def test_a_tracking_server_that_does_not_answer_stops_a_sweep_with_one_line(tmp_
 
     from bench.sweep import watch
 
-    for key, value in store.PATIENCE.items():  # what be_brief sets, undone after the test
+    for key, value in store.PATIENCE.items():  # limit_server_retries sets them; undone after
         monkeypatch.setenv(key, value)
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))

@@ -11,9 +11,9 @@ from pydantic import ValidationError
 
 import variants
 from bench import data
-from bench.commands.train import main
 from bench.config import ModelConfig, parse_sets, resolve
 from bench.record import Evaluation, RunResult
+from bench.train import main
 from bench.training.loop import train
 
 CPU = torch.device("cpu")

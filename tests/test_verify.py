@@ -11,10 +11,11 @@ import pandas as pd
 import pytest
 import yaml
 
-from bench.commands import report as report_cmd
-from bench.commands import verify as verify_cmd
+from bench import report as report_cmd
+from bench import verify as verify_cmd
 from bench.experiment.open import open_grid
-from bench.findings import prereg, report
+from bench.findings import prereg
+from bench.findings import render as report
 from bench.findings.verify import verify
 
 ROOT = Path(__file__).resolve().parents[1]

@@ -11,7 +11,7 @@ from torch import nn
 
 from . import mixing as mix
 from . import span as sp
-from .names import renamed
+from .renames import renamed
 from .shape import Shape
 from .typed import Option, OptionError, check_api, declared, option, parse
 
@@ -62,15 +62,32 @@ class LayerOptions(Heads):
         _positive(self, "chunk")
 
 
+# the policies by name, registered by a call (`register_policy`; the built-in ones in
+# variants/named.py): kind -> name -> (class, the constructor arguments the name fixes)
+POLICIES: dict[str, dict[str, tuple[type, dict[str, Any]]]] = {"span_policy": {}, "mixing": {}}
+BASES = {"span_policy": sp.SpanPolicy, "mixing": mix.MixingPolicy}
+
+
+def register_policy(kind: str, name: str, cls: type, **fixed: Any) -> None:
+    """Register span policy (`kind` span_policy) or head mixing (`kind` mixing) `name`: the
+    class `cls` with the constructor arguments the name fixes (`fixed`, e.g. talking heads'
+    mix_logits), as `variants.register` registers a variant; a ValueError for a name already
+    registered or a class of another kind."""
+    if name in POLICIES[kind]:
+        raise ValueError(f"{kind} {name!r} is already registered")
+    if not (isinstance(cls, type) and issubclass(cls, BASES[kind])):
+        raise ValueError(f"{kind} {name!r}: {cls!r} is not a subclass of "
+                         f"{BASES[kind].__name__}")
+    POLICIES[kind][name] = cls, fixed
+
+
 def policy_class(kind: str, value: SpanArg | MixingArg) -> tuple[type, dict]:
     """A span or mixing policy, by registered name or as a class -> (class, the constructor
     arguments the name fixes); an OptionError naming `kind` for anything else, and a ValueError
     for a class of the earlier API (`check_api`), with the change to make."""
-    names, base = (sp.POLICIES, sp.SpanPolicy) if kind == "span_policy" else (
-        mix.POLICIES, mix.MixingPolicy)
+    names, base = POLICIES[kind], BASES[kind]
     if isinstance(value, str) and value in names:
-        found = names[value]
-        return found if isinstance(found, tuple) else (found, {})
+        return names[value]
     if not (isinstance(value, type) and issubclass(value, base)):
         raise OptionError(kind, value, f"one of {tuple(names)}, or a subclass of {base.__name__}"
                           + (renamed(kind, value) if isinstance(value, str) else ""))

@@ -8,7 +8,7 @@ from dataclasses import replace
 
 from .attention import Attention
 from .layer_spec import SIZES, LayerSpec, MixingArg, SpanArg, layer_options, make
-from .names import renamed
+from .renames import renamed
 from .shape import Shape
 from .span import check_spans
 from .typed import Option, declared, parse

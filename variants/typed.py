@@ -18,7 +18,10 @@ from pydantic import BaseModel, ConfigDict, ValidationError, create_model
 
 
 def option(default: Any, help: str) -> Any:
-    """A field of an `Options` class: its default and one sentence on what it does."""
+    """A field of an `Options` class (a layer part's, model.attn.<option>; a corpus's,
+    data.<option>): its default (MISSING: required) and one sentence on what it does
+    (`metadata["help"]`, which the docs and the schema show). The one helper: bench.data
+    imports it from here."""
     return field(default=default, metadata={"help": help})
 
 

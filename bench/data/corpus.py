@@ -3,18 +3,11 @@
 import hashlib
 import math
 from dataclasses import dataclass, field
-from typing import Any
 
 import numpy as np
 
 SPLITS = ("train", "dev", "test")
 STANDARD_FRACTIONS = (0.9, 0.05, 0.05)
-
-
-def option(default: Any, help: str) -> Any:
-    """A field of a corpus's options class (data.<option>): its default (MISSING: required)
-    and one sentence on what it does (`metadata["help"]`, which the docs and the schema show)."""
-    return field(default=default, metadata={"help": help})
 
 
 class DataError(ValueError):

@@ -7,7 +7,9 @@ from typing import NamedTuple
 
 import numpy as np
 
-from .corpus import DataError, option
+from variants.typed import option
+
+from .corpus import DataError
 
 _Q = 1 << 16  # transition probabilities are multiples of 1/_Q, so sampling them is exact
 # One script per kind of frame (background, then each copy distance), each with >= 22 letters in

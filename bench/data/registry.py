@@ -1,5 +1,6 @@
-"""Registry of corpora, as variants have one: `register` a builder with the class of its
-options, `build(name, **options)` it. A corpus declares its options as a frozen dataclass (a
+"""Registry of corpora, as variants have one: `register(name, options, build)` a builder with the
+class of its options, by a call as a variant or a policy is registered, `build(name, **options)`
+it. A corpus declares its options as a frozen dataclass (a
 field per data.<option>: its type, its default, and a help sentence as `metadata["help"]`),
 which the run's schema types and checks (the one validator of options, `bench.config`) and the
 docs list (`options(name)`); the builder takes the instance the schema made as it is."""
@@ -13,17 +14,18 @@ Builder = Callable[[Any], Corpus]
 _BUILDERS: dict[str, tuple[Builder, type]] = {}  # name -> its builder, its options' class
 
 
-def register(name: str, options: type) -> Callable[[Builder], Builder]:
-    """Decorator: register `fn(o: options) -> Corpus` as corpus `name` (data.name), its
-    options declared by the frozen dataclass `options`."""
-
-    def wrap(fn: Builder) -> Builder:
-        if name in _BUILDERS:
-            raise ValueError(f"corpus {name!r} is already registered")
-        _BUILDERS[name] = fn, options
-        return fn
-
-    return wrap
+def register(name: str, options: type, build: Builder | None = None) -> None:
+    """Register `build(o: options) -> Corpus` as corpus `name` (data.name), its options
+    declared by the frozen dataclass `options`; a ValueError for a name already registered, or
+    without `build` (the decorator form is gone: it names the call to write)."""
+    if build is None:
+        raise ValueError(f"corpus {name!r}: register(name, options, build) takes the builder "
+                         f"as its third argument: data.register({name!r}, "
+                         f"{getattr(options, '__name__', options)}, <your builder>) after it, "
+                         "not as a decorator")
+    if name in _BUILDERS:
+        raise ValueError(f"corpus {name!r} is already registered")
+    _BUILDERS[name] = build, options
 
 
 def names() -> list[str]:

@@ -23,15 +23,9 @@ from typing import NamedTuple, get_type_hints
 
 import numpy as np
 
-from .corpus import (
-    SPLITS,
-    STANDARD_FRACTIONS,
-    Corpus,
-    DataError,
-    option,
-    sha256_of,
-    split_sizes,
-)
+from variants.typed import option
+
+from .corpus import SPLITS, STANDARD_FRACTIONS, Corpus, DataError, sha256_of, split_sizes
 from .frames import Frames, entropy
 from .probes import PROBES, Probe
 from .registry import register
@@ -260,7 +254,6 @@ def _options() -> type:
 SyntheticOptions = _options()
 
 
-@register("synthetic", SyntheticOptions)
 def synthetic(o: SyntheticOptions) -> SyntheticCorpus:
     """`n_chars` symbols of the generator, split by `fractions`, each split its own stream:
     frames (`Frames`, from the options named by its fields) and the probes (PROBES, by name)
@@ -278,3 +271,6 @@ def synthetic(o: SyntheticOptions) -> SyntheticCorpus:
             "split_sizes": dict(zip(SPLITS, sizes, strict=True)), "fractions": list(fractions),
             "symbols": gen.symbols, "options": options}
     return SyntheticCorpus(gen, streams, meta)
+
+
+register("synthetic", SyntheticOptions, synthetic)

@@ -22,7 +22,9 @@ import numpy as np
 import platformdirs
 from tqdm import tqdm
 
-from .corpus import SPLITS, STANDARD_FRACTIONS, Corpus, DataError, option, split_sizes
+from variants.typed import option
+
+from .corpus import SPLITS, STANDARD_FRACTIONS, Corpus, DataError, split_sizes
 from .registry import register
 
 FULL_BYTES = 100_000_000
@@ -89,22 +91,28 @@ class HutterOptions:
                              "address)")
 
 
-@register("enwik8", HutterOptions)
 def enwik8(o: HutterOptions) -> Corpus:
     """The Hutter-prize enwik8 file (bytes, vocab 256), or a prefix of it at `path`."""
     return _hutter("enwik8", o)
 
 
-@register("text8", HutterOptions)
+register("enwik8", HutterOptions, enwik8)
+
+
 def text8(o: HutterOptions) -> Corpus:
     """text8 (27 symbols: space and a-z, mapped to ids 0..26), or a prefix of it at `path`."""
     return _hutter("text8", o)
 
 
-@register("file", FileOptions)
+register("text8", HutterOptions, text8)
+
+
 def local_file(o: FileOptions) -> Corpus:
     """Any local text or byte file, split by `fractions`."""
     return _from_file("file", _existing("file", o.path), o.fractions)
+
+
+register("file", FileOptions, local_file)
 
 
 def _hutter(name: str, o: HutterOptions) -> Corpus:

@@ -173,17 +173,25 @@ class Scheduler(Strict):
 
 
 NAME = r"^[A-Za-z0-9_.-]+$"  # a grid's name: its results folder and MLflow experiment
+# A grid's `status:` words, and the earlier spellings a grid file may still use (files as
+# committed at older commits are read again by the pre-registration check): each is read as the
+# word it became. A word of its own, never the name of a folder under results/.
+STATUS = ("primary", "repeat", "pilot", "superseded")
+EARLIER_STATUS = {"replication": "repeat", "design": "pilot"}
 
 
 class Grid(Strict):
     """A grid file: the cross product of `grid` (minus `exclude`) x `seeds`, on top of `base`;
     its `status` says what its results are (docs/grids.md): the `primary` grid of an experiment
-    (the experiment is named after it), a `replication` or `design` data `of` one, or
-    `superseded` by another grid (`superseded_by`, with `why`), which `bench.run` refuses."""
+    (the experiment is named after it), a `repeat` of one (its plan run again) or a `pilot` for
+    one (data its claims are designed from; its findings exploratory whatever its seeds), each
+    naming it in `of`, or `superseded` by another grid (`superseded_by`, with `why`), which
+    `bench.run` refuses. `replication` and `design`, the earlier spellings of repeat and pilot,
+    are read as them (`EARLIER_STATUS`)."""
 
     name: str = Field(pattern=NAME)
-    status: Literal["primary", "replication", "design", "superseded"] = "primary"
-    of: str | None = Field(None, pattern=NAME)  # a replication's or design grid's primary
+    status: Literal[STATUS] = "primary"
+    of: str | None = Field(None, pattern=NAME)  # a repeat's or pilot's primary grid
     superseded_by: str | None = Field(None, pattern=NAME)  # the grid that replaces this one
     why: str | None = None  # why it was superseded
     base: Base = Base()
@@ -202,6 +210,11 @@ class Grid(Strict):
     plugins: list[str] = []  # modules or .py files imported first, as $ATTNBENCH_PLUGINS
     # axes a --set pinned to one value, with the values the file lists (a sweep's logged plan)
     pinned: dict[str, list[Any]] = {}
+
+    @field_validator("status", mode="before")
+    @classmethod
+    def _earlier_spelling(cls, v: Any) -> Any:
+        return EARLIER_STATUS.get(v, v) if isinstance(v, str) else v
 
     @field_validator("grid")
     @classmethod
@@ -226,14 +239,14 @@ class Grid(Strict):
 
     @model_validator(mode="after")
     def _status(self) -> "Grid":
-        needs = {"replication": ["of"], "design": ["of"], "superseded": ["superseded_by", "why"]}
+        needs = {"repeat": ["of"], "pilot": ["of"], "superseded": ["superseded_by", "why"]}
         wanted = needs.get(self.status, [])
         if missing := [k for k in wanted if getattr(self, k) is None]:
             raise ValueError(f"status {self.status}: needs {' and '.join(missing)}")
         if extra := [k for k in ("of", "superseded_by", "why")
                      if k not in wanted and getattr(self, k) is not None]:
             raise ValueError(f"{extra[0]}: not a key of a grid with status {self.status} (of: "
-                             "replication or design; superseded_by and why: superseded)")
+                             "repeat or pilot; superseded_by and why: superseded)")
         return self
 
     @model_validator(mode="after")
@@ -253,7 +266,7 @@ class Grid(Strict):
         return self
 
     @property
-    def said(self) -> str:
+    def status_line(self) -> str:
         """Its status in words, one line (the dry run's and the findings')."""
         if self.status == "superseded":
             return f"superseded by {self.superseded_by}: {self.why}"

@@ -3,7 +3,9 @@ git or from the MLflow store), validates it against the schema (`grid.Grid`), im
 plugins (file paths relative to the grid file) and applies the command line's overrides
 (`Overrides`: --set, --preset, --data, --seeds, --seed-start); `to_text` writes a grid back as
 YAML that opens as the same Grid (the plan a sweep logs, a retagged result's grid.yaml). No
-other module parses a grid file's YAML.
+other module parses a grid file's YAML. A command reads its grid file once
+(`read_grid_file`) and hands that text on (`GridText`): what it checks, opens, records and
+copies is what it read.
 """
 
 import copy
@@ -15,20 +17,11 @@ import yaml
 
 from bench import data, plugins
 from bench.config import PRESETS, ConfigError, corpus_options, merge, set_dotted
+from bench.provenance import GridText
 
 from .grid import Grid, Looks, parse
 
 SECTIONS = ("model", "data", "train")  # what a base and a --set may hold
-
-
-@dataclass(frozen=True)
-class GridText:
-    """A grid file's text read from elsewhere (a commit, the MLflow store): `where` names it in
-    errors, and its plugin file paths are relative to `folder` (where its file lay)."""
-
-    text: str
-    where: str
-    folder: Path
 
 
 @dataclass(frozen=True)
@@ -105,13 +98,22 @@ def apply(grid: Grid, o: Overrides) -> Grid:
         "grid": axes, "seeds": _seeds(grid, o), "pinned": pinned})
 
 
-def _text(source: Path | GridText) -> GridText:
-    if isinstance(source, GridText):
-        return source
+def read_grid_file(path: Path) -> GridText:
+    """The grid file's text, read once (its bytes as UTF-8: the sha256 a sweep logs is the
+    file's); ConfigError where it cannot be read."""
     try:
-        return GridText(source.read_text(), f"grid file {source}", source.parent)
+        raw = path.read_bytes()
     except OSError as err:
-        raise ConfigError(f"grid file {source}: cannot be read: {err.strerror}") from None
+        raise ConfigError(f"grid file {path}: cannot be read: {err.strerror}") from None
+    try:
+        return GridText(raw.decode(), f"grid file {path}", path.parent, path)
+    except UnicodeDecodeError as err:
+        raise ConfigError(f"grid file {path}: not UTF-8 text: {err.reason} at byte "
+                          f"{err.start}") from None
+
+
+def _text(source: Path | GridText) -> GridText:
+    return source if isinstance(source, GridText) else read_grid_file(source)
 
 
 def read(source: Path | GridText) -> Grid:
@@ -133,8 +135,14 @@ def open_grid(source: Path | GridText, overrides: Overrides | None = None,
     a PluginError (exit 2) naming the path as resolved; `imports=False` imports nothing (a grid
     read to be listed, or from an old commit)."""
     source = _text(source)
-    grid = read(source)
-    listed = [str((source.folder / p).expanduser().resolve()) if plugins.is_file(p) else p
+    return opened(read(source), source.folder, overrides, imports)
+
+
+def opened(grid: Grid, folder: Path, overrides: Overrides | None = None,
+           imports: bool = True) -> Grid:
+    """`open_grid` of a grid already read (`read`) from a file in `folder`: its plugin files as
+    absolute paths, imported unless `imports` is False, under the overrides."""
+    listed = [str((folder / p).expanduser().resolve()) if plugins.is_file(p) else p
               for p in grid.plugins]
     grid = grid.model_copy(update={"plugins": plugins.load(listed) if imports else listed})
     return apply(grid, overrides) if overrides is not None else grid

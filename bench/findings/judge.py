@@ -2,8 +2,9 @@
 seeds (`verdicts`), labelled by whether the trials served a plan registered before they ran
 (`prereg`) and whether they are the plan's trials (`perseed.coverage`): rows on seeds the plan
 never runs make a result exploratory; a setting short of a seed of the look it reached, or a
-sweep stopped before the look its claims wait for, unverified; a grid registered as a design
-grid (status design) is exploratory whatever its seeds. Each names what it found."""
+sweep stopped before the look its claims wait for, unverified; a grid registered as a pilot
+grid (status pilot, once spelled design) is exploratory whatever its seeds. Each names what it
+found."""
 
 from dataclasses import dataclass, replace
 from pathlib import Path
@@ -54,8 +55,8 @@ def judge(grid: Grid, runs: pd.DataFrame, missing: pd.DataFrame, grid_file: Path
         if cover.extra:
             registered = _label(registered, "exploratory", "rows on seeds the plan never runs "
                                 f"(seeds from {start}): " + "; ".join(cover.extra))
-    if grid.claims and grid.status == "design":
-        registered = _label(registered, "exploratory", f"{grid.name} is registered as a design "
+    if grid.claims and grid.status == "pilot":
+        registered = _label(registered, "exploratory", f"{grid.name} is registered as a pilot "
                             f"grid of {grid.of}: its findings are exploratory whatever its seeds")
     table = found.table
     if registered.evidence == "exploratory":

@@ -7,7 +7,7 @@ import pandas as pd
 
 from bench.experiment.claims import describe
 from bench.experiment.grid import Grid, seed_list
-from bench.experiment.options import markdown, trial_options
+from bench.experiment.option_tables import markdown, trial_options
 from bench.findings.verdicts import evidence_of, seed_range
 from bench.model import create_model
 from bench.model.cost import cost, executed_flops
@@ -85,8 +85,8 @@ def print_plan(trials: list[Trial], grid: Grid, levels: pd.DataFrame | None = No
     if grid.claims:
         seeds = seed_list(grid.seeds)
         evidence, why = evidence_of(seeds, grid.design_seeds)
-        if grid.status == "design":
-            evidence, why = "exploratory", f"registered as a design grid of {grid.of}"
+        if grid.status == "pilot":
+            evidence, why = "exploratory", f"registered as a pilot grid of {grid.of}"
         print(f"\nseeds {seed_range(seeds)}: {evidence}" + (f" ({why})" if why else (
             " if the grid file, as it is, is committed before the first trial starts and every "
             "trial runs from a commit that holds it, with no other change (the findings check "

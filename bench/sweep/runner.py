@@ -31,6 +31,7 @@ from bench.experiment.grid import Grid
 from bench.experiment.open import to_text
 from bench.findings.runs import waiting
 from bench.metrics import FAILURE, STOPPED
+from bench.provenance import GridText
 from bench.tracking import names, page, reader, store, view, writer
 from bench.tracking.writer import Where
 from bench.trial import Trial
@@ -42,12 +43,13 @@ from .workers import make_callback, start_ray, stop_ray, trainable
 
 @dataclass(frozen=True)
 class SweepOptions:
-    """What the command line asks of a sweep beyond its grid: the grid file it came from, where
+    """What the command line asks of a sweep beyond its grid: the grid file it came from (as
+    read, once: what the sweep logs and copies beside its report is that text), where
     results and the store go, the cluster, whether finished trials are rerun (all, or those from
     other code), whether the report is rendered, and the command as typed (for the record).
     What each trial records of the plan it serves is the trial's own (`Trial.plan`)."""
 
-    grid_file: Path
+    source: GridText  # the grid file as the command read it: its path and text
     results_dir: Path
     command: str
     tracking_uri: str | None = None
@@ -63,7 +65,8 @@ class SweepOptions:
 class Session:
     """A sweep under way: its grid and options, the store (URI, client, experiment), the code it
     runs (`provenance.identity()`), its folder, its trials' settings (`Trial.setting`, in the
-    grid's order), and its parent run once a look has work."""
+    grid's order), its parent run once a look has work, and whether its Ray session is up (one
+    for all its looks: started by the first look with work, ended when the looks end)."""
 
     grid: Grid
     options: SweepOptions
@@ -74,6 +77,7 @@ class Session:
     root: Path
     settings: list[str]
     parent: str | None = None
+    ray_up: bool = False
 
 
 def run_tune(run: Session, todo: list[Trial], where: Where, ended: set[str], gone: list[str]
@@ -144,7 +148,7 @@ def render_report(run: Session, partial: str | None) -> bool:
     partial.md beside them says so. Returns whether it was all written: a failure is printed
     whole, traceback included, and fails the sweep (exit 1); the runs are intact and `python
     -m bench.report` renders it again."""
-    from bench.findings.report import ReportError, render_sweep
+    from bench.findings.render import ReportError, render_sweep
 
     marker = run.root / "partial.md"
     marker.unlink(missing_ok=True)
@@ -154,14 +158,14 @@ def render_report(run: Session, partial: str | None) -> bool:
         print(f"partial report: {partial}")
     try:
         render_sweep(run.uri, run.grid.name, run.root, run.parent, run.grid,
-                     run.options.grid_file)
+                     run.options.source)
     except ReportError as err:  # nothing to report: said in one line
         print(f"error: no report: {err}", file=sys.stderr)
         return False
     except Exception:  # noqa: BLE001  (a report bug must not lose a finished sweep)
         traceback.print_exc()
         print(f"error: the report failed (above); the runs are intact: python -m bench.report "
-              f"{run.options.grid_file} --tracking-uri {run.uri} renders it again",
+              f"{run.options.source.path} --tracking-uri {run.uri} renders it again",
               file=sys.stderr)
         return False
     return True
@@ -210,7 +214,7 @@ def sweep(grid: Grid, trials: list[Trial], options: SweepOptions) -> int:
     tracking server does not answer, or stopped: one line says so and how to resume; the
     trial folders keep what was trained) or 130 (interrupted)."""
     uri = store.tracking_uri(options.tracking_uri, options.results_dir)
-    store.be_brief(uri)
+    store.limit_server_retries(uri)
     if not store.answering(uri):  # before anything trains: nothing to keep
         print(f"error: the MLflow server at {uri} does not answer, and nothing was trained: "
               "start the server and rerun the same command", file=sys.stderr, flush=True)
@@ -281,6 +285,20 @@ def look_by_look(run: Session, trials: list[Trial]) -> tuple[list[Trial], bool]:
     """Each look's trials (the first look: every setting; later ones: the settings an
     undecided claim reads), trained until every claim is decided or the looks run out; returns
     the trials covered and whether the sweep was interrupted."""
+    try:
+        return _looks(run, trials)
+    finally:
+        end_ray(run)
+
+
+def end_ray(run: Session) -> None:
+    """End the sweep's Ray session, where it is up."""
+    if run.ray_up:
+        stop_ray()
+        run.ray_up = False
+
+
+def _looks(run: Session, trials: list[Trial]) -> tuple[list[Trial], bool]:
     grid, looks = run.grid, run.grid.look_seeds()
     covered: list[Trial] = []
     for k, seeds in enumerate(looks):
@@ -314,11 +332,11 @@ def run_look(run: Session, trials: list[Trial], look: page.Look) -> bool:
     print(f"{run.grid.name}: {len(trials)} trials, {len(trials) - len(todo)} already finished, "
           f"{len(todo)} to run")
     if run.parent is not None:
-        writer.cover(run.client, run.parent, look)
+        writer.log_trials_covered(run.client, run.parent, look)
     if not todo:
         return False
     if run.parent is None:
-        run.parent = writer.start_sweep(run.client, run.exp, run.options.grid_file,
+        run.parent = writer.start_sweep(run.client, run.exp, run.options.source,
                                         run.options.command, look, to_text(run.grid))
         claims = run.grid.claims
         view.share_view(run.client, run.exp, list(run.grid.grid), [c.metric for c in claims],
@@ -326,20 +344,25 @@ def run_look(run: Session, trials: list[Trial], look: page.Look) -> bool:
         if run.options.mps:
             print(run.options.mps)
             run.client.set_tag(run.parent, names.MPS, run.options.mps)
-    where = Where(run.uri, run.exp, run.parent, writer.sweep_source(run.options.grid_file))
+    where = Where(run.uri, run.exp, run.parent, writer.sweep_source(run.options.source.path))
     for t in todo:  # unfinished runs of earlier sweeps continue under this one
         if t.hash not in fresh and runs.get(t.hash):
-            writer.adopt(run.client, runs[t.hash][0].info.run_id, run.parent)
+            writer.continue_under_sweep(run.client, runs[t.hash][0].info.run_id, run.parent)
     ended: set[str] = set()  # trials whose run the worker or the callback closed
     gone: list[str] = []  # why the tracking server stopped answering, if it did
+    tuned = False
     try:
-        print(start_ray(run.options.address))
+        if not run.ray_up:  # one Ray session for every look: its processes, its workers
+            print(start_ray(run.options.address))
+            run.ray_up = True
         with sigterm_as_sigint():  # set after ray.init, which sets its own (an exit)
             run_tune(run, todo, where, ended, gone)
+        tuned = True
     except KeyboardInterrupt:
         pass
     finally:
-        stop_ray()
+        if not tuned or gone:  # interrupted, failed, or the store is gone: Ray ends now
+            end_ray(run)
     if gone:
         raise store.TrackingLost(gone[0])
     interrupted = False
@@ -347,6 +370,8 @@ def run_look(run: Session, trials: list[Trial], look: page.Look) -> bool:
         if t.hash not in ended:
             writer.close(run.client, where, t.hash, "KILLED", FAILURE, "interrupted")
             interrupted = True
+    if interrupted:
+        end_ray(run)
     return interrupted
 
 

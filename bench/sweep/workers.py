@@ -31,7 +31,7 @@ def trainable(config: dict, by_hash: dict[str, Trial], where: Where) -> None:
     plugins.load(list(trial.plugins), env=False)  # before anything names a variant
     torch.set_num_threads(trial.threads)
     trial.out_dir.mkdir(parents=True, exist_ok=True)
-    store.be_brief(where.uri)  # a cluster's worker: not the driver's environment
+    store.limit_server_retries(where.uri)  # a cluster's worker: not the driver's environment
     try:
         train_logged(trial, where)
     except MlflowException as err:

@@ -85,7 +85,7 @@ PATIENCE = {"MLFLOW_HTTP_REQUEST_MAX_RETRIES": "2", "MLFLOW_HTTP_REQUEST_BACKOFF
             "MLFLOW_HTTP_REQUEST_TIMEOUT": "20"}
 
 
-def be_brief(uri: str) -> None:
+def limit_server_retries(uri: str) -> None:
     """For a tracking server: MLflow's calls to it give up within seconds (`PATIENCE`, unless
     the environment sets them), in this process and the ones it starts (a local Ray's), and
     without a warning per retry (the sweep says once that the server is gone)."""

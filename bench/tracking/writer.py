@@ -31,6 +31,7 @@ from mlflow.utils.mlflow_tags import (
 
 from bench import provenance
 from bench.metrics import EVAL_METRICS, FAILURE, FINAL_RENAMED, FINAL_SAME, GRID_KEYS, PLAN
+from bench.provenance import GridText
 from bench.record import Evaluation, RunResult
 from bench.trial import Trial
 
@@ -79,30 +80,31 @@ def sweep_source(grid_file: Path) -> str:
     return f"bench.run {grid_file.name}"
 
 
-def start_sweep(client: MlflowClient, exp: str, grid_file: Path, command: str,
+def start_sweep(client: MlflowClient, exp: str, source: GridText, command: str,
                 look: page.Look, plan: str) -> str:
     """Create the sweep's parent run, described by its grid file and command line (the run's
     description, until its report replaces it, and the `command` param), in the runs table's
     group of sweeps (SETTING), with `sweep_source` as MLflow's source name, the plan that ran
     (`plan`, YAML: overrides and seeds applied) under the grid file's name and what it covers
-    (`cover`) as artifacts and tags; returns its id."""
-    source = sweep_source(grid_file)
+    (`log_trials_covered`) as artifacts and tags; returns its id. The grid file is `source`,
+    as the command read it: its path, and the sha256 of its text."""
+    grid_file = source.path
     commit = provenance.git_commit()
     note = f"Sweep of `{grid_file.resolve()}`, commit `{commit}`.\n\n```\n{command}\n```"
     run = client.create_run(exp, run_name=f"sweep-{time.strftime('%Y%m%d-%H%M%S')}",
                             tags={ROLE: "sweep", GRID: look.grid, MLFLOW_RUN_NOTE: note,
                                   SETTING: SWEEPS, SWEEP_PROCESS: this_process(),
-                                  **source_tags(source, commit)})
+                                  **source_tags(sweep_source(grid_file), commit)})
     params = {"grid_file": str(grid_file.resolve()),
-              "grid_sha256": hashlib.sha256(grid_file.read_bytes()).hexdigest(),
+              "grid_sha256": hashlib.sha256(source.text.encode()).hexdigest(),
               "git_commit": commit, "command": command}
     client.log_batch(run.info.run_id, params=[Param(k, str(v)) for k, v in params.items()])
     client.log_text(run.info.run_id, plan, grid_file.name)
-    cover(client, run.info.run_id, look)
+    log_trials_covered(client, run.info.run_id, look)
     return run.info.run_id
 
 
-def cover(client: MlflowClient, parent: str, look: page.Look) -> None:
+def log_trials_covered(client: MlflowClient, parent: str, look: page.Look) -> None:
     """The sweep's trial list (TRIALS, what its report selects) and what it has run so far
     (`page.progress`), grown by a later look."""
     client.log_dict(parent, {"trials": look.trials}, TRIALS)
@@ -145,7 +147,7 @@ def end_lost_sweeps(client: MlflowClient, exp: str) -> list[str]:
     return lost
 
 
-def adopt(client: MlflowClient, run_id: str, parent: str) -> None:
+def continue_under_sweep(client: MlflowClient, run_id: str, parent: str) -> None:
     """An unfinished trial run of an earlier sweep continues under sweep `parent`."""
     client.set_tag(run_id, PARENT, parent)
 

@@ -21,8 +21,8 @@ class MixingPolicy(nn.Module):
     paper's #FLOPS convention) and `position_flops(s)` (the q.p term), per query over s keys.
     The constructor takes the layer's `Shape` and the policy's options, an instance of its
     `Options` (a frozen dataclass: model.attn.<option>, `variants.options`), and any argument a
-    registered name fixes (`POLICIES`). `heads` names the head options it reads (the layer
-    refuses the others).
+    registered name fixes (`variants.register_policy`). `heads` names the head options it reads
+    (the layer refuses the others).
     """
 
     Options: type = NoOptions

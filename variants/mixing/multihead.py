@@ -1,9 +1,8 @@
-"""Multi-head attention projections (docs/variants.md), and talking heads: multi-head with the
-learned head-mixing maps P_l and P_w."""
+"""Multi-head attention projections (docs/variants.md); talking heads, which adds the learned
+head-mixing maps P_l and P_w to it, is `talking.TalkingHeads`."""
 
 import math
 from dataclasses import dataclass
-from typing import Any, Literal
 
 import torch
 from torch import Tensor, nn
@@ -11,7 +10,6 @@ from torch import Tensor, nn
 from ..band import mix, scores
 from ..typed import option
 from .base import MixingPolicy, Shape
-from .talking import HeadMix
 
 
 def _uniform(*shape: int, bound: float) -> nn.Parameter:
@@ -47,8 +45,8 @@ class MultiHead(MixingPolicy):
         self.W_o = _uniform(h_v * d_v, d_model, bound=b)
         self.key_pe = shape.key_pe if shape.key_pe is not None else nn.Parameter(
             torch.randn(span, d_k))
-        self.P_l: HeadMix | None = None
-        self.P_w: HeadMix | None = None
+        self.P_l: nn.Module | None = None  # talking heads' maps (`talking.HeadMix`)
+        self.P_w: nn.Module | None = None
 
     @property
     def name(self) -> str:
@@ -103,30 +101,3 @@ class MultiHead(MixingPolicy):
         """(B, h_v, M, d_v) -> (B, M, D)."""
         B, _, M, _ = o.shape
         return o.transpose(1, 2).reshape(B, M, -1) @ self.W_o
-
-
-class TalkingHeads(MultiHead):
-    """Multi-head with P_l (h_k -> h, before the softmax: `mix_logits`) and P_w (h -> h_v, after
-    it: `mix_weights`), Shazeer et al. 2020; both is talking heads, one alone is logits-only or
-    weights-only (their Table 3). Options: the maps' start, `mix_init` (the identity, so a fresh
-    layer is multi-head, or random) and `mix_noise` (std of noise added to it)."""
-
-    @dataclass(frozen=True)
-    class Options(MultiHead.Options):
-        mix_init: Literal["identity", "random"] = option(
-            "identity", "P_l and P_w start as the identity (a fresh layer is multi-head) or "
-            "random, N(0, 1/h_in)")
-        mix_noise: float = option(0.0, "std of the noise added to P_l's and P_w's start")
-
-    def __init__(self, shape: Shape, options: Options, mix_logits: bool = True,
-                 mix_weights: bool = True) -> None:
-        super().__init__(shape, options)
-        noise, init = options.mix_noise, options.mix_init
-        self.P_l = HeadMix(shape.h_k, shape.h, noise, init) if mix_logits else None
-        self.P_w = HeadMix(shape.h, shape.h_v, noise, init) if mix_weights else None
-
-    @classmethod
-    def free_heads(cls, fixed: dict[str, Any]) -> set[str]:
-        """h_k with P_l (`mix_logits`), h_v with P_w (`mix_weights`)."""
-        return {k for k, flag in (("h_k", "mix_logits"), ("h_v", "mix_weights"))
-                if fixed.get(flag)}

@@ -1,9 +1,16 @@
-"""Talking-heads projection (Shazeer et al. 2020): a learned linear map across the heads dim."""
+"""Talking heads (Shazeer et al. 2020): multi-head attention with learned linear maps across the
+heads dim (`HeadMix`), P_l before the softmax and P_w after it (`TalkingHeads`)."""
 
 import math
+from dataclasses import dataclass
+from typing import Any, Literal
 
 import torch
 from torch import Tensor, nn
+
+from ..typed import option
+from .base import Shape
+from .multihead import MultiHead
 
 INITS = ("identity", "random")
 
@@ -34,3 +41,30 @@ class HeadMix(nn.Module):
         # rows, which costs two strided copies of the whole tensor (2-7x slower on CPU).
         P = self.P.T.expand(B, -1, -1)
         return torch.bmm(P, a.reshape(B, h_in, M * W)).view(B, -1, M, W)
+
+
+class TalkingHeads(MultiHead):
+    """Multi-head with P_l (h_k -> h, before the softmax: `mix_logits`) and P_w (h -> h_v, after
+    it: `mix_weights`), Shazeer et al. 2020; both is talking heads, one alone is logits-only or
+    weights-only (their Table 3). Options: the maps' start, `mix_init` (the identity, so a fresh
+    layer is multi-head, or random) and `mix_noise` (std of noise added to it)."""
+
+    @dataclass(frozen=True)
+    class Options(MultiHead.Options):
+        mix_init: Literal["identity", "random"] = option(
+            "identity", "P_l and P_w start as the identity (a fresh layer is multi-head) or "
+            "random, N(0, 1/h_in)")
+        mix_noise: float = option(0.0, "std of the noise added to P_l's and P_w's start")
+
+    def __init__(self, shape: Shape, options: Options, mix_logits: bool = True,
+                 mix_weights: bool = True) -> None:
+        super().__init__(shape, options)
+        noise, init = options.mix_noise, options.mix_init
+        self.P_l = HeadMix(shape.h_k, shape.h, noise, init) if mix_logits else None
+        self.P_w = HeadMix(shape.h, shape.h_v, noise, init) if mix_weights else None
+
+    @classmethod
+    def free_heads(cls, fixed: dict[str, Any]) -> set[str]:
+        """h_k with P_l (`mix_logits`), h_v with P_w (`mix_weights`)."""
+        return {k for k, flag in (("h_k", "mix_logits"), ("h_v", "mix_weights"))
+                if fixed.get(flag)}

@@ -1,5 +1,5 @@
 """Migrating a store's records to today's names, once: the runs logged under a renamed variant or
-policy (`variants.names.RENAMED`) get the trial hash and the params they would have today.
+policy (`variants.renames.RENAMED`) get the trial hash and the params they would have today.
 
 MLflow's API cannot change a param, so this rewrites an sqlite store's tables in one transaction:
 the trial-hash tag of each run tagged with an earlier hash, and every param naming a renamed
@@ -9,7 +9,7 @@ variant or policy. It changes nothing else and deletes nothing; run again, it fi
 import sqlite3
 from pathlib import Path
 
-from variants.names import RENAMED
+from variants.renames import RENAMED
 
 from .names import HASH, ROLE
 from .reader import StoreError

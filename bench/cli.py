@@ -1,8 +1,9 @@
-"""The command-line arguments the commands share, defined once: a command's description
-(`about`), `--set` and `--preset` (train,
-run, speed, anchors), `--tracking-uri` (run, report, retag), what turns a grid file into its
-trials (`add_trial_args`), the argparse types that check a value before anything runs, and how
-a measurement prints (`emit`)."""
+"""What the commands share: the list of them (`COMMANDS`: `python -m bench.<command>` runs
+the module `bench/<command>.py`, which holds that command's argument parsing, exit codes and
+printing; the rooms do the work), and the command-line arguments defined once: a command's
+description (`about`), `--set` and `--preset` (train, run, speed, anchors), `--tracking-uri`
+(run, report, retag), what turns a grid file into its trials (`add_trial_args`), the argparse
+types that check a value before anything runs, and how a measurement prints (`emit`)."""
 
 import argparse
 import json
@@ -14,6 +15,9 @@ from bench.config import PRESETS
 from bench.provenance import ROOT
 
 T = TypeVar("T")
+# every command, `python -m bench.<name>`: the module bench/<name>.py
+COMMANDS = ("run", "report", "grids", "verify", "train", "retag", "speed", "anchors", "th_layer",
+            "flops", "options")
 # the --help epilog of the commands that print verdicts: the words are defined once, in docs/
 VERDICTS = ("Claims, their test order, looks, exact rules and the verdict words (reproduced, "
             "contradicted, inconclusive, not tested; offsets, detectable, seeds) are "

@@ -45,7 +45,7 @@ from bench.provenance import device as pick_device
 from bench.training import precision
 from bench.training.step import Learner, make_optimizer, train_step
 
-from .speed import bf16_fallback, matmul_peak, mfu, sync
+from .throughput import bf16_fallback, matmul_peak, mfu, sync
 
 DATA = provenance.ROOT.parent / "shared" / "data" / "enwik8.head"
 WARMUP_STEPS = 3  # untimed, per system, before the first round; the last one is counted

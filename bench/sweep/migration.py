@@ -1,5 +1,5 @@
 """What a rename changes in a grid's records: the trial hashes its trials had under their
-variants' earlier names (`variants.names.RENAMED`), and committed result folders rewritten to
+variants' earlier names (`variants.renames.RENAMED`), and committed result folders rewritten to
 today's names (`runs.csv`, `grid.yaml`); `python -m bench.retag` applies them once."""
 
 from pathlib import Path
@@ -9,9 +9,9 @@ import pandas as pd
 
 from bench.experiment.grid import Grid, parse, seed_list
 from bench.experiment.open import read, to_text
-from bench.tracking.retag import NAMED
+from bench.tracking.store_migration import NAMED
 from bench.trial import Trial
-from variants.names import RENAMED
+from variants.renames import RENAMED
 
 from .trials import resolve_trials, trial_hash
 

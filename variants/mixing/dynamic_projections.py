@@ -10,7 +10,7 @@ from torch import Tensor, nn
 from ..band import band, scores, unband
 from ..typed import OptionError, option
 from .base import Shape
-from .multihead import TalkingHeads
+from .talking import TalkingHeads
 
 
 class DynamicTalkingHeads(TalkingHeads):

@@ -14,7 +14,7 @@ import pandas as pd
 
 from bench.experiment.claims import METRICS, PROBE_METRIC
 from bench.experiment.grid import Grid
-from bench.experiment.open import GridText, open_grid
+from bench.experiment.open import GridText, open_grid, read_grid_file
 from bench.metrics import SEEDS
 from bench.provenance import identity
 from bench.tracking import reader, writer
@@ -125,7 +125,7 @@ def write_findings(name: str, grid: Grid, runs: pd.DataFrame, missing: pd.DataFr
     shared = shared_line(runs, out_dir)
     paths[0].write_text("\n".join([
         f"# {name}: findings", "", data_line(runs), "", machine_line(runs), "",
-        f"Grid status: {grid.said} (docs/grids.md).", "",
+        f"Grid status: {grid.status_line} (docs/grids.md).", "",
         registered.line, "", *([shared, ""] if shared else []), md, "",
         FINDINGS_NOTE.format(alpha=stats.ALPHA), "",
         "## Claims, in their test order", "", *texts, ""]))
@@ -133,18 +133,20 @@ def write_findings(name: str, grid: Grid, runs: pd.DataFrame, missing: pd.DataFr
     return paths, table, md
 
 
-def refind(runs_csv: Path, grid_file: Path, out_dir: Path) -> list[Path]:
+def findings_from_runs_csv(runs_csv: Path, grid_file: Path, out_dir: Path) -> list[Path]:
     """The findings of a grid file's claims recomputed from a runs.csv (a committed result's
     per-seed values, no MLflow store), into out_dir with the grid file beside them;
-    ConfigError for a runs.csv that is not the grid's (`perseed.read`)."""
-    grid = open_grid(grid_file)
+    ConfigError for a runs.csv that is not the grid's (`perseed.read`). The grid file is read
+    once: the grid copied is the text the findings were computed from."""
+    source = read_grid_file(grid_file)
+    grid = open_grid(source)
     runs = perseed.read(runs_csv, grid)
     out_dir.mkdir(parents=True, exist_ok=True)
     paths, _, md = write_findings(grid.name, grid, runs, pd.DataFrame(), out_dir, grid_file)
     print(f"findings ({paths[0]}):\n{md}")
     if grid_file.resolve() != (out_dir / "grid.yaml").resolve():
         paths.append(out_dir / "grid.yaml")
-        paths[-1].write_text(grid_file.read_text())
+        paths[-1].write_text(source.text)
     return paths
 
 
@@ -164,14 +166,14 @@ def load(uri: str, experiment: str, sweep: str | None = None,
 
 
 def render_sweep(uri: str, experiment: str, out_dir: Path, sweep: str | None = None,
-                 grid: Grid | None = None, grid_file: Path | None = None) -> list[Path]:
+                 grid: Grid | None = None, source: GridText | None = None) -> list[Path]:
     """Write the report of sweep `sweep` (a parent run id; default: the experiment's newest):
-    runs.csv and the findings its grid declares first (plotting packages other than the pins,
-    a GPU image's, can break the figures, never these), then its table and figures (`grid`,
-    read from `grid_file`; default: the grid file logged with the sweep), of exactly the
-    trials it covers, under out_dir, and print the findings; log them as artifacts (report/) of
-    the sweep's run, and make its page the report (`sweep_page`, `page.publish`). Raises
-    ReportError (or reader.StoreError) when nothing can be reported; ConfigError for a logged
+    runs.csv and the findings its grid declares first (plotting packages other than the pins, a GPU
+    image's, can break the figures, never these), then its table and figures (`grid`, read from the
+    grid file `source`, as the command read it; default: the grid file logged with the sweep), of
+    exactly the trials it covers, under out_dir, and print the findings; log them as artifacts
+    (report/) of the sweep's run, and make its page the report (`sweep_page`, `page.publish`).
+    Raises ReportError (or reader.StoreError) when nothing can be reported; ConfigError for a logged
     grid file that cannot be read."""
     os.environ.setdefault("MLFLOW_ENABLE_ARTIFACTS_PROGRESS_BAR", "false")  # no bars in logs
     data, found = load(uri, experiment, sweep, grid)
@@ -186,8 +188,8 @@ def render_sweep(uri: str, experiment: str, out_dir: Path, sweep: str | None = N
     paths = [out_dir / "runs.csv"]  # every seed's values, a pilot's too; then the findings,
     per_seed(data, runs).to_csv(paths[-1], index=False)  # before plotting can fail
     logged = found.sweep.data.params.get("grid_file") if found.sweep else None
-    path = grid_file or (Path(logged) if logged else None)
-    text = grid_file.read_text() if grid_file else found.grid_text
+    path = source.path if source else (Path(logged) if logged else None)
+    text = source.text if source else found.grid_text
     if text is not None:  # what the sweep ran and tested
         paths.append(out_dir / "grid.yaml")
         paths[-1].write_text(text)

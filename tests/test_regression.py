@@ -8,14 +8,13 @@ from ci import regression
 from variants.attention import Attention
 
 
-def test_weakened_variant_trips_the_check(monkeypatch, tmp_path):
-    """Uniform attention over the window (content ignored) must be flagged REGRESSED against a
-    baseline measured by the same code unpatched; the honest rerun must pass."""
+def test_weakened_variant_trips_the_check(monkeypatch):
+    """Uniform attention over the window (content ignored) must be flagged REGRESSED against the
+    committed baseline CI checks, which the code as it is passes (its tolerance is 3 seed
+    standard deviations; a rerun's determinism is tests/test_train.py's)."""
+    baselines = json.loads(regression.BASELINES.read_text())
     case = [("fixed", "synthetic")]
-    baselines = regression.update(case, seeds=3)
-    (tmp_path / "b.json").write_text(json.dumps(baselines))
-    ok = regression.check(baselines, case)
-    assert ok.status.tolist() == ["ok"] and ok.delta.abs().max() < 1e-9  # deterministic rerun
+    assert regression.check(baselines, case).status.tolist() == ["ok"]
 
     monkeypatch.setattr(Attention, "_weights",
                         staticmethod(lambda logits, m: torch.zeros_like(logits).softmax(-1)))

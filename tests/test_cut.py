@@ -53,7 +53,7 @@ def test_sigterm_ends_a_sweep_with_its_runs_and_a_partial_report(short_tmp, stor
         stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, start_new_session=True)
     wait_for_a_finished_run(short_tmp, "cut", driver)
     os.kill(driver.pid, signal.SIGTERM)
-    out = driver.communicate(timeout=180)[0]
+    out = driver.communicate(timeout=300)[0]
     assert driver.returncode == 130, out[-3000:]
     folder = short_tmp / "results" / "cut"
     finished = len(list(folder.glob("trials/*/result.json")))

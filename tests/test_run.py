@@ -55,7 +55,7 @@ def cli_env(tmp: Path) -> dict:
 def bench_run(args: list, tmp: Path, report: bool = False, **kw) -> subprocess.CompletedProcess:
     return subprocess.run([sys.executable, "-m", "bench.run", *map(str, args), "--results-dir",
                            tmp / "results", *([] if report else ["--no-report"])], cwd=ROOT,
-                          env=cli_env(tmp), capture_output=True, text=True, timeout=300, **kw)
+                          env=cli_env(tmp), capture_output=True, text=True, timeout=600, **kw)
 
 
 def client(tmp: Path) -> MlflowClient:
@@ -92,7 +92,7 @@ def wait_for_a_finished_run(tmp: Path, grid: str, driver: subprocess.Popen) -> N
     """Until one trial's MLflow run is FINISHED (result.json is written just before its run is
     closed, so waiting for that file alone races the close)."""
     trials = tmp / "results" / grid / "trials"
-    deadline = time.time() + 300
+    deadline = time.time() + 600
     while time.time() < deadline and driver.poll() is None:
         if list(trials.glob("*/result.json")) and any(
                 r.info.status == "FINISHED" for r in trial_runs(tmp, grid)):
@@ -221,7 +221,7 @@ def finished(tmp: Path, grid: str) -> dict[str, tuple[str, int]]:
 
 def wait_for_more_finished(tmp: Path, grid: str, driver: subprocess.Popen, n: int) -> None:
     """Until more than n trial runs are FINISHED (see `wait_for_a_finished_run`)."""
-    deadline = time.time() + 300
+    deadline = time.time() + 600
     while time.time() < deadline and driver.poll() is None:
         if len(finished(tmp, grid)) > n:
             return

@@ -3,7 +3,7 @@
 main job's shape: results/seeds300/heads_grid (48 trials of talking-heads Table 1, 5 claims,
 2 looks), its trials logged as the runner logs them from their committed per-seed values
 (runs.csv: nothing is trained) under a sweep run that the sweep's own code starts, covers and
-reports on (`writer.start_sweep`, `writer.cover`, `view.share_view`, `render_sweep`).
+reports on (`writer.start_sweep`, `writer.log_trials_covered`, `view.share_view`, `render_sweep`).
 
 Each check reads what the screen shows: a text where it is drawn, inside every box that clips
 it (`VISIBLE`; a scrolled box counts as shown, a scroll is not a click), never the page's whole

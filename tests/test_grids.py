@@ -42,6 +42,10 @@ def test_the_table_lists_results_folders_and_their_verdicts():
                                                                        "[`span_enwik8`]"))
     assert "superseded by `span_enwik8_floor`" in row
     assert "`results/enwik8-prefix/span_enwik8/`: 3 reproduced, 1 inconclusive" in row
+    main = next(line for line in text.splitlines() if line.startswith("| heads_grid | "
+                                                                        "[`heads_grid`]"))
+    assert "`results/seeds600/heads_grid/`: 5 reproduced (confirmatory)" in main
+    assert "`results/design/heads_grid/`: 5 holds (exploratory)<br>" in main  # said once
 
 
 def grid_file(folder: Path, name: str, **status) -> Path:

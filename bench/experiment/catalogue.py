@@ -95,8 +95,9 @@ def verdicts(folder: Path) -> str:
     claims = table[~table["claim"].str.contains("[", regex=False)]
     counts = Counter(claims["verdict"])
     evidence = sorted(set(claims.get("evidence", pd.Series(dtype=str)).dropna()))
-    return ", ".join(f"{n} {verdict}" for verdict, n in counts.items()) + (
-        f" ({', '.join(evidence)})" if evidence else "")
+    words = ", ".join(f"{n} {verdict}" for verdict, n in counts.items())
+    said = [e for e in evidence if f"({e})" not in words]  # 'holds (exploratory)' says it
+    return words + (f" ({', '.join(said)})" if said else "")
 
 
 def render(found: list[Entry], root: Path) -> str:

@@ -191,7 +191,7 @@ def test_the_readme_is_a_front_door():
     first = "\n".join(lines[:40])
     assert "python -m bench.run ablations/heads_grid.yaml" in first
     assert ".venv/bin/python -m pytest" in first  # the test command as .ci/run calls it
-    assert "results/heads_grid/findings.md" in first
+    assert "results/seeds600/heads_grid/findings.md" in first  # the verdicts to expect
 
 
 def test_the_worked_example_in_docs_is_the_plugin_file():

@@ -370,9 +370,7 @@ def run_look(run: Session, trials: list[Trial], look: page.Look) -> bool:
         if t.hash not in ended:
             writer.close(run.client, where, t.hash, "KILLED", FAILURE, "interrupted")
             interrupted = True
-    if interrupted:
-        end_ray(run)
-    return interrupted
+    return interrupted  # an interrupted sweep stops here: look_by_look ends its Ray
 
 
 def pending(run: Session, trials: list[Trial]) -> tuple[list[Trial], set[str], dict]:

@@ -32,6 +32,10 @@ from tests.test_grid import write_grid
 ROOT = Path(__file__).resolve().parents[1]
 SMOKE = ROOT / "ablations" / "smoke.yaml"
 slow = pytest.mark.slow
+# Hang guards, not timings: a sweep test fails on a wait this long only if it hangs. 900 s is
+# several times the slowest sweep a test runs (the cut sweeps' 2-8 trials of 60 steps take 1-3
+# min on a 2-core AVX2 EPYC beside the other pytest worker's sweeps).
+HANG = 900
 
 
 def free_port() -> int:
@@ -52,10 +56,12 @@ def cli_env(tmp: Path) -> dict:
     return {**env, "TMPDIR": str(tmp), "PYTHONUNBUFFERED": "1"}
 
 
-def bench_run(args: list, tmp: Path, report: bool = False, **kw) -> subprocess.CompletedProcess:
+def bench_run(args: list, tmp: Path, report: bool = False, env: dict | None = None,
+              **kw) -> subprocess.CompletedProcess:
     return subprocess.run([sys.executable, "-m", "bench.run", *map(str, args), "--results-dir",
                            tmp / "results", *([] if report else ["--no-report"])], cwd=ROOT,
-                          env=cli_env(tmp), capture_output=True, text=True, timeout=600, **kw)
+                          env=env or cli_env(tmp), capture_output=True, text=True,
+                          timeout=HANG, **kw)
 
 
 def client(tmp: Path) -> MlflowClient:
@@ -88,11 +94,30 @@ def assert_no_traceback(out: str) -> None:
     assert "Traceback" not in ours and "Exception ignored" not in ours, ours[-3000:]
 
 
+HOLD = ROOT / "tests" / "plugins" / "hold.py"
+
+
+def held_env(tmp: Path) -> dict:
+    """cli_env with the hold plugin (tests/plugins/hold.py): a trial trains only with a pass
+    from tmp/hold (`hand_out`), so a test that cuts a sweep knows how many trials finished,
+    whatever the CPU's speed or core count."""
+    return {**cli_env(tmp), "ATTNBENCH_PLUGINS": str(HOLD), "ATTNBENCH_HOLD": str(tmp / "hold")}
+
+
+def hand_out(tmp: Path, n: int) -> None:
+    """n more passes in tmp/hold: n more trials of a held sweep may train."""
+    folder = tmp / "hold"
+    folder.mkdir(exist_ok=True)
+    given = len(list(folder.iterdir()))  # passes and the passes taken
+    for i in range(given, given + n):
+        (folder / f"pass{i}").touch()
+
+
 def wait_for_a_finished_run(tmp: Path, grid: str, driver: subprocess.Popen) -> None:
     """Until one trial's MLflow run is FINISHED (result.json is written just before its run is
     closed, so waiting for that file alone races the close)."""
     trials = tmp / "results" / grid / "trials"
-    deadline = time.time() + 600
+    deadline = time.time() + HANG
     while time.time() < deadline and driver.poll() is None:
         if list(trials.glob("*/result.json")) and any(
                 r.info.status == "FINISHED" for r in trial_runs(tmp, grid)):
@@ -180,12 +205,13 @@ def test_smoke_sweep_logs_one_finished_run_per_trial(smoke_sweep):
         assert (tmp / "results" / "smoke" / "trials" / h / "result.json").exists()
 
 
-def start_sweep(grid: Path, tmp: Path, *extra: str) -> subprocess.Popen:
+def start_sweep(grid: Path, tmp: Path, *extra: str, env: dict | None = None
+                ) -> subprocess.Popen:
     """bench.run in its own process group (so the test can signal or kill exactly it)."""
     return subprocess.Popen([sys.executable, "-m", "bench.run", str(grid), *extra,
                              "--results-dir", tmp / "results", "--no-report"], cwd=ROOT,
-                            env=cli_env(tmp), stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
-                            text=True, start_new_session=True)
+                            env=env or cli_env(tmp), stdout=subprocess.PIPE,
+                            stderr=subprocess.STDOUT, text=True, start_new_session=True)
 
 
 def assert_once_each(tmp: Path, grid: Path, sets: tuple = ()) -> dict:
@@ -202,7 +228,7 @@ def test_two_sweeps_at_once_into_one_sqlite_store(short_tmp):
     """Two drivers, two grids, one new sqlite store: both complete, no run lost or doubled."""
     grids_ = [write_grid(short_tmp, "twin_a"), write_grid(short_tmp, "twin_b", seeds=[1])]
     drivers = [start_sweep(g, short_tmp) for g in grids_]
-    outs = [d.communicate(timeout=600)[0] for d in drivers]
+    outs = [d.communicate(timeout=HANG)[0] for d in drivers]
     assert [d.returncode for d in drivers] == [0, 0], outs[0][-3000:] + outs[1][-3000:]
     c = client(short_tmp)
     for g in grids_:
@@ -221,7 +247,7 @@ def finished(tmp: Path, grid: str) -> dict[str, tuple[str, int]]:
 
 def wait_for_more_finished(tmp: Path, grid: str, driver: subprocess.Popen, n: int) -> None:
     """Until more than n trial runs are FINISHED (see `wait_for_a_finished_run`)."""
-    deadline = time.time() + 600
+    deadline = time.time() + HANG
     while time.time() < deadline and driver.poll() is None:
         if len(finished(tmp, grid)) > n:
             return
@@ -231,37 +257,38 @@ def wait_for_more_finished(tmp: Path, grid: str, driver: subprocess.Popen, n: in
 
 @slow
 def test_a_cut_sweep_reruns_only_the_missing_trials(short_tmp, store_at):
-    """Ctrl-C (SIGINT to the driver and what it started) while trials train: exit 130, no
+    """Ctrl-C (SIGINT to the driver and what it started) while trials are open: exit 130, no
     traceback, every run FINISHED or KILLED; the same command again, and kill -9 of that driver
-    (its local Ray left to notice); the same command a third time: every trial FINISHED exactly
-    once, no run left RUNNING, trials finished before either cut not retrained, and a trial the
-    Ctrl-C cut continues in the run it started."""
+    and what it started; the same command a third time: every trial FINISHED exactly once, no
+    run left RUNNING, trials finished before either cut not retrained, and a trial the Ctrl-C
+    cut continues in the run it started. The hold plugin lets one trial train in each of the
+    first two sweeps (the rest wait, runs open), so each cut finds exactly one more finished."""
     grid = write_grid(short_tmp, "cut", seeds=[0, 1, 2, 3])
     store_at(short_tmp / "results" / "mlflow.db")
     sets = ("train.steps=60",)
-    driver = start_sweep(grid, short_tmp, "--set", sets[0])
+    held = held_env(short_tmp)
+    hand_out(short_tmp, 1)
+    driver = start_sweep(grid, short_tmp, "--set", sets[0], env=held)
     wait_for_a_finished_run(short_tmp, "cut", driver)
     os.killpg(driver.pid, signal.SIGINT)  # Ctrl-C: to the driver and everything it started
-    out = driver.communicate(timeout=120)[0]
+    out = driver.communicate(timeout=HANG)[0]
     assert driver.returncode == 130, out[-3000:]
     assert_no_traceback(out)
     first = {r.data.tags["attnbench.trial_hash"]: r for r in trial_runs(short_tmp, "cut")}
     assert all(r.info.status in ("FINISHED", "KILLED") for r in first.values())
-    assert 1 <= len(finished(short_tmp, "cut")) < 8, out[-3000:]
+    assert len(finished(short_tmp, "cut")) == 1, out[-3000:]
+    assert len(first) > 1  # held trials had opened their runs: the Ctrl-C cut them
 
-    driver = start_sweep(grid, short_tmp, "--set", sets[0])
-    wait_for_more_finished(short_tmp, "cut", driver, len(finished(short_tmp, "cut")))
-    os.kill(driver.pid, signal.SIGKILL)  # the driver alone; its Ray is left to notice
-    driver.communicate(timeout=60)
-    time.sleep(5)
-    try:
-        os.killpg(driver.pid, signal.SIGKILL)  # what of its local Ray outlived it
-    except ProcessLookupError:
-        pass
+    hand_out(short_tmp, 1)
+    driver = start_sweep(grid, short_tmp, "--set", sets[0], env=held)
+    wait_for_more_finished(short_tmp, "cut", driver, 1)
+    os.killpg(driver.pid, signal.SIGKILL)  # kill -9: the driver and its local Ray, no goodbye
+    driver.communicate(timeout=HANG)
     before = finished(short_tmp, "cut")
-    again = bench_run([grid, "--set", sets[0]], short_tmp)
+    assert len(before) == 2
+    again = bench_run([grid, "--set", sets[0]], short_tmp, env=held | {"ATTNBENCH_HOLD": ""})
     assert again.returncode == 0, again.stdout[-3000:] + again.stderr[-3000:]
-    assert f"{len(before)} already finished" in again.stdout
+    assert "2 already finished" in again.stdout
     by_hash = assert_once_each(short_tmp, grid, sets)
     for h, (run_id, end) in before.items():
         assert (by_hash[h].info.run_id, by_hash[h].info.end_time) == (run_id, end)
@@ -350,7 +377,7 @@ def stop_node(node: subprocess.Popen) -> None:
 def cluster_nodes(address: str, tmp: Path) -> set[str]:
     out = subprocess.run([Path(sys.executable).parent / "ray", "status", "--address", address],
                          env={**cli_env(tmp), "RAY_AUTH_MODE": "disabled"}, capture_output=True,
-                         text=True, timeout=60).stdout
+                         text=True, timeout=HANG).stdout
     return set(re.findall(r"node_([0-9a-f]{56})", out))
 
 
@@ -363,19 +390,21 @@ def mlflow_server(store: Path, tmp: Path) -> tuple[subprocess.Popen, str]:
         cwd=tmp, env=cli_env(tmp), stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
         start_new_session=True)
     url = f"http://127.0.0.1:{port}"
-    for _ in range(120):
+    deadline = time.time() + HANG
+    while time.time() < deadline:
         try:
             urllib.request.urlopen(url + "/health", timeout=2)
-            break
+            return server, url
         except OSError:
             time.sleep(0.5)
-    return server, url
+    raise AssertionError(f"mlflow server at {url} did not answer in {HANG} s")
 
 
 def wait_for_nodes(address: str, tmp: Path, n: int) -> set[str]:
-    """The cluster's node ids once it has n nodes (at most a minute)."""
+    """The cluster's node ids once it has n nodes (a hang guard of HANG s)."""
     ids: set[str] = set()
-    for _ in range(60):
+    deadline = time.time() + HANG
+    while time.time() < deadline:
         if len(ids := cluster_nodes(address, tmp)) == n:
             break
         time.sleep(1)
@@ -406,7 +435,7 @@ def test_gpu_cluster_recipe_on_two_nodes_packs_trials_tracked_over_http(short_tm
                                address, "--tracking-uri", url, "--set", "train.amp=false",
                                "--results-dir", short_tmp / "results", "--no-report"],
                               cwd=ROOT, env={**cli_env(short_tmp), "RAY_AUTH_MODE": "disabled"},
-                              capture_output=True, text=True, timeout=600)
+                              capture_output=True, text=True, timeout=HANG)
         assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
         c = MlflowClient(url)
         exp = c.get_experiment_by_name("packed").experiment_id
@@ -454,7 +483,7 @@ def test_concurrent_trials_lose_nothing_in_sqlite(tmp_path, store_at):
     start = time.time() + 12  # past every writer's imports: they all write at once
     writers = [subprocess.Popen([sys.executable, "-c", WRITER, uri, exp, str(start)], cwd=ROOT,
                                 stderr=subprocess.PIPE, text=True) for _ in range(4)]
-    errors = [w.communicate(timeout=120)[1] for w in writers]
+    errors = [w.communicate(timeout=HANG)[1] for w in writers]
     assert [w.returncode for w in writers] == [0] * 4, errors
     runs = c.search_runs([exp])
     assert len(runs) == 4 and all(r.info.status == "FINISHED" for r in runs)

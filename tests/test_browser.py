@@ -51,7 +51,7 @@ CHROMIUM, DRIVER = shutil.which("chromium"), shutil.which("chromedriver")
 FLAGS = ("--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
          "--disable-background-networking", "--disable-component-update", "--disable-sync",
          "--window-size=1600,1200")
-WAIT_S = 60  # for a page to render what it should
+WAIT_S = 300  # a hang guard: a page draws what it should in 2-20 s; `until` stops at it
 # Whether an element is drawn where a person sees it: a box, inside every ancestor box that
 # clips (overflow hidden or clip; a scrolled one counts as shown), above the fade that the
 # UI lays over a collapsed description's lower half, its text not cut by an ellipsis.

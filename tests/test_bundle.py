@@ -16,6 +16,7 @@ from pathlib import Path
 import pytest
 
 from ci import bundle
+from tests.limits import HANG
 
 ROOT = Path(__file__).resolve().parents[1]
 HERE = f"{sys.version_info[0]}.{sys.version_info[1]}"
@@ -57,7 +58,7 @@ def run_in(python: Path, *args: str, tmp: Path) -> subprocess.CompletedProcess:
            if k not in ("MLFLOW_TRACKING_URI", "RAY_ADDRESS", "PYTHONPATH", "VIRTUAL_ENV")}
     env |= {"PYTHONPATH": str(ROOT), "TMPDIR": str(tmp), "PYTHONNOUSERSITE": "1"}
     return subprocess.run([str(python), *args], cwd=ROOT, env=env, capture_output=True,
-                          text=True, timeout=600)
+                          text=True, timeout=HANG)
 
 
 def shipped(python: str = HERE) -> list[str]:
@@ -70,7 +71,7 @@ def python_with(site: Path, *args: str, tmp: Path) -> subprocess.CompletedProces
     env = {k: v for k, v in os.environ.items() if k not in ("MLFLOW_TRACKING_URI", "RAY_ADDRESS")}
     env |= {"PYTHONPATH": f"{site}{os.pathsep}{ROOT}", "TMPDIR": str(tmp)}
     return subprocess.run([sys.executable, *args], cwd=ROOT, env=env, capture_output=True,
-                          text=True, timeout=600)
+                          text=True, timeout=HANG)
 
 
 @pytest.fixture

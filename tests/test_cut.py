@@ -13,9 +13,9 @@ import ray
 import torch
 
 from bench.sweep import workers
+from tests.limits import HANG
 from tests.test_grid import write_grid
-from tests.test_run import (  # noqa: F401
-    HANG, HOLD, ROOT, hand_out, held_env, short_tmp, wait_for_a_finished_run)
+from tests.test_run import HOLD, ROOT, hand_out, held_env, short_tmp, wait_for_a_finished_run  # noqa: F401
 
 BROKEN_FIGURES = """import bench.findings.render as report
 

@@ -20,6 +20,8 @@ from unittest import mock
 import pandas as pd
 import pytest
 
+from tests.limits import HANG
+
 ROOT = Path(__file__).resolve().parents[1]
 DOCS = [ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md"))]
 CLIS = ("bench.run", "bench.train", "bench.report", "bench.speed", "bench.anchors",
@@ -269,7 +271,7 @@ def test_the_add_a_claim_commands_run_as_written_and_leave_a_clone_clean():
         for argv in commands:
             argv = [sys.executable if a == "python" else a for a in argv]
             done = subprocess.run(argv, cwd=clone, env=env, capture_output=True, text=True,
-                                  timeout=600)
+                                  timeout=HANG)
             assert done.returncode == 0, done.stdout[-2000:] + done.stderr[-2000:]
             outs.append(done.stdout)
             if (runs / "findings.csv").exists():
@@ -282,7 +284,7 @@ def test_the_add_a_claim_commands_run_as_written_and_leave_a_clone_clean():
         per_seed = pd.read_csv(runs / "runs.csv")
         registered = (runs / "findings.md").read_text()
         verified = subprocess.run([sys.executable, "-m", "bench.verify", str(runs)], cwd=clone,
-                                  env=env, capture_output=True, text=True, timeout=300)
+                                  env=env, capture_output=True, text=True, timeout=HANG)
     assert verified.returncode == 0, verified.stdout + verified.stderr
     assert "th_not_much_worse: reproduced, confirmatory" in verified.stdout
     dry = outs[0]

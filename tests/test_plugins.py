@@ -19,6 +19,7 @@ from bench import flops, plugins, report, run, speed, train
 from bench.config import ConfigError, parse_sets, resolve
 from bench.experiment.open import GridText, Overrides, open_grid, read
 from bench.training.loop import train as train_run
+from tests.limits import HANG
 
 ROOT = Path(__file__).resolve().parents[1]
 SMOKE = ROOT / "ablations" / "smoke.yaml"
@@ -253,7 +254,7 @@ def test_bad_option_via_resolve_names_every_bad_key(clean):
 
 def cli(module: str, *args: str, env: dict, cwd: Path) -> subprocess.CompletedProcess:
     done = subprocess.run([sys.executable, "-m", module, *args], cwd=cwd, env=env,
-                          capture_output=True, text=True, timeout=400)
+                          capture_output=True, text=True, timeout=HANG)
     assert done.returncode == 0, done.stderr[-3000:]
     return done
 

@@ -27,15 +27,12 @@ from bench.config import parse_sets
 from bench.experiment.open import Overrides, open_grid
 from bench.sweep.trials import resolve_trials
 from bench.tracking import names, reader, store
+from tests.limits import HANG
 from tests.test_grid import write_grid
 
 ROOT = Path(__file__).resolve().parents[1]
 SMOKE = ROOT / "ablations" / "smoke.yaml"
 slow = pytest.mark.slow
-# Hang guards, not timings: a sweep test fails on a wait this long only if it hangs. 900 s is
-# several times the slowest sweep a test runs (the cut sweeps' 2-8 trials of 60 steps take 1-3
-# min on a 2-core AVX2 EPYC beside the other pytest worker's sweeps).
-HANG = 900
 
 
 def free_port() -> int:

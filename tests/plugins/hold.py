@@ -2,11 +2,11 @@
 before a test cuts it, on any CPU at any speed with any number of cores.
 
 $ATTNBENCH_HOLD names a folder of passes: empty files named pass<i> that the test writes
-(tests/test_run.py's `hand_out`). A trial takes one, by renaming it away (atomic: two workers never take the same), after its
-MLflow run is open and before it trains; a trial that finds none waits there until it is
-killed, or until the folder is gone (the test's temporary folder removed: it exits, so no
-worker outlives its test). Exactly as many trials train as the test handed out passes.
-$ATTNBENCH_HOLD unset: the plugin changes nothing.
+(tests/test_run.py's `hand_out`). A trial takes one, by renaming it away (atomic: two workers
+never take the same), after its MLflow run is open and before it trains; a trial that finds none
+waits there until it is killed, or until the folder is gone (the test's temporary folder
+removed: it exits, so no worker outlives its test). Exactly as many trials train as the test
+handed out passes. $ATTNBENCH_HOLD unset: the plugin changes nothing.
 """
 
 import os

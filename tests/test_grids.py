@@ -10,7 +10,11 @@ from bench import grids as command
 from bench import run
 from bench.config import ConfigError
 from bench.experiment import catalogue
+from bench.experiment.open import open_grid
+from bench.findings import sequential
+from bench.findings.stats import ALPHA
 from bench.provenance import RESULTS
+from bench.sweep import feasible
 
 ROOT = Path(__file__).resolve().parents[1]
 SMOKE = ROOT / "ablations" / "smoke.yaml"
@@ -81,3 +85,26 @@ def test_a_superseded_grid_is_refused_naming_its_replacement(tmp_path, capsys):
 def test_the_dry_run_prints_the_status(capsys):
     assert run.main([str(ROOT / "ablations" / "heads_h8_long.yaml"), "--dry-run"]) == 0
     assert "grid heads_h8_long: pilot of heads_grid (docs/grids.md)" in capsys.readouterr().out
+
+
+# --- every primary grid designed to decide its claims (docs/claims.md) ---------------------
+
+def primary_with_claims() -> list[str]:
+    return sorted(e.grid.name for e in catalogue.entries(ROOT / "ablations", RESULTS)
+                  if e.grid.status == "primary" and e.grid.claims)
+
+
+@pytest.mark.parametrize("name", primary_with_claims())
+def test_every_primary_grid_is_designed_to_decide_its_claims(name):
+    """The standard, through the code the dry run runs: power of at least 0.8 at q 0.9 for
+    every claim a test decides (`feasible.rates`, exact for the sign test), and the family's
+    chance of any wrong verdict at most alpha in both readings (`sequential.worst`). A grid
+    whose deciding design is out of reach is a pilot, not a primary."""
+    grid = open_grid(ROOT / "ablations" / f"{name}.yaml", imports=False)
+    rates = feasible.rates(grid.claims, grid.grid, grid.seeds, (0.9,))
+    tested = rates[rates["test"].isin(["sign", "sign-flip"])]
+    weak = tested[tested["power q 0.9"] < 0.8]
+    assert weak.empty, f"{name}: power at q 0.9 below 0.8: {weak[['claim', 'power q 0.9']]}"
+    contraries, budgets = feasible.family(grid.claims, grid.grid, grid.seeds)
+    bound = sequential.worst(budgets, contraries, feasible.plan_of(grid.seeds)[0])
+    assert max(bound.defined, bound.directional) <= ALPHA * (1 + sequential.SLACK), bound

@@ -91,14 +91,15 @@ def assert_no_traceback(out: str) -> None:
     assert "Traceback" not in ours and "Exception ignored" not in ours, ours[-3000:]
 
 
-HOLD = ROOT / "tests" / "plugins" / "hold.py"
+PASSES = ROOT / "tests" / "plugins" / "passes.py"
 
 
 def held_env(tmp: Path) -> dict:
-    """cli_env with the hold plugin (tests/plugins/hold.py): a trial trains only with a pass
+    """cli_env with the passes plugin (tests/plugins/passes.py): a trial trains only with a pass
     from tmp/hold (`hand_out`), so a test that cuts a sweep knows how many trials finished,
     whatever the CPU's speed or core count."""
-    return {**cli_env(tmp), "ATTNBENCH_PLUGINS": str(HOLD), "ATTNBENCH_HOLD": str(tmp / "hold")}
+    return {**cli_env(tmp), "ATTNBENCH_PLUGINS": str(PASSES),
+            "ATTNBENCH_PASSES": str(tmp / "hold")}
 
 
 def hand_out(tmp: Path, n: int) -> None:
@@ -258,7 +259,7 @@ def test_a_cut_sweep_reruns_only_the_missing_trials(short_tmp, store_at):
     traceback, every run FINISHED or KILLED; the same command again, and kill -9 of that driver
     and what it started; the same command a third time: every trial FINISHED exactly once, no
     run left RUNNING, trials finished before either cut not retrained, and a trial the Ctrl-C
-    cut continues in the run it started. The hold plugin lets one trial train in each of the
+    cut continues in the run it started. The passes plugin lets one trial train in each of the
     first two sweeps (the rest wait, runs open), so each cut finds exactly one more finished."""
     grid = write_grid(short_tmp, "cut", seeds=[0, 1, 2, 3])
     store_at(short_tmp / "results" / "mlflow.db")
@@ -283,7 +284,7 @@ def test_a_cut_sweep_reruns_only_the_missing_trials(short_tmp, store_at):
     driver.communicate(timeout=HANG)
     before = finished(short_tmp, "cut")
     assert len(before) == 2
-    again = bench_run([grid, "--set", sets[0]], short_tmp, env=held | {"ATTNBENCH_HOLD": ""})
+    again = bench_run([grid, "--set", sets[0]], short_tmp, env=held | {"ATTNBENCH_PASSES": ""})
     assert again.returncode == 0, again.stdout[-3000:] + again.stderr[-3000:]
     assert "2 already finished" in again.stdout
     by_hash = assert_once_each(short_tmp, grid, sets)

@@ -1,12 +1,13 @@
-"""attnbench test plugin: trials held inside their Ray worker, so that a sweep cannot finish
-before a test cuts it, on any CPU at any speed with any number of cores.
+"""attnbench test plugin: a trial trains only with a pass the test hands out, held inside its Ray
+worker until then, so that a sweep cannot finish before a test cuts it, on any CPU at any speed
+with any number of cores.
 
-$ATTNBENCH_HOLD names a folder of passes: empty files named pass<i> that the test writes
+$ATTNBENCH_PASSES names a folder of passes: empty files named pass<i> that the test writes
 (tests/test_run.py's `hand_out`). A trial takes one, by renaming it away (atomic: two workers
 never take the same), after its MLflow run is open and before it trains; a trial that finds none
 waits there until it is killed, or until the folder is gone (the test's temporary folder
 removed: it exits, so no worker outlives its test). Exactly as many trials train as the test
-handed out passes. $ATTNBENCH_HOLD unset: the plugin changes nothing.
+handed out passes. $ATTNBENCH_PASSES unset: the plugin changes nothing.
 """
 
 import os
@@ -15,7 +16,7 @@ from pathlib import Path
 
 from bench.sweep import workers
 
-ENV = "ATTNBENCH_HOLD"
+ENV = "ATTNBENCH_PASSES"
 _train = workers.train
 
 
@@ -33,7 +34,7 @@ def take_pass(folder: Path) -> None:
 
 
 def held_train(*args, **kwargs):
-    """`train`, after a pass from $ATTNBENCH_HOLD (when set)."""
+    """`train`, after a pass from $ATTNBENCH_PASSES (when set)."""
     if os.environ.get(ENV):
         take_pass(Path(os.environ[ENV]))
     return _train(*args, **kwargs)

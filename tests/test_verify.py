@@ -5,6 +5,7 @@ committed confirmation recomputed by the analysis code it was registered with.""
 
 import shutil
 import subprocess
+import tempfile
 from pathlib import Path
 
 import pandas as pd
@@ -99,6 +100,41 @@ def test_a_seed_outside_the_registered_range_is_exploratory(repo, change):
     assert checked.evidence == "exploratory"
     assert "rows on seeds the plan never runs (seeds from 0): variant=a seeds 8" in \
         checked.lines[0]
+
+
+LATER = "2026-01-02 11:30:00+00:00"  # look 2's trials (seeds 4-7) start after look 1's
+
+
+def _looks(runs: pd.DataFrame) -> pd.DataFrame:
+    """The trials as a sweep of two looks records them: train.seed beside the seed label, and
+    look 2's seeds started after look 1's."""
+    return runs.assign(**{"train.seed": runs["seed"],
+                          "start_time": runs["start_time"].where(runs["seed"] < 4, LATER)})
+
+
+@pytest.mark.parametrize("columns, said", [
+    (["seed"], "trial a5 is labelled seed 1 but trained seed 5 (train.seed)"),
+    (["seed", "train.seed"], "(seed 5, look 2) started at 2026-01-02 11:00:00 UTC, before "
+                             "trial a5 (seed 1, look 1) at 2026-01-02 11:30:00 UTC")])
+def test_a_seed_label_moved_within_the_range_is_exploratory_naming_the_row(repo, columns,
+                                                                            said):
+    """The review's swap: seed labels 1 and 5 exchanged in runs.csv (with train.seed, or with
+    it too), the findings recomputed: every seed is still one the plan runs, but the rows
+    contradict themselves (the label is not the trial's seed; a look-2 trial started before a
+    look-1 trial ended the look), so the result is exploratory, the row named."""
+    folder = publish(repo, _looks(trials(repo)))
+    assert verify(folder).evidence == "confirmatory"
+
+    def swap(r: pd.DataFrame) -> pd.DataFrame:
+        one, five = (r["model.variant"] == "a") & (r["seed"] == 1), \
+            (r["model.variant"] == "a") & (r["seed"] == 5)
+        for c in columns:
+            r.loc[one, c], r.loc[five, c] = 5, 1
+        return r
+
+    checked = verify(edited(folder, swap))
+    assert checked.evidence == "exploratory"
+    assert "rows that contradict themselves: " in checked.lines[0] and said in checked.lines[0]
 
 
 def test_a_missing_seed_is_unverified_and_named(repo):
@@ -261,6 +297,26 @@ def test_the_committed_confirmation_keeps_its_registered_verdicts():
     assert checked.lines[3] == "th_not_worse_as_h_grows: reproduced, confirmatory"
     assert any(line.startswith("today's analysis code: th_not_worse_as_h_grows: inconclusive")
                for line in checked.moved), checked.moved
+
+
+def test_todays_checks_apply_to_a_result_registered_under_older_code():
+    """The review's seeds300 relabel: seed 303 relabelled 308 (outside the registered 300-307)
+    in a copy of the committed confirmation (in this repository, under the ignored runs/, so
+    git holds its plan and registered code). The registered code (76e72e11b4) decides the
+    statistics, but today's checks of what counts as a valid result decide the evidence:
+    exploratory, the seed named, never the registered code's "confirmatory"."""
+    (ROOT / "runs").mkdir(exist_ok=True)
+    with tempfile.TemporaryDirectory(dir=ROOT / "runs", prefix="relabelled-") as scratch:
+        folder = Path(scratch) / "heads_grid"
+        shutil.copytree(ROOT / "results" / "seeds300" / "heads_grid", folder)
+        runs = pd.read_csv(folder / "runs.csv")
+        runs.loc[runs["seed"] == 303, "seed"] = 308
+        runs.to_csv(folder / "runs.csv", index=False)
+        checked = verify(folder)
+    assert checked.evidence == "exploratory"
+    assert all("exploratory" in line and "seeds 308" in line for line in checked.lines), \
+        checked.lines
+    assert not any("reproduced, confirmatory" in line for line in checked.lines)
 
 
 def test_a_change_that_moves_a_verdict_is_caught(monkeypatch):

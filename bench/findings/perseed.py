@@ -216,3 +216,40 @@ def coverage(grid: Grid, runs: pd.DataFrame, start: int | None) -> Coverage:
         if lost := sorted(set(reach) - ran):
             missing.append(f"{name} seeds {', '.join(map(num, lost))}")
     return Coverage(extra, missing)
+
+
+def _named(runs: pd.DataFrame, i: Any) -> str:
+    """A row in words: its trial where runs.csv names it, else its line."""
+    trial = runs.at[i, "trial"] if "trial" in runs else None
+    return f"trial {trial}" if isinstance(trial, str) and trial else f"line {int(i) + 2}"
+
+
+def contradictions(grid: Grid, runs: pd.DataFrame, start: int | None) -> list[str]:
+    """The rows of the plan's seeds that contradict themselves, each named: a `seed` that is
+    not the row's `train.seed` (a label moved without the trial), and a row of a later look
+    that started before a row of an earlier look (looks run one after the other, so a seed
+    label moved to another look shows in its start time)."""
+    out = []
+    if set(SEEDS) <= set(runs):
+        label, trained = (pd.to_numeric(runs[s], errors="coerce") for s in SEEDS)
+        for i in runs.index[label.notna() & trained.notna() & (label != trained)]:
+            out.append(f"{_named(runs, i)} is labelled seed {num(runs.at[i, 'seed'])} but "
+                       f"trained seed {num(runs.at[i, 'train.seed'])} (train.seed)")
+    if grid.looks is None or start is None or "start_time" not in runs:
+        return out
+    seed = next(s for s in SEEDS if s in runs)
+    began = pd.to_datetime(runs["start_time"], utc=True, format="ISO8601")
+    looks = planned(grid, start)
+    for k in range(1, len(looks)):
+        before = runs.index[runs[seed].isin(set(looks[k - 1]) - set(looks[k - 2] if k > 1
+                                                                           else []))]
+        after = runs.index[runs[seed].isin(set(looks[k]) - set(looks[k - 1]))]
+        before, after = began[before].dropna(), began[after].dropna()
+        if before.empty or after.empty or after.min() >= before.max():
+            continue
+        early, late = after.idxmin(), before.idxmax()
+        out.append(f"{_named(runs, early)} (seed {num(runs.at[early, seed])}, look {k + 1}) "
+                   f"started at {after.min():%Y-%m-%d %H:%M:%S} UTC, before "
+                   f"{_named(runs, late)} (seed {num(runs.at[late, seed])}, look {k}) at "
+                   f"{before.max():%Y-%m-%d %H:%M:%S} UTC: a look starts after the one before")
+    return out

@@ -7,7 +7,9 @@ The registered analysis is the code of the plan's first commit (`prereg.Registra
 today's analysis code differs from it, the result is recomputed with that code too, taken from
 git into a scratch folder and run as `python -m bench.report GRID --runs RUNS --out DIR` (the
 command every version of the code has); the committed findings are held against the
-registered code's, and where today's code decides otherwise both are printed."""
+registered code's, and where today's code decides otherwise both are printed. The registered
+code decides the statistics only: what counts as a valid result (rows, seeds, values, dates,
+files) is today's check for every result, whenever it was registered (`_today`)."""
 
 import os
 import subprocess
@@ -23,7 +25,7 @@ from bench.config import ConfigError
 from bench.experiment.catalogue import RUN_TIME
 from bench.experiment.open import open_grid
 
-from . import perseed, prereg
+from . import perseed, prereg, verdicts
 from .judge import judge
 from .shared import shared_line
 
@@ -118,6 +120,17 @@ def _moved(today: pd.DataFrame, then: pd.DataFrame) -> list[str]:
     return out
 
 
+def _today(then: pd.DataFrame, registered: prereg.Registration) -> pd.DataFrame:
+    """The registered code's findings under today's checks of what counts as a valid result
+    (rows, seeds, values, dates, files: `judge`, whatever code registered the result): where
+    today's checks make it exploratory or unverified, so are the registered code's verdicts."""
+    if registered.evidence == "exploratory":
+        return verdicts.exploratory(then, registered.why)
+    if registered.evidence == "unverified":
+        return verdicts.unverified(then, registered.why)
+    return then
+
+
 def registered_findings(folder: Path, commit: str) -> pd.DataFrame:
     """The folder's findings recomputed by the analysis code of `commit`: its bench/ and
     variants/ from git into a scratch folder, run there as `python -m bench.report grid.yaml
@@ -158,7 +171,7 @@ def verify(folder: Path) -> Checked:
     table, registered = judged.table, judged.registered
     moved = []
     if registered.commit and registered.code_moved:
-        then = registered_findings(folder, registered.commit)
+        then = _today(registered_findings(folder, registered.commit), registered)
         moved = _moved(table, then)
         table = then
     lines = []

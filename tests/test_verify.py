@@ -146,6 +146,30 @@ def test_a_missing_seed_is_unverified_and_named(repo):
     assert "inconclusive" in checked.lines[0]  # seed 3 of look 1 not there: no verdict
 
 
+def test_a_start_time_blank_in_one_row_is_named_as_a_record_lost(repo):
+    """One trial's start_time emptied (the others record theirs): unverified, and the message
+    says what is true (that trial lacks a record the others have), not that every trial
+    predates the records."""
+    def blank(r: pd.DataFrame) -> pd.DataFrame:
+        r.loc[3, "start_time"] = None
+        return r
+
+    checked = verify(edited(publish(repo, trials(repo)), blank))
+    assert checked.evidence == "unverified"
+    assert ("1 of 16 confirmation trials record no start_time (b1), which the others record: "
+            "a record lost or removed") in checked.lines[0]
+
+
+def test_a_one_row_runs_csv_says_the_runs_lack_the_first_looks_trials(repo):
+    """One row of a two-look plan: unverified, naming the first look's missing trials, and not
+    said to wait for a later look (the first is not complete)."""
+    checked = verify(edited(publish(repo, trials(repo)), lambda r: r.iloc[:1]))
+    assert checked.evidence == "unverified"
+    assert "the runs lack trials of the plan: variant=a seeds 1, 2, 3; variant=b seeds 0, 1, " \
+        "2, 3" in checked.lines[0]
+    assert "the sweep stopped before the look" not in checked.lines[0]
+
+
 def test_two_rows_for_one_setting_and_seed_exit_2_naming_them(repo, capsys):
     """A second row for one setting and seed, under another trial hash: the last row no
     longer wins silently; exit 2 naming the setting, the seed and both lines."""
@@ -251,6 +275,13 @@ BAD = {
                           "line 2, column seed: 300.5 is not a seed (a whole number"),
     "a seed past int64": (lambda f: _cell(f, "train.seed", "1e20"),
                           "line 2, column train.seed: 1e+20 is not a seed (a whole number"),
+    "an empty grid.yaml": (lambda f: (f / "grid.yaml").write_text(""),
+                           "grid.yaml: empty: a grid file is a YAML mapping"),
+    "a grid.yaml not YAML": (lambda f: (f / "grid.yaml").write_text("name: [\n"),
+                             "grid.yaml: not YAML: expected the node content, but found "
+                             "'<stream end>' at line 2, column 1"),
+    "a grid.yaml of a list": (lambda f: (f / "grid.yaml").write_text("- 1\n"),
+                              "grid.yaml: a list, not a mapping"),
     "an empty findings.csv": (lambda f: (f / "findings.csv").write_text(""),
                               "findings.csv: empty"),
 }

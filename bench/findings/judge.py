@@ -51,7 +51,7 @@ def judge(grid: Grid, runs: pd.DataFrame, missing: pd.DataFrame, grid_file: Path
         if cover.missing:
             registered = _label(registered, "unverified", "the runs lack trials of the plan: "
                                 + "; ".join(cover.missing))
-        if found.waiting:
+        if found.waiting and not cover.missing:  # short of a look it reached: not waiting
             registered = _label(registered, "unverified", f"the sweep stopped before the look "
                                 f"{found.waiting[0].id} waits for")
         if cover.extra:

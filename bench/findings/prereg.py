@@ -249,6 +249,13 @@ def check(grid_file: Path | None, grid: Grid, runs: pd.DataFrame) -> Registratio
         return Registration("")
     lacking = [k for k in ("start_time", "plan_sha", "run_commit", "run_clean")
                if k not in conf or conf[k].isna().any()]
+    if some := [k for k in lacking if k in conf and conf[k].notna().any()]:
+        blank = conf.index[conf[some[0]].isna()]
+        named = ", ".join(_name(conf.loc[i]) for i in blank[:3]) + (", ..." if len(blank) > 3
+                                                                    else "")
+        return _registered("unverified", f"{len(blank)} of {len(conf)} confirmation trials "
+                           f"record no {some[0]} ({named}), which the others record: a record "
+                           "lost or removed")
     if lacking:
         return _registered("unverified", f"{len(conf)} confirmation trials do not record "
                                    f"{', '.join(lacking)} (they predate the plan records)")

@@ -15,7 +15,7 @@ import yaml
 from bench import report as report_cmd
 from bench import verify as verify_cmd
 from bench.experiment.open import open_grid
-from bench.findings import prereg
+from bench.findings import perseed, prereg
 from bench.findings import render as report
 from bench.findings.verify import verify
 
@@ -81,6 +81,15 @@ def edited(folder: Path, change) -> Path:
     return folder
 
 
+def regenerated(folder: Path) -> Path:
+    """The folder's findings written again from its runs.csv, as an edit that regenerates
+    them would."""
+    grid = open_grid(folder / "grid.yaml")
+    report.write_findings("g", grid, perseed.read(folder / "runs.csv", grid), pd.DataFrame(),
+                          folder, folder / "grid.yaml")
+    return folder
+
+
 def test_a_plan_committed_before_its_trials_is_confirmatory(repo):
     checked = verify(publish(repo, trials(repo)))
     assert checked.evidence == "confirmatory" and checked.differ == []
@@ -135,6 +144,69 @@ def test_a_seed_label_moved_within_the_range_is_exploratory_naming_the_row(repo,
     checked = verify(edited(folder, swap))
     assert checked.evidence == "exploratory"
     assert "rows that contradict themselves: " in checked.lines[0] and said in checked.lines[0]
+
+
+def test_each_status_has_its_exit_code(repo, capsys):
+    """bench.verify exits 0 for confirmatory, 3 for exploratory and 4 for unverified (0 for
+    either with --allow-unverified), the worst of several results; its --help says so."""
+    folder = publish(repo, trials(repo))
+    assert verify_cmd.main([str(folder)]) == 0
+    shutil.copytree(folder, repo / "results" / "x")
+    lacking = regenerated(edited(repo / "results" / "x", lambda r: r[r["seed"] != 3]))
+    relabelled = regenerated(edited(folder, lambda r: r.assign(seed=r["seed"].replace(3, 8))))
+    assert verify_cmd.main([str(relabelled)]) == 3
+    assert verify_cmd.main([str(lacking)]) == 4
+    assert verify_cmd.main([str(relabelled), str(lacking)]) == 4
+    assert verify_cmd.main([str(lacking), "--allow-unverified"]) == 0
+    capsys.readouterr()
+    with pytest.raises(SystemExit):
+        verify_cmd.main(["--help"])
+    said = " ".join(capsys.readouterr().out.split())
+    assert "0 confirmatory" in said and "3 exploratory; 4 unverified" in said
+
+
+@pytest.mark.parametrize("column, value", [("verdict", "reproduced"), ("interval", "≤ -9"),
+                                           ("rule", "p ≤ 1/2"), ("reason", "")])
+def test_a_hand_edit_of_the_findings_page_is_named(repo, capsys, column, value):
+    """findings.md edited by hand over a findings.csv that says otherwise (the review's
+    "reproduced" over an inconclusive claim; an edited interval, rule or reason): exit 1,
+    naming the line, the claim and the column."""
+    folder = publish(repo, trials(repo).assign(final_test_bpc=lambda r: (
+        r["seed"] % 2 * 2.0).where(r["model.variant"] == "a", 1.0)))  # half: inconclusive
+    assert verify_cmd.main([str(folder)]) == 0
+    page = (folder / "findings.md").read_text().splitlines()
+    header = next(line for line in page if line.startswith("| claim"))
+    cells = header.split("|")
+    at = next(i for i, c in enumerate(cells) if c.strip() == column)
+    row = next(i for i, line in enumerate(page) if line.startswith("| lower"))
+    was = page[row].split("|")
+    old = was[at].strip()
+    was[at] = f" {value} "
+    page[row] = "|".join(was)
+    (folder / "findings.md").write_text("\n".join(page) + "\n")
+    assert verify_cmd.main([str(folder)]) == 1
+    assert f"findings.md: line {row + 1} (lower), {column}: {value!r} on the page, {old!r} in " \
+        "findings.csv" in capsys.readouterr().err
+
+
+def test_a_registered_replication_without_a_results_folder_is_named(tmp_path, capsys):
+    """seeds.replications [100, 200] registered, the results of 0-7 and 200-207 published and
+    100's not: bench.verify names start 100 as registered and unpublished, and no longer once
+    a result of the grid holds its seeds."""
+    repo = tmp_path / "repo"
+    repo.mkdir()
+    git(repo, "init", "-q")
+    (repo / "g.yaml").write_text(yaml.safe_dump(
+        GRID | {"seeds": {"looks": [4, 8], "start": 0, "replications": [100, 200]}}))
+    commit(repo, BEFORE, "the plan")
+    folder = publish(repo, trials(repo))
+    publish(repo, trials(repo, range(200, 208)), "results/g-200")
+    assert verify_cmd.main([str(folder)]) == 0
+    out = capsys.readouterr().out
+    assert "Unpublished: seed start 100 is registered by g" in out and "200" not in out
+    publish(repo, trials(repo, range(100, 108)), "results/g-100")
+    verify_cmd.main([str(folder)])
+    assert "Unpublished" not in capsys.readouterr().out
 
 
 def test_a_missing_seed_is_unverified_and_named(repo):

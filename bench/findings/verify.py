@@ -27,12 +27,12 @@ from bench.experiment.open import open_grid
 
 from . import perseed, prereg, verdicts
 from .judge import judge
-from .shared import shared_line
+from .shared import shared_line, unpublished_line
 
 # what a finding says: compared between the committed findings.csv and the recomputed one
 KEYS = ("claim", "verdict", "evidence", "effect", "p", "level", "p_opposite", "level_opposite",
-        "look", "n", "seed_range")
-FILES = ("grid.yaml", "runs.csv", "findings.csv")
+        "look", "n", "seed_range", "rule", "ci_low", "ci_high", "reason")
+FILES = ("grid.yaml", "runs.csv", "findings.csv", "findings.md")
 
 
 @dataclass(frozen=True)
@@ -40,7 +40,8 @@ class Checked:
     """One result folder verified: a line per claim (its verdict, its evidence and why), the
     differences from its committed findings.csv (against the registered code's findings where
     today's code is not the registered one), what today's code decides otherwise (`moved`), the
-    results elsewhere in the repository that hold its trials, and the evidence."""
+    results elsewhere in the repository that hold its trials, the registered seed starts no
+    result holds (`unpublished`), and the evidence."""
 
     folder: Path
     lines: list[str]
@@ -48,6 +49,7 @@ class Checked:
     evidence: str
     moved: list[str]
     shared: str | None
+    unpublished: str | None = None
 
 
 def folders(paths: list[Path]) -> list[Path]:
@@ -94,7 +96,8 @@ def _differ(mine: pd.DataFrame, theirs: pd.DataFrame) -> list[str]:
             continue
         was = both.loc[row["claim"]]
         for key in KEYS[1:]:
-            x, y = row[key], was[key]
+            x, y = (np.nan if isinstance(v, str) and v == "" else v  # an empty cell is NaN
+                    for v in (row[key], was[key]))
             same = (pd.isna(x) and pd.isna(y)) or (
                 np.isclose(float(x), float(y), rtol=1e-9, atol=1e-12)
                 if isinstance(x, int | float) and isinstance(y, int | float) else str(x) == str(y))
@@ -184,4 +187,4 @@ def verify(folder: Path) -> Checked:
     evidence = registered.evidence or str(table["evidence"].dropna().iloc[0]
                                           if table["evidence"].notna().any() else "")
     return Checked(folder, lines, _differ(table, committed), evidence, moved,
-                   shared_line(runs, folder))
+                   shared_line(runs, folder), unpublished_line(grid, folder))

@@ -3,8 +3,10 @@ refused: `bench.verify` on results built in scratch git repositories (as the rev
 edits), each edit coming out exploratory or unverified, or exit 2, naming its cause; and the
 committed confirmation recomputed by the analysis code it was registered with."""
 
+import os
 import shutil
 import subprocess
+import sys
 import tempfile
 from pathlib import Path
 
@@ -207,6 +209,88 @@ def test_a_registered_replication_without_a_results_folder_is_named(tmp_path, ca
     publish(repo, trials(repo, range(100, 108)), "results/g-100")
     verify_cmd.main([str(folder)])
     assert "Unpublished" not in capsys.readouterr().out
+
+
+@pytest.mark.parametrize("path, training", [("bench/training/loop.py", True),
+                                            ("variants/named.py", True),
+                                            ("docs/notes.md", False)])
+def test_looks_run_from_commits_that_differ_in_code_that_trains_are_flagged(repo, path,
+                                                                             training):
+    """Look 1 from one commit, look 2 from a later one: where the two differ in code that
+    trains (bench/training, variants, ...) the result is exploratory, naming both commits and
+    the file; a documentation change between the looks leaves it confirmatory."""
+    first = git(repo, "rev-parse", "HEAD").strip()
+    look1 = trials(repo, range(4))
+    (repo / path).parent.mkdir(parents=True, exist_ok=True)
+    (repo / path).write_text("changed = True\n")
+    second = commit(repo, "2026-01-02T10:30:00+00:00", "between the looks")
+    checked = verify(publish(repo, pd.concat([look1, trials(repo, range(4, 8))])))
+    if training:
+        assert checked.evidence == "exploratory"
+        assert (f"the trials ran from commits {min(first, second)[:10]} and "
+                f"{max(first, second)[:10]}, which differ in code that trains ({path})") in \
+            checked.lines[0]
+    else:
+        assert checked.evidence == "confirmatory", checked.lines
+
+
+def test_a_pilot_promoted_to_primary_after_its_data_is_exploratory(tmp_path):
+    """A grid registered and run as a pilot, its status changed to primary afterwards (in the
+    grid file and the result's grid.yaml): the status is in the plan, so the trials ran under
+    another plan than the file now gives, and the result is exploratory, not "reproduced"."""
+    repo = tmp_path / "repo"
+    repo.mkdir()
+    git(repo, "init", "-q")
+    (repo / "g.yaml").write_text(yaml.safe_dump(GRID | {"status": "pilot", "of": "main"}))
+    commit(repo, BEFORE, "the pilot")
+    folder = publish(repo, trials(repo))
+    assert verify(folder).lines == ["lower: holds (exploratory), exploratory (g is registered as "
+                                    "a pilot grid of main: its findings are exploratory "
+                                    "whatever its seeds)"]
+    for grid_file in (repo / "g.yaml", folder / "grid.yaml"):
+        grid_file.write_text(yaml.safe_dump(GRID))
+    commit(repo, "2026-01-04T10:00:00+00:00", "promoted")
+    checked = verify(regenerated(folder))
+    assert checked.evidence == "exploratory" and "ran under another plan" in checked.lines[0]
+
+
+CLAIM_NOTE = ("    text: str\n", "    text: str\n    note: str | None = None\n")
+
+
+@pytest.mark.parametrize("path, change, moved", [
+    ("bench/experiment/claims.py", CLAIM_NOTE, False),  # an optional field of Claim
+    ("bench/config.py", ("    seed: int = 0", "    seed: int = 0\n    unrelated: int = 0"),
+     False),  # a new config option at its default
+    ("bench/findings/stats.py", ("ALPHA = 0.05", "ALPHA = 0.01"), True)])  # the analysis
+def test_a_schema_or_analysis_change_after_the_trials_keeps_the_registered_plan(
+        tmp_path, path, change, moved):
+    """A clone of this repository with a grid registered and run (7 of 8 seeds for the claim:
+    reproduced at alpha 0.05 by the sign test's "7 of 8"), then a harmless change committed
+    (an optional field of Claim, a new config option) or alpha changed to 0.01. The plan is
+    computed with the code of the commit that registered it, so bench.verify, run with the
+    changed code, keeps the result confirmatory (exit 0); a change of alpha is named as a
+    change of the analysis, claim by claim, never as trials that ran under another plan."""
+    clone = tmp_path / "clone"
+    subprocess.run(["git", "clone", "-q", "--shared", str(ROOT), str(clone)], check=True)
+    (clone / "g.yaml").write_text(yaml.safe_dump(GRID))
+    commit(clone, "2030-01-02T10:00:00+00:00", "the plan")
+    runs = trials(clone)
+    runs.loc[(runs["seed"] == 5) & (runs["model.variant"] == "a"), "final_test_bpc"] = 3.0
+    runs["start_time"] = "2030-01-02 11:00:00+00:00"
+    folder = publish(clone, runs)
+    code = clone / path
+    before, after = change
+    assert before in code.read_text()
+    code.write_text(code.read_text().replace(before, after, 1))
+    commit(clone, "2030-01-05T10:00:00+00:00", "a change after the trials")
+    ran = subprocess.run([sys.executable, "-m", "bench.verify", str(folder)], cwd=clone,
+                         capture_output=True, text=True, timeout=900,
+                         env={**os.environ, "PYTHONPATH": str(clone)})
+    assert ran.returncode == 0, ran.stdout + ran.stderr
+    assert f"{folder}: lower: reproduced, confirmatory" in ran.stdout
+    assert "another plan" not in ran.stdout + ran.stderr
+    assert ("today's analysis code: lower: inconclusive, confirmatory (the registered code, "
+            "whose verdict stands: reproduced, confirmatory)" in ran.stdout) == moved
 
 
 def test_a_missing_seed_is_unverified_and_named(repo):

@@ -29,18 +29,15 @@ The registered analysis is the code at the plan's first commit (`Registration.co
 result stays what its plan made it when the code changes later, and `bench.verify` recomputes
 it with that code as well as today's. A plan today's code does not give (a field added to the
 schema since, another alpha) is computed by the code of the commit that recorded it
-(`_Repo.own`), so a change of the code never turns a registered plan into "another plan". Git's times are set by whoever commits, so the check
-catches mistakes and edits after the fact, not a determined forger (docs/claims.md says what
-would anchor time outside git).
+(`registered`), so a change of the code never turns a registered plan into "another plan".
+Git's times are set by whoever commits, so the check catches mistakes and edits after the
+fact, not a determined forger (docs/claims.md says what would anchor time outside git).
 """
 
 import ast
 import hashlib
 import json
-import os
 import subprocess
-import sys
-import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -50,6 +47,7 @@ from bench.config import ConfigError
 from bench.experiment.grid import Grid, Looks
 from bench.experiment.open import GridText, open_grid
 
+from . import registered
 from .stats import ALPHA
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -58,7 +56,7 @@ ROOT = Path(__file__).resolve().parents[2]
 # whose output the plan holds as data)
 ANALYSIS = (*(f"bench/findings/{m}.py" for m in (
     "verdicts", "sequential", "stats", "samples", "bounds", "numbers", "perseed", "prereg",
-    "judge", "verify")), "bench/experiment/claims.py", "bench/metrics.py")
+    "judge", "verify", "registered")), "bench/experiment/claims.py", "bench/metrics.py")
 # what plans recorded before the analysis was hashed as code held: these files' bytes
 ANALYSIS_BYTES = tuple(f"bench/findings/{m}.py" for m in ("verdicts", "sequential", "stats",
                                                           "samples", "bounds"))
@@ -179,31 +177,6 @@ class Registration:
     code_moved: bool = False
 
 
-# run by a commit's own code (`_Repo.own`): the plan hashes of grid files with that code
-OWN = """import json, sys
-from pathlib import Path
-from bench.findings import prereg
-try:
-    from bench.experiment.open import open_grid
-except ImportError:
-    from bench.experiment.grid import from_text
-    def load(path): return from_text(path.read_text(), str(path))
-else:
-    def load(path):
-        try:
-            return open_grid(path, imports=False)
-        except TypeError:
-            return open_grid(path)
-out = []
-for path, start in json.loads(sys.argv[1]):
-    try:
-        out.append(prereg.plan_sha(load(Path(path)), start, prereg._analysis_here()))
-    except Exception:
-        out.append(None)
-print(json.dumps(out))
-"""
-
-
 class _Repo:
     """The plans a repository's commits hold (cached per commit and start)."""
 
@@ -254,30 +227,9 @@ class _Repo:
         field, an option or the analysis changed since."""
         key = (commit, hashlib.sha256(text.encode()).hexdigest(), start)
         if key not in self.owned:
-            self.owned[key] = self._own(commit, text, start)
+            self.owned[key] = registered.plan(self.root, self.code or "", commit, text,
+                                              Path(self.plan_file).name, start)
         return self.owned[key]
-
-    def _own(self, commit: str, text: str, start: int | None) -> str | None:
-        with tempfile.TemporaryDirectory(prefix="attnbench-plan-") as scratch:
-            code, grid_file = Path(scratch) / "code", Path(scratch) / Path(self.plan_file).name
-            code.mkdir()
-            grid_file.write_text(text)
-            archive = subprocess.run(["git", "archive", commit, *(f"{self.code or ''}{d}" for d
-                                                                   in ("bench", "variants"))],
-                                     cwd=self.root, capture_output=True)
-            unpack = subprocess.run(["tar", "-x", "-C", str(code)], input=archive.stdout,
-                                    capture_output=True)
-            where = code / (self.code or "")
-            if archive.returncode or unpack.returncode or not (where / "bench").is_dir():
-                return None
-            ran = subprocess.run([sys.executable, "-c", OWN, json.dumps([[str(grid_file),
-                                                                           start]])],
-                                 cwd=where, capture_output=True, text=True, timeout=300,
-                                 env={**os.environ, "PYTHONPATH": str(where)})
-        try:
-            return json.loads(ran.stdout)[0] if ran.returncode == 0 else None
-        except (ValueError, IndexError):
-            return None
 
     def holds(self, commit: str, want: str, start: int | None) -> bool:
         """Whether `commit` holds plan `want` for `start`: with today's code (`plans`), else

@@ -7,10 +7,9 @@ python -m bench.verify results --allow-unverified  # every result below (what CI
 One line per claim: its verdict and whether it is confirmatory, exploratory or unverified, and
 why; the results elsewhere in the repository that hold its trials; where today's analysis code
 is not the registered one, what today's code decides otherwise (the verdicts are the
-registered code's). Exit 1 where a committed findings.csv disagrees with what is recomputed; 2
-for a folder without grid.yaml, runs.csv and findings.csv, a runs.csv or findings.csv that
-cannot be read as the grid's (naming the line or column), or (without --allow-unverified) a
-result whose pre-registration cannot be checked.
+registered code's). The committed findings.md must say what findings.csv says (a hand edit of
+the page is named, cell by cell).
+Exit codes: `EXIT_CODES` (the --help says them too).
 """
 
 import argparse
@@ -19,32 +18,43 @@ from pathlib import Path
 
 from bench.cli import VERDICTS, about
 from bench.config import ConfigError
+from bench.findings.render import page_differs
 from bench.findings.verify import folders, verify
+
+EXIT = {"confirmatory": 0, "exploratory": 3, "unverified": 4}  # a result's evidence -> exit
+SEVERITY = (0, 3, 4, 1, 2)  # the worst of several results: bad input, then a difference
+EXIT_CODES = ("Exit codes, for the worst result checked: 0 confirmatory (or a result without "
+              "claims); 3 exploratory; 4 unverified (with --allow-unverified, 0 for either "
+              "where the committed files agree); 1 a committed findings.csv or findings.md "
+              "that differs from what is recomputed; 2 a folder without grid.yaml, runs.csv, "
+              "findings.csv and findings.md, or a file that cannot be read as the grid's "
+              "(naming the line or column).")
 
 
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(prog="python -m bench.verify", description=about(__doc__),
-                                epilog=VERDICTS)
+                                epilog=f"{EXIT_CODES} {VERDICTS}")
     p.add_argument("paths", nargs="+", type=Path, help="result folders, or folders above them")
-    p.add_argument("--allow-unverified", action="store_true", help="exit 0 for results whose "
-                   "runs predate the plan records, where their findings say unverified")
+    p.add_argument("--allow-unverified", action="store_true", help="exit 0 for exploratory "
+                   "and unverified results (runs that predate the plan records, pilots) where "
+                   "their committed files agree with what is recomputed: what CI checks")
     args = p.parse_args(argv)
-    code = 0
+    worst = 0
     try:
         for folder in folders(args.paths):
             checked = verify(folder)
-            for line in [*checked.lines, *filter(None, [checked.shared]), *checked.moved]:
+            differ = [*checked.differ, *page_differs(folder)]
+            for line in [*checked.lines, *filter(None, [checked.shared, checked.unpublished]),
+                         *checked.moved]:
                 print(f"{folder}: {line}")
-            for line in checked.differ:
+            for line in differ:
                 print(f"{folder}: DIFFERS: {line}", file=sys.stderr)
-            if checked.differ:
-                code = 1
-            elif checked.evidence == "unverified" and not args.allow_unverified:
-                code = max(code, 2)
+            code = 1 if differ else 0 if args.allow_unverified else EXIT.get(checked.evidence, 0)
+            worst = max(worst, code, key=SEVERITY.index)
     except ConfigError as err:
         print(f"bench.verify: {err}", file=sys.stderr)
         return 2
-    return code
+    return worst
 
 
 if __name__ == "__main__":

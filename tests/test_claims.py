@@ -201,6 +201,24 @@ def test_inconclusive_with_the_reason():
     assert by_claim(verdicts.evaluate([counted], runs))["counted"]["verdict"] == "inconclusive"
 
 
+def test_a_value_the_log_or_a_division_cannot_take_is_named_never_dropped():
+    """A per-seed value that is not finite (a derived metric's division by 0) or below a log
+    offset's reach is not dropped silently (which left fewer seeds than planned): the part is
+    inconclusive, naming the seeds and their values."""
+    runs = heads_runs()
+    gap = claim(rows=TH, baseline=MH, at_each="model.n_heads", expect="less", log_offset=0.1)
+    runs.loc[(runs["seed"] == 4) & (runs["model.n_heads"] == 2), "final_test_bpc"] = -0.5
+    part = by_claim(verdicts.evaluate([gap], runs))["c [n_heads=2]"]
+    assert part["verdict"] == "inconclusive"
+    assert "log(final_test_bpc + 0.1) is undefined at seeds 4 (-0.5)" in part["reason"]
+    runs = heads_runs()
+    runs.loc[runs["seed"] == 1, "mean_span"] = np.inf
+    share = claim(rows=TH, baseline=MH, at_each="model.n_heads", metric="span_fraction",
+                  expect="less")
+    part = by_claim(verdicts.evaluate([share], runs))["c [n_heads=2]"]
+    assert "span_fraction is not finite at seeds 1 (inf)" in part["reason"]
+
+
 def test_head_span_and_span_fraction_metrics():
     runs = pd.DataFrame([{"model.variant": "adaptive", "seed": s, "model.span": 256,
                           "mean_span": 40.0 + s, "final_test_bpc": 1.5, "floor_bpc": 1.4,

@@ -772,6 +772,7 @@ def test_verify_exits_2_on_a_folder_it_cannot_read(tmp_path, capsys):
     bad.mkdir()
     (bad / "grid.yaml").write_bytes((root / "grid.yaml").read_bytes())
     (bad / "findings.csv").write_bytes((root / "findings.csv").read_bytes())
+    (bad / "findings.md").write_bytes((root / "findings.md").read_bytes())
     assert verify_cmd.main([str(bad)]) == 2
     assert "no runs.csv" in capsys.readouterr().err
     runs = pd.read_csv(root / "runs.csv")
@@ -790,13 +791,13 @@ def test_verify_exits_2_on_a_folder_it_cannot_read(tmp_path, capsys):
     assert "line 5, column test_probe_bpc.recall: 'abc' is not a number" in capsys.readouterr().err
 
 
-def test_verify_exits_2_for_unverified_results_unless_allowed(capsys):
-    """The committed main job's runs predate the plan records: unverified, exit 2; with
+def test_verify_exits_4_for_unverified_results_unless_allowed(capsys):
+    """The committed main job's runs predate the plan records: unverified, exit 4; with
     --allow-unverified (CI), exit 0 where the findings agree."""
     from bench import verify as verify_cmd
 
     folder = str(Path(__file__).resolve().parents[1] / "results" / "heads_grid")
-    assert verify_cmd.main([folder]) == 2
+    assert verify_cmd.main([folder]) == 4
     assert "th_beats_mh_at_8: reproduced, unverified" in capsys.readouterr().out
     assert verify_cmd.main([folder, "--allow-unverified"]) == 0
 

@@ -139,6 +139,25 @@ def test_detectable_for_a_mean_agrees_with_scipys_t_power():
                             "sign-flip").seeds is None  # not in the claimed direction
 
 
+@pytest.mark.parametrize("alpha", [0.05, 0.01, 0.003, 0.001, 1e-6])
+def test_detectable_never_crashes_and_is_empty_where_the_seeds_cannot_reject(alpha):
+    """An inconclusive 2-seed sign-flip part (results/design/heads_grid's shape) at any alpha:
+    its exact test cannot reject with 2 seeds (2^-2 > alpha), so no effect is detectable
+    (NaN: "not detectable at this n", no crash of brentq's bracket); the seeds that would
+    detect what it saw are still counted, never fewer than can reject at all."""
+    e = stats.estimate(np.array([-0.3, 0.1]), "less", test="sign-flip")
+    found = stats.detectable(e, "less", 0.0, alpha, "sign-flip")
+    assert np.isnan(found.effect)
+    assert found.seeds is None or found.seeds >= stats.min_seeds(alpha)
+    eight = stats.estimate(D, "less", test="sign-flip")  # 2^-8 <= alpha only from 0.0039
+    at = stats.detectable(eight, "less", 0.0, alpha, "sign-flip")
+    assert np.isnan(at.effect) == (2.0 ** -8 > alpha)
+    if not np.isnan(at.effect):
+        assert power(at.effect, eight.sd, 8, alpha) == pytest.approx(0.8, abs=1e-4)
+    nothing = stats.detectable(eight, "less", 0.0, 0.0, "sign-flip")  # a level no p reaches
+    assert np.isnan(nothing.effect) and nothing.seeds is None
+
+
 def test_detectable_for_a_median_is_the_binomial_power_of_the_count():
     e = stats.estimate(D, "less", 0.0)  # 7 of 8 seeds below the margin
     c = stats.needed(8, 0.05)

@@ -3,8 +3,11 @@ refused: `bench.verify` on results built in scratch git repositories (as the rev
 edits), each edit coming out exploratory or unverified, or exit 2, naming its cause; and the
 committed confirmation recomputed by the analysis code it was registered with."""
 
+import os
 import shutil
 import subprocess
+import sys
+import tempfile
 from pathlib import Path
 
 import pandas as pd
@@ -14,7 +17,7 @@ import yaml
 from bench import report as report_cmd
 from bench import verify as verify_cmd
 from bench.experiment.open import open_grid
-from bench.findings import prereg
+from bench.findings import perseed, prereg
 from bench.findings import render as report
 from bench.findings.verify import verify
 
@@ -80,6 +83,15 @@ def edited(folder: Path, change) -> Path:
     return folder
 
 
+def regenerated(folder: Path) -> Path:
+    """The folder's findings written again from its runs.csv, as an edit that regenerates
+    them would."""
+    grid = open_grid(folder / "grid.yaml")
+    report.write_findings("g", grid, perseed.read(folder / "runs.csv", grid), pd.DataFrame(),
+                          folder, folder / "grid.yaml")
+    return folder
+
+
 def test_a_plan_committed_before_its_trials_is_confirmatory(repo):
     checked = verify(publish(repo, trials(repo)))
     assert checked.evidence == "confirmatory" and checked.differ == []
@@ -101,6 +113,186 @@ def test_a_seed_outside_the_registered_range_is_exploratory(repo, change):
         checked.lines[0]
 
 
+LATER = "2026-01-02 11:30:00+00:00"  # look 2's trials (seeds 4-7) start after look 1's
+
+
+def _looks(runs: pd.DataFrame) -> pd.DataFrame:
+    """The trials as a sweep of two looks records them: train.seed beside the seed label, and
+    look 2's seeds started after look 1's."""
+    return runs.assign(**{"train.seed": runs["seed"],
+                          "start_time": runs["start_time"].where(runs["seed"] < 4, LATER)})
+
+
+@pytest.mark.parametrize("columns, said", [
+    (["seed"], "trial a5 is labelled seed 1 but trained seed 5 (train.seed)"),
+    (["seed", "train.seed"], "(seed 5, look 2) started at 2026-01-02 11:00:00 UTC, before "
+                             "trial a5 (seed 1, look 1) at 2026-01-02 11:30:00 UTC")])
+def test_a_seed_label_moved_within_the_range_is_exploratory_naming_the_row(repo, columns,
+                                                                            said):
+    """The review's swap: seed labels 1 and 5 exchanged in runs.csv (with train.seed, or with
+    it too), the findings recomputed: every seed is still one the plan runs, but the rows
+    contradict themselves (the label is not the trial's seed; a look-2 trial started before a
+    look-1 trial ended the look), so the result is exploratory, the row named."""
+    folder = publish(repo, _looks(trials(repo)))
+    assert verify(folder).evidence == "confirmatory"
+
+    def swap(r: pd.DataFrame) -> pd.DataFrame:
+        one, five = (r["model.variant"] == "a") & (r["seed"] == 1), \
+            (r["model.variant"] == "a") & (r["seed"] == 5)
+        for c in columns:
+            r.loc[one, c], r.loc[five, c] = 5, 1
+        return r
+
+    checked = verify(edited(folder, swap))
+    assert checked.evidence == "exploratory"
+    assert "rows that contradict themselves: " in checked.lines[0] and said in checked.lines[0]
+
+
+def test_each_status_has_its_exit_code(repo, capsys):
+    """bench.verify exits 0 for confirmatory, 3 for exploratory and 4 for unverified (0 for
+    either with --allow-unverified), the worst of several results; its --help says so."""
+    folder = publish(repo, trials(repo))
+    assert verify_cmd.main([str(folder)]) == 0
+    shutil.copytree(folder, repo / "results" / "x")
+    lacking = regenerated(edited(repo / "results" / "x", lambda r: r[r["seed"] != 3]))
+    relabelled = regenerated(edited(folder, lambda r: r.assign(seed=r["seed"].replace(3, 8))))
+    assert verify_cmd.main([str(relabelled)]) == 3
+    assert verify_cmd.main([str(lacking)]) == 4
+    assert verify_cmd.main([str(relabelled), str(lacking)]) == 4
+    assert verify_cmd.main([str(lacking), "--allow-unverified"]) == 0
+    capsys.readouterr()
+    with pytest.raises(SystemExit):
+        verify_cmd.main(["--help"])
+    said = " ".join(capsys.readouterr().out.split())
+    assert "0 confirmatory" in said and "3 exploratory; 4 unverified" in said
+
+
+@pytest.mark.parametrize("column, value", [("verdict", "reproduced"), ("interval", "≤ -9"),
+                                           ("rule", "p ≤ 1/2"), ("reason", "")])
+def test_a_hand_edit_of_the_findings_page_is_named(repo, capsys, column, value):
+    """findings.md edited by hand over a findings.csv that says otherwise (the review's
+    "reproduced" over an inconclusive claim; an edited interval, rule or reason): exit 1,
+    naming the line, the claim and the column."""
+    folder = publish(repo, trials(repo).assign(final_test_bpc=lambda r: (
+        r["seed"] % 2 * 2.0).where(r["model.variant"] == "a", 1.0)))  # half: inconclusive
+    assert verify_cmd.main([str(folder)]) == 0
+    page = (folder / "findings.md").read_text().splitlines()
+    header = next(line for line in page if line.startswith("| claim"))
+    cells = header.split("|")
+    at = next(i for i, c in enumerate(cells) if c.strip() == column)
+    row = next(i for i, line in enumerate(page) if line.startswith("| lower"))
+    was = page[row].split("|")
+    old = was[at].strip()
+    was[at] = f" {value} "
+    page[row] = "|".join(was)
+    (folder / "findings.md").write_text("\n".join(page) + "\n")
+    assert verify_cmd.main([str(folder)]) == 1
+    assert f"findings.md: line {row + 1} (lower), {column}: {value!r} on the page, {old!r} in " \
+        "findings.csv" in capsys.readouterr().err
+
+
+def test_a_registered_replication_without_a_results_folder_is_named(tmp_path, capsys):
+    """seeds.replications [100, 200] registered, the results of 0-7 and 200-207 published and
+    100's not: bench.verify names start 100 as registered and unpublished, and no longer once
+    a result of the grid holds its seeds."""
+    repo = tmp_path / "repo"
+    repo.mkdir()
+    git(repo, "init", "-q")
+    (repo / "g.yaml").write_text(yaml.safe_dump(
+        GRID | {"seeds": {"looks": [4, 8], "start": 0, "replications": [100, 200]}}))
+    commit(repo, BEFORE, "the plan")
+    folder = publish(repo, trials(repo))
+    publish(repo, trials(repo, range(200, 208)), "results/g-200")
+    assert verify_cmd.main([str(folder)]) == 0
+    out = capsys.readouterr().out
+    assert "Unpublished: seed start 100 is registered by g" in out and "200" not in out
+    publish(repo, trials(repo, range(100, 108)), "results/g-100")
+    verify_cmd.main([str(folder)])
+    assert "Unpublished" not in capsys.readouterr().out
+
+
+@pytest.mark.parametrize("path, training", [("bench/training/loop.py", True),
+                                            ("variants/named.py", True),
+                                            ("docs/notes.md", False)])
+def test_looks_run_from_commits_that_differ_in_code_that_trains_are_flagged(repo, path,
+                                                                             training):
+    """Look 1 from one commit, look 2 from a later one: where the two differ in code that
+    trains (bench/training, variants, ...) the result is exploratory, naming both commits and
+    the file; a documentation change between the looks leaves it confirmatory."""
+    first = git(repo, "rev-parse", "HEAD").strip()
+    look1 = trials(repo, range(4))
+    (repo / path).parent.mkdir(parents=True, exist_ok=True)
+    (repo / path).write_text("changed = True\n")
+    second = commit(repo, "2026-01-02T10:30:00+00:00", "between the looks")
+    checked = verify(publish(repo, pd.concat([look1, trials(repo, range(4, 8))])))
+    if training:
+        assert checked.evidence == "exploratory"
+        assert (f"the trials ran from commits {min(first, second)[:10]} and "
+                f"{max(first, second)[:10]}, which differ in code that trains ({path})") in \
+            checked.lines[0]
+    else:
+        assert checked.evidence == "confirmatory", checked.lines
+
+
+def test_a_pilot_promoted_to_primary_after_its_data_is_exploratory(tmp_path):
+    """A grid registered and run as a pilot, its status changed to primary afterwards (in the
+    grid file and the result's grid.yaml): the status is in the plan, so the trials ran under
+    another plan than the file now gives, and the result is exploratory, not "reproduced"."""
+    repo = tmp_path / "repo"
+    repo.mkdir()
+    git(repo, "init", "-q")
+    (repo / "g.yaml").write_text(yaml.safe_dump(GRID | {"status": "pilot", "of": "main"}))
+    commit(repo, BEFORE, "the pilot")
+    folder = publish(repo, trials(repo))
+    assert verify(folder).lines == ["lower: holds (exploratory), exploratory (g is registered as "
+                                    "a pilot grid of main: its findings are exploratory "
+                                    "whatever its seeds)"]
+    for grid_file in (repo / "g.yaml", folder / "grid.yaml"):
+        grid_file.write_text(yaml.safe_dump(GRID))
+    commit(repo, "2026-01-04T10:00:00+00:00", "promoted")
+    checked = verify(regenerated(folder))
+    assert checked.evidence == "exploratory" and "ran under another plan" in checked.lines[0]
+
+
+CLAIM_NOTE = ("    text: str\n", "    text: str\n    note: str | None = None\n")
+
+
+@pytest.mark.parametrize("path, change, moved", [
+    ("bench/experiment/claims.py", CLAIM_NOTE, False),  # an optional field of Claim
+    ("bench/config.py", ("    seed: int = 0", "    seed: int = 0\n    unrelated: int = 0"),
+     False),  # a new config option at its default
+    ("bench/findings/stats.py", ("ALPHA = 0.05", "ALPHA = 0.01"), True)])  # the analysis
+def test_a_schema_or_analysis_change_after_the_trials_keeps_the_registered_plan(
+        tmp_path, path, change, moved):
+    """A clone of this repository with a grid registered and run (7 of 8 seeds for the claim:
+    reproduced at alpha 0.05 by the sign test's "7 of 8"), then a harmless change committed
+    (an optional field of Claim, a new config option) or alpha changed to 0.01. The plan is
+    computed with the code of the commit that registered it, so bench.verify, run with the
+    changed code, keeps the result confirmatory (exit 0); a change of alpha is named as a
+    change of the analysis, claim by claim, never as trials that ran under another plan."""
+    clone = tmp_path / "clone"
+    subprocess.run(["git", "clone", "-q", "--shared", str(ROOT), str(clone)], check=True)
+    (clone / "g.yaml").write_text(yaml.safe_dump(GRID))
+    commit(clone, "2030-01-02T10:00:00+00:00", "the plan")
+    runs = trials(clone)
+    runs.loc[(runs["seed"] == 5) & (runs["model.variant"] == "a"), "final_test_bpc"] = 3.0
+    runs["start_time"] = "2030-01-02 11:00:00+00:00"
+    folder = publish(clone, runs)
+    code = clone / path
+    before, after = change
+    assert before in code.read_text()
+    code.write_text(code.read_text().replace(before, after, 1))
+    commit(clone, "2030-01-05T10:00:00+00:00", "a change after the trials")
+    ran = subprocess.run([sys.executable, "-m", "bench.verify", str(folder)], cwd=clone,
+                         capture_output=True, text=True, timeout=900,
+                         env={**os.environ, "PYTHONPATH": str(clone)})
+    assert ran.returncode == 0, ran.stdout + ran.stderr
+    assert f"{folder}: lower: reproduced, confirmatory" in ran.stdout
+    assert "another plan" not in ran.stdout + ran.stderr
+    assert ("today's analysis code: lower: inconclusive, confirmatory (the registered code, "
+            "whose verdict stands: reproduced, confirmatory)" in ran.stdout) == moved
+
+
 def test_a_missing_seed_is_unverified_and_named(repo):
     folder = edited(publish(repo, trials(repo)), lambda r: r[r["seed"] != 3])
     checked = verify(folder)
@@ -108,6 +300,30 @@ def test_a_missing_seed_is_unverified_and_named(repo):
     assert "the runs lack trials of the plan: variant=a seeds 3; variant=b seeds 3" in \
         checked.lines[0]
     assert "inconclusive" in checked.lines[0]  # seed 3 of look 1 not there: no verdict
+
+
+def test_a_start_time_blank_in_one_row_is_named_as_a_record_lost(repo):
+    """One trial's start_time emptied (the others record theirs): unverified, and the message
+    says what is true (that trial lacks a record the others have), not that every trial
+    predates the records."""
+    def blank(r: pd.DataFrame) -> pd.DataFrame:
+        r.loc[3, "start_time"] = None
+        return r
+
+    checked = verify(edited(publish(repo, trials(repo)), blank))
+    assert checked.evidence == "unverified"
+    assert ("1 of 16 confirmation trials record no start_time (b1), which the others record: "
+            "a record lost or removed") in checked.lines[0]
+
+
+def test_a_one_row_runs_csv_says_the_runs_lack_the_first_looks_trials(repo):
+    """One row of a two-look plan: unverified, naming the first look's missing trials, and not
+    said to wait for a later look (the first is not complete)."""
+    checked = verify(edited(publish(repo, trials(repo)), lambda r: r.iloc[:1]))
+    assert checked.evidence == "unverified"
+    assert "the runs lack trials of the plan: variant=a seeds 1, 2, 3; variant=b seeds 0, 1, " \
+        "2, 3" in checked.lines[0]
+    assert "the sweep stopped before the look" not in checked.lines[0]
 
 
 def test_two_rows_for_one_setting_and_seed_exit_2_naming_them(repo, capsys):
@@ -202,6 +418,26 @@ BAD = {
                          "no column model.variant, an axis of grid heads_grid"),
     "NA for a number": (lambda f: _cell(f, "test_probe_bpc.recall", "NA"),
                         "line 2, column test_probe_bpc.recall: 'NA' is not a number"),
+    "inf bits": (lambda f: _cell(f, "test_probe_bpc.recall", "inf"),
+                 "line 2, column test_probe_bpc.recall: inf is not a finite number"),
+    "1e999 bits": (lambda f: _cell(f, "test_probe_bpc.recall", "1e999"),
+                   "line 2, column test_probe_bpc.recall: inf is not a finite number"),
+    "nan bits": (lambda f: _cell(f, "final_test_bpc", "nan"),
+                 "line 2, column final_test_bpc: 'nan' is not a number"),
+    "negative bits": (lambda f: _cell(f, "test_probe_bpc.recall", "-0.5"),
+                      "line 2, column test_probe_bpc.recall: -0.5 is below 0, the least "
+                      "test_probe_bpc.recall can be"),
+    "a fractional seed": (lambda f: _cell(f, "seed", "300.5"),
+                          "line 2, column seed: 300.5 is not a seed (a whole number"),
+    "a seed past int64": (lambda f: _cell(f, "train.seed", "1e20"),
+                          "line 2, column train.seed: 1e+20 is not a seed (a whole number"),
+    "an empty grid.yaml": (lambda f: (f / "grid.yaml").write_text(""),
+                           "grid.yaml: empty: a grid file is a YAML mapping"),
+    "a grid.yaml not YAML": (lambda f: (f / "grid.yaml").write_text("name: [\n"),
+                             "grid.yaml: not YAML: expected the node content, but found "
+                             "'<stream end>' at line 2, column 1"),
+    "a grid.yaml of a list": (lambda f: (f / "grid.yaml").write_text("- 1\n"),
+                              "grid.yaml: a list, not a mapping"),
     "an empty findings.csv": (lambda f: (f / "findings.csv").write_text(""),
                               "findings.csv: empty"),
 }
@@ -248,6 +484,26 @@ def test_the_committed_confirmation_keeps_its_registered_verdicts():
     assert checked.lines[3] == "th_not_worse_as_h_grows: reproduced, confirmatory"
     assert any(line.startswith("today's analysis code: th_not_worse_as_h_grows: inconclusive")
                for line in checked.moved), checked.moved
+
+
+def test_todays_checks_apply_to_a_result_registered_under_older_code():
+    """The review's seeds300 relabel: seed 303 relabelled 308 (outside the registered 300-307)
+    in a copy of the committed confirmation (in this repository, under the ignored runs/, so
+    git holds its plan and registered code). The registered code (76e72e11b4) decides the
+    statistics, but today's checks of what counts as a valid result decide the evidence:
+    exploratory, the seed named, never the registered code's "confirmatory"."""
+    (ROOT / "runs").mkdir(exist_ok=True)
+    with tempfile.TemporaryDirectory(dir=ROOT / "runs", prefix="relabelled-") as scratch:
+        folder = Path(scratch) / "heads_grid"
+        shutil.copytree(ROOT / "results" / "seeds300" / "heads_grid", folder)
+        runs = pd.read_csv(folder / "runs.csv")
+        runs.loc[runs["seed"] == 303, "seed"] = 308
+        runs.to_csv(folder / "runs.csv", index=False)
+        checked = verify(folder)
+    assert checked.evidence == "exploratory"
+    assert all("exploratory" in line and "seeds 308" in line for line in checked.lines), \
+        checked.lines
+    assert not any("reproduced, confirmatory" in line for line in checked.lines)
 
 
 def test_a_change_that_moves_a_verdict_is_caught(monkeypatch):

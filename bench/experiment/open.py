@@ -118,12 +118,21 @@ def _text(source: Path | GridText) -> GridText:
 
 def read(source: Path | GridText) -> Grid:
     """The grid a file (or a file's text) says, as written, validated, nothing imported;
-    ConfigError naming the file and the key."""
+    ConfigError naming the file and the key (one line for a file that is empty, not YAML or
+    not a mapping)."""
     source = _text(source)
     try:
         raw = yaml.safe_load(source.text)
     except yaml.YAMLError as err:
-        raise ConfigError(f"{source.where}: not YAML: {err}") from None
+        mark = getattr(err, "problem_mark", None)
+        at = f" at line {mark.line + 1}, column {mark.column + 1}" if mark else ""
+        what = getattr(err, "problem", None) or str(err).splitlines()[0]
+        raise ConfigError(f"{source.where}: not YAML: {what}{at}") from None
+    if not isinstance(raw, dict):
+        raise ConfigError(f"{source.where}: " + ("empty" if raw is None else
+                                                 f"a {type(raw).__name__}, not a mapping")
+                          + ": a grid file is a YAML mapping of keys (name, grid, seeds, ...; "
+                          "docs/claims.md)")
     return parse(raw, source.where)
 
 

@@ -1,7 +1,9 @@
 """A result's verdicts as the findings state them: the claims' tests on the runs of the plan's
 seeds (`verdicts`), labelled by whether the trials served a plan registered before they ran
 (`prereg`) and whether they are the plan's trials (`perseed.coverage`): rows on seeds the plan
-never runs make a result exploratory; a setting short of a seed of the look it reached, or a
+never runs, or rows that contradict themselves (a seed label that is not the trial's seed,
+a later look's trial started before an earlier look's: `perseed.contradictions`), make a result
+exploratory; a setting short of a seed of the look it reached, or a
 sweep stopped before the look its claims wait for, unverified; a grid registered as a pilot
 grid (status pilot, once spelled design) is exploratory whatever its seeds. Each names what it
 found."""
@@ -49,12 +51,15 @@ def judge(grid: Grid, runs: pd.DataFrame, missing: pd.DataFrame, grid_file: Path
         if cover.missing:
             registered = _label(registered, "unverified", "the runs lack trials of the plan: "
                                 + "; ".join(cover.missing))
-        if found.waiting:
+        if found.waiting and not cover.missing:  # short of a look it reached: not waiting
             registered = _label(registered, "unverified", f"the sweep stopped before the look "
                                 f"{found.waiting[0].id} waits for")
         if cover.extra:
             registered = _label(registered, "exploratory", "rows on seeds the plan never runs "
                                 f"(seeds from {start}): " + "; ".join(cover.extra))
+        if wrong := perseed.contradictions(grid, runs, start):
+            registered = _label(registered, "exploratory", "rows that contradict themselves: "
+                                + "; ".join(wrong))
     if grid.claims and grid.status == "pilot":
         registered = _label(registered, "exploratory", f"{grid.name} is registered as a pilot "
                             f"grid of {grid.of}: its findings are exploratory whatever its seeds")

@@ -2,7 +2,8 @@
 one line naming the file, the line or column and what was expected where they cannot be
 read as the grid's runs: an empty file or a header alone, no seed column, a grid axis or a
 claim's metric missing, a value that is not one of the axis's values, text where a number or
-a time belongs, a trial or a (setting, seed) held twice. Only an empty field is a missing
+a time belongs, a metric that is not finite or below its least value (`lowest`), a seed that
+is not a whole number, a trial or a (setting, seed) held twice. Only an empty field is a missing
 value: "NA", "n/a" and "None" are text, refused where a number belongs."""
 
 import json
@@ -32,18 +33,38 @@ def _numeric(col: str) -> bool:
     return col in METRICS or bool(PROBE_METRIC.match(col)) or col in (*SEEDS, "floor_bpc")
 
 
+def lowest(col: str) -> float:
+    """The least value a metric column can hold: a difference of bits (`probe_gap.<probe>`,
+    `test_probe_gap.<probe>`, `gap_to_floor`) any real; every other metric (bits, spans,
+    counts, sizes, rates, seconds) none below 0."""
+    gap = PROBE_METRIC.match(col)
+    return -np.inf if col == "gap_to_floor" or (gap and gap.group(2) == "gap") else 0.0
+
+
 def _numbers(df: pd.DataFrame, path: Path) -> None:
-    """Every metric and seed a number (or empty), else ConfigError naming the line and column;
-    converted in place."""
+    """Every metric and seed a number (or empty) that can be: a metric finite and within its
+    range (`lowest`), a seed a whole number in [0, 2^63); else ConfigError naming the line and
+    column. Converted in place."""
     for col in df:
         if not _numeric(col):
             continue
-        bad = df[col].notna() & pd.to_numeric(df[col], errors="coerce").isna()
-        if bad.any():
-            i = int(bad.idxmax())
-            raise ConfigError(f"{path}: line {i + 2}, column {col}: {df.at[i, col]!r} is not a "
-                              "number")
-        df[col] = pd.to_numeric(df[col])
+        values = pd.to_numeric(df[col], errors="coerce")
+        there = df[col].notna()
+        checks = [(values.isna(), "is not a number"),
+                  (~np.isfinite(values), "is not a finite number")]
+        if col in SEEDS:
+            checks.append(((values % 1 != 0) | (values < 0) | (values >= 2.0 ** 63),
+                           "is not a seed (a whole number from 0 to 2^63 - 1)"))
+        else:
+            checks.append((values < lowest(col), f"is below {lowest(col):g}, the least {col} "
+                           "can be"))
+        for bad, expected in checks:
+            if (bad := there & bad).any():
+                i = int(bad.idxmax())
+                cell = df.at[i, col]
+                shown = repr(cell) if isinstance(cell, str) else repr(float(cell))
+                raise ConfigError(f"{path}: line {i + 2}, column {col}: {shown} {expected}")
+        df[col] = values
 
 
 def _times(df: pd.DataFrame, path: Path) -> None:
@@ -195,3 +216,40 @@ def coverage(grid: Grid, runs: pd.DataFrame, start: int | None) -> Coverage:
         if lost := sorted(set(reach) - ran):
             missing.append(f"{name} seeds {', '.join(map(num, lost))}")
     return Coverage(extra, missing)
+
+
+def _named(runs: pd.DataFrame, i: Any) -> str:
+    """A row in words: its trial where runs.csv names it, else its line."""
+    trial = runs.at[i, "trial"] if "trial" in runs else None
+    return f"trial {trial}" if isinstance(trial, str) and trial else f"line {int(i) + 2}"
+
+
+def contradictions(grid: Grid, runs: pd.DataFrame, start: int | None) -> list[str]:
+    """The rows of the plan's seeds that contradict themselves, each named: a `seed` that is
+    not the row's `train.seed` (a label moved without the trial), and a row of a later look
+    that started before a row of an earlier look (looks run one after the other, so a seed
+    label moved to another look shows in its start time)."""
+    out = []
+    if set(SEEDS) <= set(runs):
+        label, trained = (pd.to_numeric(runs[s], errors="coerce") for s in SEEDS)
+        for i in runs.index[label.notna() & trained.notna() & (label != trained)]:
+            out.append(f"{_named(runs, i)} is labelled seed {num(runs.at[i, 'seed'])} but "
+                       f"trained seed {num(runs.at[i, 'train.seed'])} (train.seed)")
+    if grid.looks is None or start is None or "start_time" not in runs:
+        return out
+    seed = next(s for s in SEEDS if s in runs)
+    began = pd.to_datetime(runs["start_time"], utc=True, format="ISO8601")
+    looks = planned(grid, start)
+    for k in range(1, len(looks)):
+        before = runs.index[runs[seed].isin(set(looks[k - 1]) - set(looks[k - 2] if k > 1
+                                                                           else []))]
+        after = runs.index[runs[seed].isin(set(looks[k]) - set(looks[k - 1]))]
+        before, after = began[before].dropna(), began[after].dropna()
+        if before.empty or after.empty or after.min() >= before.max():
+            continue
+        early, late = after.idxmin(), before.idxmax()
+        out.append(f"{_named(runs, early)} (seed {num(runs.at[early, seed])}, look {k + 1}) "
+                   f"started at {after.min():%Y-%m-%d %H:%M:%S} UTC, before "
+                   f"{_named(runs, late)} (seed {num(runs.at[late, seed])}, look {k}) at "
+                   f"{before.max():%Y-%m-%d %H:%M:%S} UTC: a look starts after the one before")
+    return out

@@ -27,9 +27,11 @@ records each trial's `start_time`.
   commit that is not in it): never confirmatory.
 The registered analysis is the code at the plan's first commit (`Registration.commit`): a
 result stays what its plan made it when the code changes later, and `bench.verify` recomputes
-it with that code as well as today's. Git's times are set by whoever commits, so the check
-catches mistakes and edits after the fact, not a determined forger (docs/claims.md says what
-would anchor time outside git).
+it with that code as well as today's. A plan today's code does not give (a field added to the
+schema since, another alpha) is computed by the code of the commit that recorded it
+(`registered`), so a change of the code never turns a registered plan into "another plan".
+Git's times are set by whoever commits, so the check catches mistakes and edits after the
+fact, not a determined forger (docs/claims.md says what would anchor time outside git).
 """
 
 import ast
@@ -45,6 +47,7 @@ from bench.config import ConfigError
 from bench.experiment.grid import Grid, Looks
 from bench.experiment.open import GridText, open_grid
 
+from . import registered
 from .stats import ALPHA
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -53,11 +56,17 @@ ROOT = Path(__file__).resolve().parents[2]
 # whose output the plan holds as data)
 ANALYSIS = (*(f"bench/findings/{m}.py" for m in (
     "verdicts", "sequential", "stats", "samples", "bounds", "numbers", "perseed", "prereg",
-    "judge", "verify")), "bench/experiment/claims.py", "bench/metrics.py")
+    "judge", "verify", "registered")), "bench/experiment/claims.py", "bench/metrics.py")
 # what plans recorded before the analysis was hashed as code held: these files' bytes
 ANALYSIS_BYTES = tuple(f"bench/findings/{m}.py" for m in ("verdicts", "sequential", "stats",
                                                           "samples", "bounds"))
 RECORDS = ("plan_sha", "seed_start", "plan_file", "run_commit", "run_clean")
+# the code a plan's hash can depend on: the analysis, the grid file's parser, the options
+PLAN_CODE = ("bench/findings", "bench/experiment", "bench/config.py", "bench/metrics.py",
+             "variants")
+# the code that makes a trial's numbers: run commits that differ here ran another experiment
+TRAINING = ("bench/training", "bench/model", "bench/data", "bench/config.py", "bench/train.py",
+            "variants")
 
 
 def git(where: Path, *args: str) -> str | None:
@@ -115,15 +124,18 @@ def _analysis_here() -> str:
 
 def plan_sha(grid: Grid, start: int | None, analysis: str, overrides: dict | None = None) -> str:
     """The first 16 hex digits of the sha256 of the plan (module doc) as JSON: the grid's claims,
-    seeds (looks and futility, the start given), design seeds, base, axes and exclusions, alpha,
-    the analysis code's version and any command-line overrides."""
+    seeds (looks, futility and registered replications, the start given), design seeds, base,
+    axes and exclusions, status (a pilot promoted after its data is another plan), scheduler,
+    alpha, the analysis code's version and any command-line overrides."""
     seeds = grid.seeds
     if isinstance(seeds, Looks):
         seeds = {"looks": seeds.looks, "futility": seeds.futility, "start": start}
+        seeds["replications"] = grid.seeds.replications
     plan = {"claims": [c.model_dump(mode="json") for c in grid.claims], "seeds": seeds,
             "design_seeds": grid.design_seeds, "alpha": ALPHA, "analysis": analysis,
             "base": grid.base.model_dump(mode="json"), "grid": grid.grid,
-            "exclude": grid.exclude, "overrides": overrides or {}}
+            "exclude": grid.exclude, "overrides": overrides or {}, "status": grid.status,
+            "scheduler": grid.scheduler.model_dump(mode="json")}
     text = json.dumps(plan, sort_keys=True, default=str)
     return hashlib.sha256(text.encode()).hexdigest()[:16]
 
@@ -170,6 +182,7 @@ class _Repo:
 
     def __init__(self, root: Path, plan_file: str) -> None:
         self.root, self.plan_file, self.seen, self.code_at = root, plan_file, {}, {}
+        self.owned: dict[tuple[str, str, int | None], str | None] = {}
         top = ROOT.resolve()  # the analysis code's folder in the repository ("" at its top)
         rel = top.relative_to(root).as_posix() if top.is_relative_to(root) else None
         self.code = None if rel is None else "" if rel == "." else f"{rel}/"
@@ -205,6 +218,43 @@ class _Repo:
                                                             *grid.seeds.replications):
             return set()
         return {plan_sha(grid, start, a) for a in self.analyses(commit)}
+
+    def own(self, commit: str, text: str, start: int | None) -> str | None:
+        """The plan's hash of grid file `text` for seed start `start` as the code of `commit`
+        computes it (its bench/ and variants/ from git into a scratch folder, run there: the
+        plan its trials recorded, whatever today's schema, parser or alpha), None where that
+        code cannot read it or git cannot give it. Today's code first (`plans`); this where a
+        field, an option or the analysis changed since."""
+        key = (commit, hashlib.sha256(text.encode()).hexdigest(), start)
+        if key not in self.owned:
+            self.owned[key] = registered.plan(self.root, self.code or "", commit, text,
+                                              Path(self.plan_file).name, start)
+        return self.owned[key]
+
+    def holds(self, commit: str, want: str, start: int | None) -> bool:
+        """Whether `commit` holds plan `want` for `start`: with today's code (`plans`), else
+        with its own (`own`)."""
+        if want in self.plans(commit, start):
+            return True
+        text = git(self.root, "show", f"{commit}:{self.plan_file}")
+        return text is not None and self.own(commit, text, start) == want
+
+    def first_own(self, want: str, start: int | None, run: str
+                  ) -> tuple[str, pd.Timestamp] | None:
+        """Where today's code finds no commit of plan `want` (`first`): the first commit of
+        the unbroken line of commits holding it by their own code (`holds`) that ends at the
+        first trial's run commit, walking back through the commits that changed the plan
+        file or the code that reads it (PLAN_CODE); None where none holds it."""
+        paths = [self.plan_file, *(f"{self.code}{p}" for p in PLAN_CODE
+                                   if self.code is not None)]
+        log = git(self.root, "log", "--format=%H %cI", run, "--", *paths) or ""
+        found = None
+        for line in log.splitlines():
+            commit, when = line.split()
+            if not self.holds(commit, want, start):
+                break
+            found = commit, pd.Timestamp(when).tz_convert("UTC")
+        return found
 
     def first(self, want: str, start: int | None) -> tuple[str, pd.Timestamp] | None:
         """The first commit whose plan is `want` (of those that changed the plan file or the
@@ -249,6 +299,13 @@ def check(grid_file: Path | None, grid: Grid, runs: pd.DataFrame) -> Registratio
         return Registration("")
     lacking = [k for k in ("start_time", "plan_sha", "run_commit", "run_clean")
                if k not in conf or conf[k].isna().any()]
+    if some := [k for k in lacking if k in conf and conf[k].notna().any()]:
+        blank = conf.index[conf[some[0]].isna()]
+        named = ", ".join(_name(conf.loc[i]) for i in blank[:3]) + (", ..." if len(blank) > 3
+                                                                    else "")
+        return _registered("unverified", f"{len(blank)} of {len(conf)} confirmation trials "
+                           f"record no {some[0]} ({named}), which the others record: a record "
+                           "lost or removed")
     if lacking:
         return _registered("unverified", f"{len(conf)} confirmation trials do not record "
                                    f"{', '.join(lacking)} (they predate the plan records)")
@@ -260,10 +317,12 @@ def check(grid_file: Path | None, grid: Grid, runs: pd.DataFrame) -> Registratio
                      else f"the trials ran from {len(files)} grid files "
                           f"({', '.join(sorted(files))})")
     repo = _Repo(Path(top.strip()), files.pop())
-    return _verify(repo, grid, conf)
+    text = grid_file.read_text() if grid_file is not None and grid_file.is_file() else None
+    return _verify(repo, grid, conf, text)
 
 
-def _verify(repo: _Repo, grid: Grid, conf: pd.DataFrame) -> Registration:
+def _verify(repo: _Repo, grid: Grid, conf: pd.DataFrame, grid_text: str | None = None
+            ) -> Registration:
     """Conditions (a) and (b) of the module doc, trial by trial."""
     starts = {_recorded(s) for s in conf["seed_start"]}
     began = pd.to_datetime(conf["start_time"], utc=True, format="ISO8601")
@@ -286,16 +345,17 @@ def _verify(repo: _Repo, grid: Grid, conf: pd.DataFrame) -> Registration:
             if commit in absent:
                 return _registered("unverified", f"trial {_name(row)} ran from commit "
                                            f"{commit[:10]}, not in this repository")
-            if why := _trial_fault(repo, grid, row, want, start):
+            if why := _trial_fault(repo, grid, row, want, start, grid_text):
                 return _registered("exploratory", why)
-        found = repo.first(want, start)
+        found = repo.first(want, start) or repo.first_own(
+            want, start, str(mine.at[began[mine.index].idxmin(), "run_commit"]))
         if found is None:
             return _registered("exploratory", f"no commit of {repo.plan_file} holds this plan "
                                         f"(plan {want})")
         firsts.append(found)
         said.append(f"plan {want} (seeds from {start}) first committed in {found[0][:10]} at "
                     f"{found[1]:%Y-%m-%d %H:%M:%S} UTC")
-    if why := _timeline(repo, conf, began, firsts):
+    if why := _timeline(repo, conf, began, firsts) or _trained_apart(repo, conf):
         return _registered("exploratory", why)
     commits = ", ".join(sorted({c[:10] for c in conf["run_commit"].astype(str)}))
     first = min(firsts, key=lambda f: f[1])[0]
@@ -340,7 +400,22 @@ def _timeline(repo: _Repo, conf: pd.DataFrame, began: pd.Series,
     return ""
 
 
-def _trial_fault(repo: _Repo, grid: Grid, row: pd.Series, want: str, start: int | None) -> str:
+def _trained_apart(repo: _Repo, conf: pd.DataFrame) -> str:
+    """Why the trials are not one experiment, or "": run commits that differ in code that
+    trains (TRAINING; documentation and analysis changes between looks are not)."""
+    runs = sorted(set(conf["run_commit"].astype(str)))
+    paths = [f"{repo.code or ''}{p}" for p in TRAINING]
+    for other in runs[1:]:
+        if changed := (git(repo.root, "diff", "--name-only", runs[0], other, "--", *paths)
+                       or "").split():
+            return (f"the trials ran from commits {runs[0][:10]} and {other[:10]}, which differ "
+                    f"in code that trains ({', '.join(changed[:3])}"
+                    f"{', ...' if len(changed) > 3 else ''})")
+    return ""
+
+
+def _trial_fault(repo: _Repo, grid: Grid, row: pd.Series, want: str, start: int | None,
+                 grid_text: str | None = None) -> str:
     """Why one trial breaks condition (a), or "": a working tree that differed from its
     commit; a plan that is not the grid file's as given (with the code of that commit); a
     commit that does not hold its plan."""
@@ -349,9 +424,12 @@ def _trial_fault(repo: _Repo, grid: Grid, row: pd.Series, want: str, start: int 
         return (f"trial {name} ran from a working tree that differed from its commit "
                 f"{commit[:10]} (the grid file or the code changed)")
     given = {plan_sha(grid, start, a) for a in repo.analyses(commit)}
+    if want not in given and grid_text is not None and (
+            own := repo.own(commit, grid_text, start)) is not None:
+        given.add(own)
     if want not in given:
         return (f"trial {name} ran under another plan ({want}; this grid file's is "
                 f"{min(given)} with the code of {commit[:10]})")
-    if want not in repo.plans(commit, start):
+    if not repo.holds(commit, want, start):
         return f"trial {name} ran from commit {commit[:10]}, which does not hold its plan"
     return ""

@@ -8,6 +8,7 @@ and the grid file, never the training code.
 
 import json
 import os
+import re
 from pathlib import Path
 
 import pandas as pd
@@ -108,6 +109,35 @@ def findings_markdown(table: pd.DataFrame) -> str:
     md = md.loc[:, [c for c in md if c in ("claim", "verdict") or (md[c] != "").any()]]
     md = md.map(lambda v: v.replace("|", "\\|") if isinstance(v, str) else v)  # cell text
     return md.to_markdown(index=False, disable_numparse=True)
+
+
+def _table_rows(text: str) -> list[tuple[int, tuple[str, ...]]]:
+    """A Markdown page's table rows as (line number, cells): the padding and the separator row
+    aside."""
+    return [(i, tuple(c.strip() for c in re.split(r"(?<!\\)\|", line.strip())[1:-1]))
+            for i, line in enumerate(text.splitlines(), 1)
+            if line.startswith("|") and not re.fullmatch(r"\|[-:| ]+\|", line.strip())]
+
+
+def page_differs(folder: Path) -> list[str]:
+    """Where a result's findings.md table does not say what its findings.csv says (a hand edit
+    of a verdict, an interval, a rule or a reason on the page): each cell by its line, claim and
+    column, or a row one of them lacks. findings.csv itself is held against the recomputed
+    findings (`bench.findings.verify`)."""
+    page = folder / "findings.md"
+    theirs = _table_rows(page.read_text(encoding="utf-8", errors="replace"))
+    mine = _table_rows(findings_markdown(pd.read_csv(folder / "findings.csv")))
+    header = mine[0][1] if mine else ()
+    out = []
+    for (i, a), (_, b) in zip(theirs, mine, strict=False):
+        if len(a) != len(b):
+            out.append(f"{page}: line {i}: {len(a)} cells, where findings.csv gives {len(b)}")
+        out += [f"{page}: line {i} ({a[0]}), {h}: {x!r} on the page, {y!r} in findings.csv"
+                for h, x, y in zip(header, a, b, strict=False) if x != y and len(a) == len(b)]
+    if len(theirs) != len(mine):
+        out.append(f"{page}: {len(theirs) - 1} table rows, where findings.csv gives "
+                   f"{len(mine) - 1}")
+    return out
 
 
 def write_findings(name: str, grid: Grid, runs: pd.DataFrame, missing: pd.DataFrame,

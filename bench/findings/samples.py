@@ -176,6 +176,9 @@ def values(runs: pd.DataFrame, missing: pd.DataFrame, cell: dict, metric: str,
     if out.isna().any():
         seeds_na = ", ".join(num(s) for s in sorted(out.index[out.isna()]))
         raise Unavailable(f"{name}: no {metric} (seeds {seeds_na})")
+    if not np.isfinite(out).all():  # a derived metric's division by 0: never dropped silently
+        bad = ", ".join(f"{num(s)} ({v})" for s, v in out[~np.isfinite(out)].items())
+        raise Unavailable(f"{name}: {metric} is not finite at seeds {bad}")
     return out
 
 
@@ -187,6 +190,10 @@ def sample(claim: Claim, runs: pd.DataFrame, missing: pd.DataFrame, pairs: list,
     def point(rows: dict, base: dict | None) -> pd.Series:
         def at(cell: dict) -> pd.Series:
             v = values(runs, missing, cell, column(claim), seeds)
+            if claim.log_offset and not (low := v[v + claim.log_offset <= 0]).empty:
+                at_seeds = ", ".join(f"{num(s)} ({x:g})" for s, x in low.items())
+                raise Unavailable(f"log({column(claim)} + {num(claim.log_offset)}) is undefined "
+                                  f"at seeds {at_seeds}")
             return np.log(v + claim.log_offset) if claim.log_offset else v
 
         return at(rows) if base is None else at(rows) - at(base)

@@ -3,12 +3,19 @@ named by the hash of its resolved config, so a grid whose trials hash the same a
 grid's finds them finished and trains nothing (adaptive_vs_dynamic reuses 12 trials of
 span_limit), and a results folder copied under another parent holds the same trials as its
 original: the claims then rest partly, or wholly, on the same runs, not on independent
-replications, and the findings say so beside the pre-registration line."""
+replications, and the findings say so beside the pre-registration line. And the seed starts a
+grid registers (`seeds: {start, replications}`) that no result of the repository holds: a
+replication registered and not published is named (`unpublished_line`)."""
 
 import subprocess
 from pathlib import Path
 
 import pandas as pd
+
+from bench.config import ConfigError
+from bench.experiment.grid import Grid
+from bench.experiment.open import read
+from bench.metrics import SEEDS
 
 
 def _others(out_dir: Path) -> dict[Path, str]:
@@ -47,3 +54,36 @@ def shared_line(runs: pd.DataFrame, out_dir: Path) -> str | None:
     return (f"Shared runs: of these {len(mine)} trials, {'; '.join(found)} (the same trial "
             "hashes: one set of runs serves both), so these claims and theirs rest partly on "
             "the same evidence, not on independent replications.")
+
+
+def _seeds_of(runs_csv: Path, name: str) -> set[int]:
+    """The seeds a result of grid `name` holds (its grid.yaml beside it names the grid);
+    empty for another grid's result or one that cannot be read."""
+    try:
+        if read(runs_csv.parent / "grid.yaml").name != name:
+            return set()
+        runs = pd.read_csv(runs_csv)
+    except (ConfigError, OSError, ValueError, pd.errors.ParserError):
+        return set()
+    col = next((s for s in SEEDS if s in runs), None)
+    return set() if col is None else set(pd.to_numeric(runs[col], errors="coerce").dropna())
+
+
+def unpublished_line(grid: Grid, out_dir: Path) -> str | None:
+    """The seed starts `grid` registers (its start and `replications`) whose first look's
+    seeds no result of grid.name in the repository holds (this one included), named; None
+    where every one is published (or the grid runs a list of seeds)."""
+    if grid.looks is None or not grid.looks.replications:
+        return None
+    held = set().union(*(_seeds_of(f, grid.name) for f in
+                         [*_others(out_dir), out_dir.resolve() / "runs.csv"]))
+    first = grid.looks.looks[0]
+    lost = [s for s in (grid.looks.start, *grid.looks.replications)
+            if not held & set(range(s, s + first))]
+    if not lost:
+        return None
+    starts = ", ".join(map(str, lost))
+    return (f"Unpublished: seed start {starts} is registered by {grid.name} (seeds.start or "
+            "seeds.replications), and no result of this repository holds its first look's "
+            "seeds: a replication registered and not published (or not run yet), so the "
+            "published ones are not the whole registered set.")

@@ -48,6 +48,7 @@ ALPHA = 0.05  # family-wise error rate of a table's or a grid's tests
 LEVEL = 0.95  # confidence level of two-sided intervals (the tables' paired tests)
 POWER = 0.8  # what "could have detected" means
 MAX_SEEDS = 10_000  # more would not detect it: reported as None
+MAX_SD = 100.0  # a mean further than this many stds beyond the margin counts as undetectable
 SD_LEVEL = 0.95  # the upper confidence bound of a std that "seeds needed" assumes
 BATCH = 256  # sign patterns scipy evaluates at once (all 2^12 at once is slower, not faster)
 Expect = Literal["less", "greater", "equivalent"]
@@ -268,11 +269,17 @@ def detectable(est: Estimate, expect: Expect, margin: float, alpha: float, test:
     """For the mean (sign-flip): the power of a one-sided t-test at `alpha` (`t_power`), the
     sign-flip test's large-sample power, at the std `sd` (default: the seeds' own; pass
     `sd_upper` for a bound a reader can plan with), and never fewer seeds than can reject at
-    all. For the median (sign): the binomial power of the count at the observed share."""
+    all. For the median (sign): the binomial power of the count at the observed share. The
+    mean's `effect` is NaN where nothing is detectable at this n: the exact test cannot reject
+    with n seeds at `alpha` (2^-n > alpha), or no effect within MAX_SD stds reaches 80%. A
+    level of 0 (a claim no attainable p can reach) detects nothing: (NaN, None)."""
+    if not alpha > 0:
+        return Detectable(float("nan"), None)
     if test == "sign":
         return _count_power(est, alpha)
     sd = est.sd if sd is None else sd
-    d = brentq(lambda x: t_power(x, est.n, alpha) - POWER, 0.0, 100.0, xtol=1e-12)
+    d = (brentq(lambda x: t_power(x, est.n, alpha) - POWER, 0.0, MAX_SD, xtol=1e-12)
+         if floor(est.n) <= alpha and t_power(MAX_SD, est.n, alpha) >= POWER else np.nan)
     if expect == "equivalent":
         effect, room = abs(est.effect) + d * sd, margin - abs(est.effect)
     else:

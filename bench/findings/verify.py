@@ -7,7 +7,9 @@ The registered analysis is the code of the plan's first commit (`prereg.Registra
 today's analysis code differs from it, the result is recomputed with that code too, taken from
 git into a scratch folder and run as `python -m bench.report GRID --runs RUNS --out DIR` (the
 command every version of the code has); the committed findings are held against the
-registered code's, and where today's code decides otherwise both are printed."""
+registered code's, and where today's code decides otherwise both are printed. The registered
+code decides the statistics only: what counts as a valid result (rows, seeds, values, dates,
+files) is today's check for every result, whenever it was registered (`_today`)."""
 
 import os
 import subprocess
@@ -23,14 +25,14 @@ from bench.config import ConfigError
 from bench.experiment.catalogue import RUN_TIME
 from bench.experiment.open import open_grid
 
-from . import perseed, prereg
+from . import perseed, prereg, verdicts
 from .judge import judge
-from .shared import shared_line
+from .shared import shared_line, unpublished_line
 
 # what a finding says: compared between the committed findings.csv and the recomputed one
 KEYS = ("claim", "verdict", "evidence", "effect", "p", "level", "p_opposite", "level_opposite",
-        "look", "n", "seed_range")
-FILES = ("grid.yaml", "runs.csv", "findings.csv")
+        "look", "n", "seed_range", "rule", "ci_low", "ci_high", "reason")
+FILES = ("grid.yaml", "runs.csv", "findings.csv", "findings.md")
 
 
 @dataclass(frozen=True)
@@ -38,7 +40,8 @@ class Checked:
     """One result folder verified: a line per claim (its verdict, its evidence and why), the
     differences from its committed findings.csv (against the registered code's findings where
     today's code is not the registered one), what today's code decides otherwise (`moved`), the
-    results elsewhere in the repository that hold its trials, and the evidence."""
+    results elsewhere in the repository that hold its trials, the registered seed starts no
+    result holds (`unpublished`), and the evidence."""
 
     folder: Path
     lines: list[str]
@@ -46,6 +49,7 @@ class Checked:
     evidence: str
     moved: list[str]
     shared: str | None
+    unpublished: str | None = None
 
 
 def folders(paths: list[Path]) -> list[Path]:
@@ -92,7 +96,8 @@ def _differ(mine: pd.DataFrame, theirs: pd.DataFrame) -> list[str]:
             continue
         was = both.loc[row["claim"]]
         for key in KEYS[1:]:
-            x, y = row[key], was[key]
+            x, y = (np.nan if isinstance(v, str) and v == "" else v  # an empty cell is NaN
+                    for v in (row[key], was[key]))
             same = (pd.isna(x) and pd.isna(y)) or (
                 np.isclose(float(x), float(y), rtol=1e-9, atol=1e-12)
                 if isinstance(x, int | float) and isinstance(y, int | float) else str(x) == str(y))
@@ -116,6 +121,17 @@ def _moved(today: pd.DataFrame, then: pd.DataFrame) -> list[str]:
             out.append(f"today's analysis code: {row['claim']}: {now} (the registered code, "
                        f"whose verdict stands: {before})")
     return out
+
+
+def _today(then: pd.DataFrame, registered: prereg.Registration) -> pd.DataFrame:
+    """The registered code's findings under today's checks of what counts as a valid result
+    (rows, seeds, values, dates, files: `judge`, whatever code registered the result): where
+    today's checks make it exploratory or unverified, so are the registered code's verdicts."""
+    if registered.evidence == "exploratory":
+        return verdicts.exploratory(then, registered.why)
+    if registered.evidence == "unverified":
+        return verdicts.unverified(then, registered.why)
+    return then
 
 
 def registered_findings(folder: Path, commit: str) -> pd.DataFrame:
@@ -158,7 +174,7 @@ def verify(folder: Path) -> Checked:
     table, registered = judged.table, judged.registered
     moved = []
     if registered.commit and registered.code_moved:
-        then = registered_findings(folder, registered.commit)
+        then = _today(registered_findings(folder, registered.commit), registered)
         moved = _moved(table, then)
         table = then
     lines = []
@@ -171,4 +187,4 @@ def verify(folder: Path) -> Checked:
     evidence = registered.evidence or str(table["evidence"].dropna().iloc[0]
                                           if table["evidence"].notna().any() else "")
     return Checked(folder, lines, _differ(table, committed), evidence, moved,
-                   shared_line(runs, folder))
+                   shared_line(runs, folder), unpublished_line(grid, folder))

@@ -75,17 +75,23 @@ def test_the_comparison_counts_the_same_decisions_and_says_first_what_keeps_them
     said to have none."""
     here = tmp_path / "results" / "heads_grid"
     here.mkdir(parents=True)
-    found = pd.read_csv(ROOT / compare.CPU["heads_grid"] / "findings.csv")
+    assert compare.confirmation("heads_grid") == Path("results/seeds600/heads_grid")  # its plan
+    found = pd.read_csv(ROOT / compare.confirmation("heads_grid") / "findings.csv")
     found.loc[0, "verdict"] = "contradicted"
     found.to_csv(here / "findings.csv", index=False)
     (here / "partial.md").write_text("cut\n")
     text = compare.compare(tmp_path, ["heads_grid", "span_limit"], True, ["MPS failed"])
     assert text.index("A rehearsal on the CPU") < text.index("**Warning:** MPS failed") < \
         text.index("## heads_grid (partial: cut at its deadline): "
-                   f"{len(found) - 1} of {len(found)} decisions the same")
+                   f"{len(found) - 1} of {len(found)} decisions the same as "
+                   "`results/seeds600/heads_grid`")
     assert "| contradicted " in text and "verdict (rehearsal)" in text
     assert "## span_limit: no findings to compare (rehearsal: False, CPU: True)" in text
     assert "verdict (GPU)" in compare.compare(tmp_path, ["heads_grid"], False, [])
+    said = subprocess.run([sys.executable, "-m", "ci.compare", str(tmp_path), "heads_grid"],
+                          cwd=ROOT, capture_output=True, text=True, timeout=120)  # a hang guard
+    assert said.returncode == 0 and said.stdout.startswith("## heads_grid"), said.stderr
+    assert "Warning" not in said.stderr, said.stderr  # compare.md reads as it is
 
 
 @no_cuda

@@ -62,10 +62,9 @@ def sizes(root: Path, paths: list[Path]) -> dict[str, int]:
 
 
 def prepare(carry: Path, corpus: Path) -> list[str]:
-    """carry/commit and carry/shared/data/enwik8.head.xz (`corpus` compressed) written; returns
-    what is missing (the bundle not built yet, the corpus not there), in words."""
+    """carry/shared/data/enwik8.head.xz (`corpus` compressed) written; returns what is missing
+    (the bundle not built yet, the corpus not there), in words."""
     carry.mkdir(parents=True, exist_ok=True)
-    (carry / "commit").write_text(git_commit() + "\n")
     missing = []
     if not (carry / BUNDLE).is_file():
         missing.append(f"{carry / BUNDLE}: build it with python -m ci.bundle --python 3.12 "
@@ -128,6 +127,9 @@ def main(argv: list[str] | None = None) -> int:
     missing = prepare(args.carry, args.corpus)
     if (args.carry / BUNDLE).is_file():
         (ROOT / RECORD).write_text(json.dumps(record(args.carry), indent=1) + "\n")
+    # the commit last: of the tree as it travels, with RECORD rewritten (a changed record makes
+    # it -dirty, as the copy's runs then are)
+    (args.carry / "commit").write_text(git_commit() + "\n")
     line, fits = budget(sizes(ROOT, travelling(ROOT)), sizes(args.carry, [args.carry]))
     print(line)
     for what in missing:

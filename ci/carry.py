@@ -8,8 +8,8 @@ holds only what the GPU grids need beyond it, made small:
 - attnbench-py3.12.tar.xz, the offline bundle (`python -m ci.bundle --python 3.12 --out carry`,
   built beforehand where pip reaches PyPI);
 - commit: this checkout's commit as `bench.provenance.git_commit` gives it (with -dirty and a
-  digest of the uncommitted changes), which ci/gpu_grids.sh hands to the runs there
-  ($ATTNBENCH_GIT_COMMIT);
+  digest of the uncommitted changes), written last, once RECORD is rewritten, which
+  ci/gpu_grids.sh hands to the runs there ($ATTNBENCH_GIT_COMMIT);
 - shared/data/enwik8.head.xz, the real-text grid's corpus compressed (3.65 MB as 1.0 MB;
   ci/gpu_grids.sh puts it back where the grid reads it, ../shared/data).
 
@@ -19,7 +19,7 @@ committed as RECORD: each file's bytes and the bundle's Python and package set, 
 archive itself. tests/test_carry.py checks that package set against the pins (a changed pin
 means a bundle to rebuild) and the checkout plus the recorded carry/ against BUDGET.
 
-    python -m ci.carry    # writes carry/commit and the corpus, RECORD where the bundle is built,
+    python -m ci.carry    # writes the corpus, RECORD where the bundle is built, carry/commit;
                           # prints the budget and, over it, the largest paths
 """
 

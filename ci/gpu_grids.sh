@@ -171,10 +171,11 @@ pack() {
 }
 
 # watch LOG: while a grid runs, a pack once each look's report is written, which its log says
-# by naming the next look; ends with the script
+# by naming the next look; ends with the script (gone, or a zombie its caller has not reaped:
+# a SIGKILLed script's watcher must not live on, holding the caller's pipes)
 watch() {
     local seen=1 looks
-    while kill -0 "$$" 2> /dev/null; do
+    while [ -r "/proc/$$/status" ] && ! grep -q '^State:[[:space:]]*Z' "/proc/$$/status"; do
         sleep 2
         looks=$(grep -c ": look [0-9]* of [0-9]*, seeds " "$1" 2> /dev/null)
         if [ "${looks:-0}" -gt "$seen" ]; then
@@ -329,7 +330,7 @@ shutil.copyfileobj(lzma.open(sys.argv[1]), open(sys.argv[2], "wb"))' \
             "$CARRY/shared/data/enwik8.head.xz" "$corpus"
     fi
     SWEEP=1
-    watch "$WORK/logs/$grid.log" &
+    watch "$WORK/logs/$grid.log" < /dev/null > /dev/null 2>&1 &
     WATCH=$!
     run "$grid" "--foreground -s INT -k $GRACE $budget" "$PY" -m bench.run "${args[@]}"
     rc=$?

@@ -8,8 +8,8 @@ holds only what the GPU grids need beyond it, made small:
 - attnbench-py3.12.tar.xz, the offline bundle (`python -m ci.bundle --python 3.12 --out carry`,
   built beforehand where pip reaches PyPI);
 - commit: this checkout's commit as `bench.provenance.git_commit` gives it (with -dirty and a
-  digest of the uncommitted changes), which ci/gpu_grids.sh hands to the runs there
-  ($ATTNBENCH_GIT_COMMIT);
+  digest of the uncommitted changes), written last, once RECORD is rewritten, which
+  ci/gpu_grids.sh hands to the runs there ($ATTNBENCH_GIT_COMMIT);
 - shared/data/enwik8.head.xz, the real-text grid's corpus compressed (3.65 MB as 1.0 MB;
   ci/gpu_grids.sh puts it back where the grid reads it, ../shared/data).
 
@@ -19,7 +19,7 @@ committed as RECORD: each file's bytes and the bundle's Python and package set, 
 archive itself. tests/test_carry.py checks that package set against the pins (a changed pin
 means a bundle to rebuild) and the checkout plus the recorded carry/ against BUDGET.
 
-    python -m ci.carry    # writes carry/commit and the corpus, RECORD where the bundle is built,
+    python -m ci.carry    # writes the corpus, RECORD where the bundle is built, carry/commit;
                           # prints the budget and, over it, the largest paths
 """
 
@@ -62,10 +62,9 @@ def sizes(root: Path, paths: list[Path]) -> dict[str, int]:
 
 
 def prepare(carry: Path, corpus: Path) -> list[str]:
-    """carry/commit and carry/shared/data/enwik8.head.xz (`corpus` compressed) written; returns
-    what is missing (the bundle not built yet, the corpus not there), in words."""
+    """carry/shared/data/enwik8.head.xz (`corpus` compressed) written; returns what is missing
+    (the bundle not built yet, the corpus not there), in words."""
     carry.mkdir(parents=True, exist_ok=True)
-    (carry / "commit").write_text(git_commit() + "\n")
     missing = []
     if not (carry / BUNDLE).is_file():
         missing.append(f"{carry / BUNDLE}: build it with python -m ci.bundle --python 3.12 "
@@ -128,6 +127,9 @@ def main(argv: list[str] | None = None) -> int:
     missing = prepare(args.carry, args.corpus)
     if (args.carry / BUNDLE).is_file():
         (ROOT / RECORD).write_text(json.dumps(record(args.carry), indent=1) + "\n")
+    # the commit last: of the tree as it travels, with RECORD rewritten (a changed record makes
+    # it -dirty, as the copy's runs then are)
+    (args.carry / "commit").write_text(git_commit() + "\n")
     line, fits = budget(sizes(ROOT, travelling(ROOT)), sizes(args.carry, [args.carry]))
     print(line)
     for what in missing:

@@ -10,28 +10,40 @@ import sys
 from pathlib import Path
 
 import pandas as pd
+import yaml
 
 ROOT = Path(__file__).resolve().parents[1]
-# each shipped grid's committed CPU result (the main job and the grids ci/gpu_grids.sh runs)
-CPU = {"heads_grid": "results/heads_grid", "span_limit": "results/span_limit",
-       "adaptive_vs_dynamic": "results/adaptive_vs_dynamic",
-       "span_enwik8_floor": "results/enwik8-prefix/span_enwik8_floor"}
 COLUMNS = ["verdict", "look", "effect", "p"]
+
+
+def confirmation(name: str) -> Path | None:
+    """The committed CPU result a run of grid `name` is compared with: the folder under results/
+    named `name` whose grid.yaml plans the seeds ablations/`name`.yaml plans now (for heads_grid,
+    results/seeds600/heads_grid: looks of 4, 8, 12 from 600), with findings; None where there
+    is none (a grid not shipped, or not yet run on its plan's seeds)."""
+    plan = ROOT / "ablations" / f"{name}.yaml"
+    if not plan.exists():
+        return None
+    seeds = yaml.safe_load(plan.read_text()).get("seeds")
+    found = sorted(p.parent for p in (ROOT / "results").glob(f"**/{name}/grid.yaml")
+                   if (p.parent / "findings.csv").exists()
+                   and yaml.safe_load(p.read_text()).get("seeds") == seeds)
+    return found[0].relative_to(ROOT) if found else None
 
 
 def grid_section(here: Path, name: str, ran: str) -> str:
     """One grid's section: its verdicts (`here`/findings.csv) beside the CPU's, and how many
     decisions are the same; or why there is nothing to compare."""
     cut = " (partial: cut at its deadline)" if (here / "partial.md").exists() else ""
-    mine, cpu = here / "findings.csv", ROOT / CPU.get(name, "-") / "findings.csv"
-    if not mine.exists() or not cpu.exists():
+    mine, cpu = here / "findings.csv", confirmation(name)
+    if not mine.exists() or cpu is None:
         return (f"## {name}{cut}: no findings to compare ({ran}: {mine.exists()}, CPU: "
-                f"{cpu.exists()})\n")
-    a = pd.read_csv(cpu).set_index("claim")[COLUMNS]
+                f"{cpu is not None})\n")
+    a = pd.read_csv(ROOT / cpu / "findings.csv").set_index("claim")[COLUMNS]
     b = pd.read_csv(mine).set_index("claim")[COLUMNS]
-    both = a.join(b, lsuffix=" (CPU)", rsuffix=f" ({ran})", how="outer")
+    both = a.add_suffix(" (CPU)").join(b.add_suffix(f" ({ran})"), how="outer")
     same = (both["verdict (CPU)"] == both[f"verdict ({ran})"]).sum()
-    return (f"## {name}{cut}: {same} of {len(both)} decisions the same\n\n"
+    return (f"## {name}{cut}: {same} of {len(both)} decisions the same as `{cpu}`\n\n"
             f"{both.to_markdown(floatfmt='.4g')}\n")
 
 

@@ -1,11 +1,18 @@
 """ci/gpu_grids.sh on a machine without CUDA. As a lent GPU machine whose CUDA cannot be reached
 would run it: it stops at its first failing check with the reason. Rehearsed (REHEARSE=1): every
-step a CPU can run passes, and a grid cut by its deadline still leaves runs.csv, findings and its
+step a CPU can run passes, the main job starts right after the smoke trial, each look's report is
+packed as it is written, and a grid cut by its deadline still leaves runs.csv, findings and its
 partial note. Whatever stops it (a failed check, a short LIMIT, SIGTERM, even SIGKILL of the
 script), $OUT holds what was done as the device tool brings files back: at most 8 plain files at
 its top, the command log and the machine among them; SIGTERM ends the running step and all it
-started. Bad settings exit 2 naming them. compare.md counts the decisions the same as the CPU's
-and says first what keeps a run from being a GPU result. SLOW: the rehearsal runs two sweeps."""
+started, a grid's sweep after writing its partial report. Bad settings exit 2 naming them.
+compare.md counts the decisions the same as the CPU's and says first what keeps a run from being
+a GPU result.
+
+Every cut is certain whatever the CPU: the test plugin tests/plugins/hold.py holds the trials
+after the first K inside their Ray workers, so a sweep cannot finish before a deadline or a
+signal, and the tests wait for states (a trial held, a look's report packed), never for a time.
+Time limits here are hang guards only. SLOW: the rehearsals run sweeps."""
 
 import os
 import re
@@ -21,6 +28,7 @@ import pytest
 import yaml
 
 from ci import bundle, compare
+from tests.plugins import hold
 from tests.test_grid import write_grid
 from tests.test_run import short_tmp  # noqa: F401  (a fixture: Ray's socket paths stay short)
 
@@ -75,17 +83,23 @@ def test_the_comparison_counts_the_same_decisions_and_says_first_what_keeps_them
     said to have none."""
     here = tmp_path / "results" / "heads_grid"
     here.mkdir(parents=True)
-    found = pd.read_csv(ROOT / compare.CPU["heads_grid"] / "findings.csv")
+    assert compare.confirmation("heads_grid") == Path("results/seeds600/heads_grid")  # its plan
+    found = pd.read_csv(ROOT / compare.confirmation("heads_grid") / "findings.csv")
     found.loc[0, "verdict"] = "contradicted"
     found.to_csv(here / "findings.csv", index=False)
     (here / "partial.md").write_text("cut\n")
     text = compare.compare(tmp_path, ["heads_grid", "span_limit"], True, ["MPS failed"])
     assert text.index("A rehearsal on the CPU") < text.index("**Warning:** MPS failed") < \
         text.index("## heads_grid (partial: cut at its deadline): "
-                   f"{len(found) - 1} of {len(found)} decisions the same")
+                   f"{len(found) - 1} of {len(found)} decisions the same as "
+                   "`results/seeds600/heads_grid`")
     assert "| contradicted " in text and "verdict (rehearsal)" in text
     assert "## span_limit: no findings to compare (rehearsal: False, CPU: True)" in text
     assert "verdict (GPU)" in compare.compare(tmp_path, ["heads_grid"], False, [])
+    said = subprocess.run([sys.executable, "-m", "ci.compare", str(tmp_path), "heads_grid"],
+                          cwd=ROOT, capture_output=True, text=True, timeout=120)  # a hang guard
+    assert said.returncode == 0 and said.stdout.startswith("## heads_grid"), said.stderr
+    assert "Warning" not in said.stderr, said.stderr  # compare.md reads as it is
 
 
 @no_cuda
@@ -129,57 +143,64 @@ def test_bad_settings_exit_2_naming_them_before_anything_runs(tmp_path, settings
     assert not out.exists()
 
 
-def started(tmp: Path, env: dict[str, str]) -> subprocess.Popen:
-    """The script rehearsing, without a bundle, once its imports check runs (the step after
-    the skipped unpack, a process given its $WORK)."""
-    script = subprocess.Popen(["bash", SCRIPT, "heads_grid"], env=env, stdout=subprocess.PIPE,
-                              stderr=subprocess.STDOUT, text=True, start_new_session=True)
-    log, deadline = tmp / "out" / "commands.md", time.time() + 120
-    while time.time() < deadline and not (
-            log.exists() and "unpack, guard: skipped" in log.read_text() and naming(tmp / "work")):
-        time.sleep(0.2)
-    assert naming(tmp / "work"), "the imports check never started"
-    return script
+def started(tmp: Path, grid: str = "heads_grid", **settings: str) -> subprocess.Popen:
+    """The script rehearsing `grid`, without a bundle, with `settings`."""
+    return subprocess.Popen(["bash", SCRIPT, grid], env=script_env(tmp, None, REHEARSE="1",
+                                                                  **settings),
+                            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+                            start_new_session=True)
 
 
-def naming(work: Path) -> list[int]:
-    """The processes given `work` as an argument (the imports check and what runs it)."""
+def naming(path: Path) -> list[int]:
+    """The processes given `path` as an argument (a step and what runs it)."""
     found = []
     for proc in Path("/proc").glob("[0-9]*"):
         try:
-            if str(work).encode() in (proc / "cmdline").read_bytes().split(b"\0"):
+            if str(path).encode() in (proc / "cmdline").read_bytes().split(b"\0"):
                 found.append(int(proc.name))
         except OSError:
             continue
     return found
 
 
-def test_a_kill_at_any_moment_leaves_what_was_done(tmp_path):
-    """SIGTERM during a step ends it and all it started, then packs; SIGKILL of the script
-    alone still leaves the command log and the machine as the last step left them."""
-    term = tmp_path / "term"
+def reap(path: Path) -> None:
+    """The process groups of the steps given `path` killed: what a SIGKILLed script left."""
+    for pid in naming(path):
+        try:
+            os.killpg(os.getpgid(pid), signal.SIGKILL)
+        except ProcessLookupError:
+            continue
+
+
+def test_a_kill_at_any_moment_leaves_what_was_done(short_tmp):  # noqa: F811
+    """During the smoke sweep (its trial held, so the moment is certain): SIGTERM ends the step
+    and all it started, then packs; SIGKILL of the script alone still leaves the command log and
+    the machine as the last step left them."""
+    term = short_tmp / "term"
     term.mkdir()
-    script = started(term, script_env(term, None, REHEARSE="1"))
+    script = started(term, **hold.env(0))
+    hold.wait_until_held(term / "work" / "smoke" / "smoke", script)
     script.send_signal(signal.SIGTERM)
-    output = script.communicate(timeout=60)[0]
+    output = script.communicate(timeout=120)[0]  # a hang guard: 5 s for the step, then packing
     assert script.returncode == 143, output[-3000:]
-    assert not naming(term / "work")  # the imports check and its children are gone
+    assert not naming(term / "work" / "smoke")  # the smoke sweep and its children are gone
     there = comes_back(term / "out")
     assert sorted(there) == ["commands.md", "compare.md", "machine.txt", "results.tar.xz"]
     log = there["commands.md"].read_text()
     assert "- unpack, guard: skipped, no " in log and "- stopped by SIGTERM after" in log
+    assert re.search(r"^- imports: .*: exit 0, ", log, re.M), log
     assert "run: a rehearsal on the CPU" in there["machine.txt"].read_text()
 
-    kill = tmp_path / "kill"
+    kill = short_tmp / "kill"
     kill.mkdir()
-    script = started(kill, script_env(kill, None, REHEARSE="1"))
+    script = started(kill, **hold.env(0))
+    hold.wait_until_held(kill / "work" / "smoke" / "smoke", script)
     script.send_signal(signal.SIGKILL)  # nothing of the script runs after it
     script.communicate(timeout=60)
-    for pid in naming(kill / "work"):  # its orphaned step
-        os.kill(pid, signal.SIGKILL)
+    reap(kill / "work" / "smoke")  # its orphaned step
     there = comes_back(kill / "out")
     assert sorted(there) == ["commands.md", "machine.txt"]
-    assert "- unpack, guard: skipped" in there["commands.md"].read_text()
+    assert re.search(r"^- imports: .*: exit 0, ", there["commands.md"].read_text(), re.M)
     assert "run: a rehearsal on the CPU" in there["machine.txt"].read_text()
 
 
@@ -194,38 +215,98 @@ def test_a_limit_too_short_stops_at_a_step_stops_mps_and_still_reports(tmp_path)
     (tmp_path / "mps").mkdir()
     (tmp_path / "mps" / "control").touch()  # a daemon runs
     done, out = run_script(tmp_path, HERE, LIMIT="38", PACK_S="30", REHEARSE="1",
-                           PATH=f"{fake.parent}:{os.environ['PATH']}")
+                           PATH=f"{fake.parent}:{os.environ['PATH']}",
+                           **hold.env(0))  # the smoke trial held: it cannot pass in time
     assert done.returncode == 1, done.stdout[-2000:] + done.stderr[-2000:]
     there = comes_back(out)
     assert sorted(there) == ["commands.md", "compare.md", "machine.txt", "results.tar.xz"]
     log = there["commands.md"].read_text()
-    assert re.search(r"STOPPED (before the check \w+: -?\d s left of LIMIT=38|at the check \w+ "
-                     r"\(above; it had [5-8] s\))", log), log
+    stop = re.search(r"STOPPED (before the check \w+: (-?\d+) s left of LIMIT=38|at the check "
+                     r"\w+ \(above; it had (\d+) s\))", log)
+    assert stop and int(stop[2] or stop[3]) <= 8, log  # never more than LIMIT - PACK_S
     assert "- mps: stopped" in log and (tmp_path / "mps-got").read_text() == "quit\n"
     assert "A rehearsal on the CPU (REHEARSE=1) at a small size: no GPU result" in \
         there["compare.md"].read_text()
 
 
+def looked(tmp: Path, name: str = "cut") -> Path:
+    """A grid of the smoke sweep's two variants, with the worked example's claim, in two looks
+    of 2 and 5 seeds (5: the fewest its sign test can decide on): the test cannot decide on 2
+    seeds and no futility stop is asked, so look 2 always follows look 1's report."""
+    claim = yaml.safe_load((ROOT / "examples" / "add_a_claim.yaml").read_text())["claims"]
+    return write_grid(tmp, name, seeds={"looks": [2, 5], "futility": None}, claims=claim)
+
+
+LOOK_1 = 4  # look 1's trials (2 variants x 2 seeds): they train, look 2's are held
+
+
+def packed(out: Path, *names: str) -> bool:
+    """Whether $OUT's archive holds every one of `names` (it may be being replaced)."""
+    try:
+        return set(names) <= set(archived(out))
+    except (OSError, tarfile.TarError, EOFError):
+        return False
+
+
 @pytest.mark.slow
 def test_a_rehearsal_runs_every_step_a_cpu_can_and_a_cut_grid_reports(short_tmp):  # noqa: F811
-    """REHEARSE=1 with a bundle: unpack, guard, imports and the smoke sweep pass, what needs
-    CUDA is said to be skipped; a grid of 80 small trials, cut at its 80 s deadline, leaves its
-    runs.csv, findings and partial.md in the archive; at most 8 files come back."""
-    claim = yaml.safe_load((ROOT / "examples" / "add_a_claim.yaml").read_text())["claims"]
-    grid = write_grid(short_tmp, "cut", seeds=list(range(40)), claims=claim)
-    done, out = run_script(short_tmp, HERE, str(grid), REHEARSE="1", GRID_S="80",
-                           GRACE="120", PACK_S="10", LIMIT="600")
+    """REHEARSE=1 with a bundle: unpack, guard, imports and the smoke trial pass, the main job
+    right after them, what needs CUDA said to be skipped; look 1's report is packed as soon as
+    it is written; the grid, its look 2 held, is cut at its deadline and leaves its runs.csv,
+    findings and partial.md in the archive; at most 8 files come back."""
+    grid = looked(short_tmp)
+    # GRID_S: a hang guard, not what is tested: look 1 (four 20-step trials, seconds each) and
+    # its report must end before it on a loaded 2-core machine; look 2 never ends, so the cut
+    # at it is certain whatever the CPU
+    done, out = run_script(short_tmp, HERE, str(grid), REHEARSE="1", GRID_S="240",
+                           GRACE="120", PACK_S="10", LIMIT="600", **hold.env(LOOK_1, "cut"))
     there = comes_back(out)
     log = there["commands.md"].read_text()
     assert done.returncode == 0, log
     assert sorted(there) == ["commands.md", "compare.md", "machine.txt", "results.tar.xz"]
+    steps = re.findall(r"^- ([\w, -]+): ", log, re.M)
+    assert steps[:5] == ["unpack", "guard", "imports", "mps, cuda-tests", "smoke"], log
+    assert steps[5] == "cut", log  # the main job right after the smoke trial
     for step in ("unpack", "guard", "imports", "smoke"):
         assert re.search(rf"^- {step}: .*: exit 0, ", log, re.M), log
-    assert "- ray-gpu, mps, cuda-tests: skipped, they need CUDA" in log
-    assert re.search(r"^- cut: .*: exit 124, ", log, re.M) and "(cut at its deadline, 80 s" in log
+    assert "- mps, cuda-tests: skipped, they need CUDA" in log
+    assert "(packing the report of look 1)" in log
+    assert re.search(r"^- cut: .*: exit 124, ", log, re.M) and "(cut at its deadline, 240 s" in log
     names = archived(out)
     assert {f"results/results/cut/{f}" for f in ("runs.csv", "findings.md", "partial.md")} <= \
         set(names), log
     assert "results/smoke/smoke/runs.csv" in names
+    assert len(hold.ledger(short_tmp / "work" / "results" / "cut")["ran"]) == LOOK_1
     compare = there["compare.md"].read_text()
     assert "no GPU result" in compare and "## cut (partial: cut at its deadline)" in compare
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("sig", [signal.SIGTERM, signal.SIGKILL])
+def test_a_kill_during_the_main_job_leaves_its_last_looks_report(short_tmp, sig):  # noqa: F811
+    """Killed once look 1's report is packed (look 2 held): SIGTERM gives the sweep its GRACE
+    to write its partial report, then packs, exit 143; SIGKILL of the script alone leaves the
+    archive the last packing wrote. Either way look 1's runs.csv, findings and figures are in
+    $OUT."""
+    grid = looked(short_tmp)
+    script = started(short_tmp, str(grid), GRID_S="600", GRACE="60", LIMIT="900",
+                     **hold.env(LOOK_1, "cut"))
+    look_1 = [f"results/results/cut/{f}" for f in ("runs.csv", "findings.md", "findings.csv",
+                                                   "claims_per_seed.png")]
+    deadline = time.monotonic() + 600  # a hang guard: imports, the smoke trial and look 1
+    while not packed(short_tmp / "out", *look_1):
+        assert script.poll() is None and time.monotonic() < deadline, "look 1 never packed"
+        time.sleep(1)
+    script.send_signal(sig)
+    output = script.communicate(timeout=300)[0]  # a hang guard: GRACE (60 s), the last packing
+    reap(short_tmp / "work" / "results")  # what a SIGKILLed script left running
+    there = comes_back(short_tmp / "out")
+    assert packed(short_tmp / "out", *look_1), sorted(archived(short_tmp / "out"))
+    log = there["commands.md"].read_text()
+    assert "(packing the report of look 1)" in log
+    if sig == signal.SIGTERM:
+        assert script.returncode == 143 and "- stopped by SIGTERM after" in log, output[-3000:]
+        assert packed(short_tmp / "out", "results/results/cut/partial.md")
+        with tarfile.open(short_tmp / "out" / "results.tar.xz") as tar:
+            partial = tar.extractfile("results/results/cut/partial.md").read().decode()
+        assert "the sweep was stopped (SIGINT or SIGTERM)" in partial

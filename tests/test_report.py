@@ -1,6 +1,7 @@
 """bench.report on sweeps logged by the test, in the runner's MLflow schema, with known values."""
 
 import contextlib
+import dataclasses
 import io
 import math
 from pathlib import Path
@@ -15,7 +16,7 @@ from scipy.stats import ttest_rel
 
 import variants
 from bench import report as report_cli
-from bench.experiment.layouts import FIGURES
+from bench.experiment.layouts import CLAIMS_FIGURE, FIGURES
 from bench.experiment.open import GridText, open_grid
 from bench.findings import figures, perseed, tables
 from bench.findings import render as report
@@ -573,6 +574,43 @@ def test_the_claims_figure_pairs_each_seed_across_the_variants_at_each_setting()
     no_claims = Sweep("heads", runs, pd.DataFrame(), ["model.variant", "model.n_heads"], None,
                       None)
     assert not figures.fig_claims(no_claims, Figure(), {})  # a grid without claims: none
+
+
+HEADS_CUT = """name: heads
+grid: {model.variant: [fixed, talking-heads], model.n_heads: [2, 4]}
+seeds: [0, 1]
+design_seeds: []
+report: {table: th_table1}
+claims:
+  - {id: th_wins_at_4, text: fewer bits at h = 4, rows: {model.variant: talking-heads,
+     model.n_heads: 4}, baseline: {model.variant: fixed}, metric: final_test_bpc, expect: less}
+  - {id: th_wins_at_2, text: fewer bits at h = 2, rows: {model.variant: talking-heads,
+     model.n_heads: 2}, baseline: {model.variant: fixed}, metric: final_test_bpc, expect: less}
+"""
+
+
+def test_a_cut_sweeps_figures_skip_the_settings_no_trial_finished(store, tmp_path):
+    """A partial report (a sweep cut before any h = 2 trial finished, one finished run without
+    the claims' metric): every figure is drawn from what finished, the empty panel says so,
+    where seaborn 0.13's lineplot raises on an empty frame."""
+    sweep, _ = report.load(store[0], "heads")
+    runs = sweep.runs[sweep.runs["model.n_heads"] != 2].reset_index(drop=True)
+    runs.loc[0, "final_test_bpc"] = np.nan
+    cut = dataclasses.replace(sweep, runs=runs, grid=open_grid(GridText(HEADS_CUT, "test",
+                                                                        Path("."))))
+    paths = figures.write_figures(cut, tmp_path, {"th_wins_at_4": "inconclusive"})
+    check_images([p for p in paths if p.stem != CLAIMS_FIGURE], ["th_fig1_mixing",
+                                                                 "learning_curves"])
+    assert {p.name for p in paths} >= {f"{CLAIMS_FIGURE}.png", f"{CLAIMS_FIGURE}.pdf"}
+    from matplotlib.figure import Figure
+
+    fig = Figure()
+    assert figures.fig_claims(cut, fig, {})
+    empty, full = fig.axes[:2]
+    assert empty.get_title() == "h=2" and [t.get_text() for t in empty.texts] == [
+        "no finished trial"] and not empty.get_lines()
+    paired = [line for line in full.get_lines() if len(line.get_xdata()) == 2]
+    assert full.get_title() == "h=4" and len(paired) == 1 and not full.texts  # one seed lost
 
 
 def test_policies_come_from_the_runs_layer_description():

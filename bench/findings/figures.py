@@ -183,6 +183,9 @@ def fig_curves(sweep: Sweep, fig: Figure) -> bool:
     fig.set_size_inches(WIDTH, 0.9 + 1.5 * rows)
     axes = fig.subplots(rows, cols, sharex=True, squeeze=False).ravel()
     for ax, panel in zip(axes, panels, strict=False):
+        if not (h["series"] == panel).any():
+            _no_data(ax)
+            continue
         sns.lineplot(h[h["series"] == panel], x="tokens", y="bpc", hue="label",
                      hue_order=list(dict.fromkeys(sweep.runs["label"])), errorbar="sd",
                      marker="o", markersize=2, ax=ax, legend=ax is axes[0])
@@ -195,7 +198,8 @@ def fig_curves(sweep: Sweep, fig: Figure) -> bool:
     for ax in axes[len(panels):]:
         ax.remove()
     handles, labels = axes[0].get_legend_handles_labels()
-    axes[0].get_legend().remove()
+    if axes[0].get_legend():  # none where the total had no data
+        axes[0].get_legend().remove()
     for ncols in (3, 2, 1):  # as many columns as fit the figure's width, one at the least
         legend = fig.legend(handles, labels, loc="outside lower center", ncols=ncols,
                             frameon=False)
@@ -204,6 +208,13 @@ def fig_curves(sweep: Sweep, fig: Figure) -> bool:
             break
         legend.remove()
     return True
+
+
+def _no_data(ax) -> None:
+    """A panel whose setting has no finished trial (a cut sweep's partial report): said so
+    on it, where a plot would raise."""
+    ax.text(0.5, 0.5, "no finished trial", transform=ax.transAxes, ha="center", va="center",
+            fontsize=6, color="0.4")
 
 
 def _paired_key(sweep: Sweep) -> str | None:
@@ -248,22 +259,28 @@ def fig_claims(sweep: Sweep, fig: Figure, verdicts: Mapping[str, str]) -> bool:
     fig.set_size_inches(max(WIDTH, PANEL * len(settings)),
                         PANEL * len(metrics) + 0.3 + 0.12 * len(sweep.claims))
     axes = fig.subplots(len(metrics), len(settings), squeeze=False, sharey="row")
+    scale = "linear"
     for row, metric in zip(axes, metrics, strict=True):
         for ax, at in zip(row, settings, strict=True):
             cell = runs[np.logical_and.reduce([runs[k] == v for k, v in at.items()] or
                                               [np.ones(len(runs), bool)])]
-            cell = cell.assign(x=cell[key].map({v: i for i, v in enumerate(pairs)}))
-            sns.lineplot(cell, x="x", y=metric, units=seed, estimator=None, color="0.6",
-                         linewidth=0.6, ax=ax)
-            sns.scatterplot(cell, x="x", y=metric, hue=key, hue_order=pairs, legend=False,
-                            ax=ax, zorder=3)
+            cell = cell.assign(x=cell[key].map({v: i for i, v in enumerate(pairs)})).dropna(
+                subset=["x", metric])
+            if cell.empty:  # a cut sweep: no trial of this setting finished (seaborn's
+                _no_data(ax)  # lineplot raises on an empty frame)
+            else:
+                sns.lineplot(cell, x="x", y=metric, units=seed, estimator=None, color="0.6",
+                             linewidth=0.6, ax=ax)
+                sns.scatterplot(cell, x="x", y=metric, hue=key, hue_order=pairs, legend=False,
+                                ax=ax, zorder=3)
             ax.set_xticks(range(len(pairs)), labels=[names.get(str(v), num(v)) for v in pairs],
                           rotation=20)
             ax.set(xlim=(-0.4, len(pairs) - 0.6), xlabel=None, ylabel=metric,
                    title=", ".join(f"{SHORT.get(k, k.rsplit('.', 1)[-1])}={num(v)}"
                                    for k, v in at.items()) or None)
-            scale = _log_scale(ax, [c for c in sweep.claims if c.metric == metric],
-                               runs[metric])
+            if runs[metric].notna().any():
+                scale = _log_scale(ax, [c for c in sweep.claims if c.metric == metric],
+                                   runs[metric])
     lines = [f"{i}. {c.id}: {verdicts.get(c.id, 'not judged')}"
              for i, c in enumerate(sweep.claims, 1)]
     fig.supxlabel("\n".join([f"a line per seed; y on the claims' scale, {scale}", *lines]),

@@ -33,9 +33,9 @@ TOPS = ("bench", "variants", "ablations", "results", "examples", "docs", "tests"
 # Paths the commands write at run time, named in the docs but never committed.
 WRITTEN_AT_RUN_TIME = ("runs/", "results/mlflow.db", "results/mlartifacts/", "results/ray/")
 # Options of other programs the docs quote (mlflow ui, ray start, the adaptive-span reference's
-# enwik8 script): not attnbench's to check.
+# enwik8 script, pytest-xdist): not attnbench's to check.
 EXTERNAL_OPTIONS = {"--backend-store-uri", "--host", "--head", "--port", "--adapt-span-cache",
-                    "--user-site"}
+                    "--user-site", "--dist"}
 
 _TOPS = "|".join(re.escape(t) for t in TOPS)
 PATH = re.compile(rf"(?<![\w./$~(-])((?:{_TOPS})/[\w./-]*)")

@@ -313,3 +313,24 @@ def test_help_describes_each_command_in_whole_sentences(name, capsys):
     shown = " ".join(capsys.readouterr().out.split())
     first = " ".join((command.__doc__ or "").split("\n\n")[0].split())
     assert first.endswith(".") and first in shown, (first, shown[:400])
+
+
+def test_the_readmes_verdict_column_is_the_committed_findings():
+    """The README's main-job table states, claim by claim in the registered order, the verdict,
+    p and seeds of the confirmation it names (results/seeds600/heads_grid/findings.csv): a
+    verdict restated by hand, or findings regenerated with another verdict, fails here."""
+    text = (ROOT / "README.md").read_text()
+    section = text.split("## What the main job finds", 1)[1].split("\n## ", 1)[0]
+    said = [row.split("|")[-2].strip() for row in section.splitlines()
+            if row.startswith("|") and re.search(r"\| (reproduced|contradicted|inconclusive|"
+                                                 r"futile|withdrawn|not tested)\b", row)]
+    found = pd.read_csv(ROOT / "results" / "seeds600" / "heads_grid" / "findings.csv")
+    assert len(said) == len(found)
+    for cell, row in zip(said, found.itertuples(), strict=True):
+        verdict, _, rest = cell.partition(", ")
+        assert verdict == row.verdict, (row.claim, cell)
+        if m := re.match(r"p (\d+)/(\d+) \((\d+)", rest):  # p as a fraction, then the seeds
+            assert int(m[1]) / int(m[2]) == pytest.approx(row.p) and int(m[3]) == row.n, cell
+        else:  # the sign test's count: "k of n"
+            k, n = map(int, re.match(r"(\d+) of (\d+)", rest).groups())
+            assert n == row.n and k / n >= 0.5, cell

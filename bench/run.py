@@ -73,11 +73,24 @@ def _dry_run(grid: Grid, trials: list[Trial], levels: pd.DataFrame,
               f"{len(later)} more trials")
 
 
+def _uncommitted(grid: Grid, path: Path) -> list[str]:
+    """A grid with claims whose trials would record a working tree that differs from its
+    commit in what can change a run (`prereg.uncommitted`), said before any compute: the paths
+    and the fix."""
+    if not grid.claims or not (paths := prereg.uncommitted(path, grid.plugins)):
+        return []
+    shown = ", ".join(paths[:5]) + (f" and {len(paths) - 5} more" if len(paths) > 5 else "")
+    return [f"not committed, and able to change a run: {shown}; trials run now are "
+            f"exploratory. To confirm, commit them first (git add {shlex.quote(paths[0])} ... "
+            f"&& git commit), or run on knowingly as exploratory"]
+
+
 def _plan(written: Grid, path: Path, grid: Grid, overrides: Overrides) -> dict[str, str]:
     """What every trial records of the plan it serves (`prereg.record`): the grid file as read
     (`written`, from `path`) with the seeds it runs (`grid`'s), and the other overrides."""
     given = {k: v for k, v in vars(overrides).items() if v and k != "seed_start"}
-    return prereg.record(written.model_copy(update={"seeds": grid.seeds}), path, given)
+    return prereg.record(written.model_copy(update={"seeds": grid.seeds}), path, given,
+                         grid.plugins)
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -108,7 +121,8 @@ def main(argv: list[str] | None = None) -> int:
         print(f"error: {err}", file=sys.stderr)
         return 2
     for warning in [*feasible.implied(grid.claims),
-                    *feasible.uncontradictable(grid.claims, grid.grid, grid.seeds)]:
+                    *feasible.uncontradictable(grid.claims, grid.grid, grid.seeds),
+                    *_uncommitted(grid, args.grid)]:
         print(f"warning: {warning}", file=sys.stderr)
     cpus = None if address else os.cpu_count()  # what a local Ray is told (a cluster's: its)
     print(f"GPUs: {packed.why}", feasible.at_once(grid.resources.cpu, packed.share, gpus_there,

@@ -195,3 +195,53 @@ def test_the_analysis_version_is_the_code_not_its_words():
     path = "bench/findings/sequential.py"
     moved[path] = files[path].replace(b"REPS = 4000", b"REPS = 4001")
     assert moved[path] != files[path] and prereg.analysis_version(moved) != here
+
+
+def test_only_what_can_change_a_run_makes_it_exploratory(repo, tmp_path):
+    """An untracked notes file or scratch grid beside the grid file leaves the trials clean and
+    confirmatory; an untracked plugin the grid loads, an untracked module under the packages or
+    a tracked file changed is named by path (`prereg.uncommitted`) and makes them exploratory."""
+    (repo / "NOTES.txt").write_text("what I tried\n")
+    (repo / "scratch.yaml").write_text("name: scratch\n")
+    assert prereg.uncommitted(repo / "g.yaml") == []
+    (tmp_path / "notes").mkdir()
+    text, table = findings(repo, trials(repo), tmp_path / "notes")
+    assert (table["evidence"] == "confirmatory").all(), text
+    (repo / "mine.py").write_text("x = 1\n")
+    assert prereg.uncommitted(repo / "g.yaml", ["mine.py"]) == ["mine.py"]
+    (repo / "bench").mkdir()
+    (repo / "bench" / "new.py").write_text("x = 1\n")
+    (repo / "g.yaml").write_text((repo / "g.yaml").read_text() + "# edited\n")
+    assert sorted(prereg.uncommitted(repo / "g.yaml")) == ["bench/new.py", "g.yaml"]
+    (tmp_path / "changed").mkdir()
+    text, table = findings(repo, trials(repo), tmp_path / "changed")
+    assert (table["evidence"] == "exploratory").all(), text
+
+
+def test_the_run_names_an_uncommitted_plugin_before_any_compute(tmp_path, capsys):
+    """`bench.run --dry-run` of a grid with claims, committed, whose plugin file is not: the
+    warning names the plugin and the fix before anything runs; committed, nothing is said (a
+    notes file beside it changes nothing)."""
+    from bench import run
+    from tests.test_grid import write_grid
+
+    repo = tmp_path / "repo"
+    repo.mkdir()
+    git(repo, "init", "-q")
+    claim = {"id": "low", "text": "multi-head is below 9 bpc", "rows": {"model.variant": "fixed"},
+             "metric": "final_test_bpc", "expect": "less", "margin": 9}
+    grid = write_grid(repo, "mine", claims=[claim], plugins=["mine.py"], seeds={"looks": [5]})
+    (repo / "mine.py").write_text('"""A plugin that registers nothing."""\n')
+    (repo / "NOTES.txt").write_text("what I tried\n")
+    git(repo, "add", grid.name)
+    subprocess.run(["git", "-c", "user.name=t", "-c", "user.email=t@t", "commit", "-q", "-m",
+                    "grid"], cwd=repo, check=True)
+    assert run.main([str(grid), "--dry-run"]) == 0
+    said = capsys.readouterr().err
+    assert "not committed, and able to change a run: mine.py;" in said
+    assert "commit them first (git add mine.py ... && git commit)" in said
+    git(repo, "add", "mine.py")
+    subprocess.run(["git", "-c", "user.name=t", "-c", "user.email=t@t", "commit", "-q", "-m",
+                    "plugin"], cwd=repo, check=True)
+    assert run.main([str(grid), "--dry-run"]) == 0
+    assert "not committed" not in capsys.readouterr().err

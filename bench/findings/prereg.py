@@ -9,8 +9,9 @@ sequence, this check), hashed as code, its docstrings and comments aside (`analy
 so that a reworded docstring or comment changes no plan. When a sweep starts, its
 driver records with every trial (`record`): `plan_sha` (the plan's hash), `seed_start`,
 `plan_file` (the grid file, relative to its repository), `run_commit` (HEAD) and `run_clean`
-(whether the repository's files, results/ and runs/ aside, were as committed there); MLflow
-records each trial's `start_time`.
+(whether what can change a run was as committed there: the tracked files, results/ and runs/
+aside, and the untracked files a trial imports or reads as its plan, `uncommitted`; a notes file
+or a scratch grid beside them changes nothing); MLflow records each trial's `start_time`.
 
 `check` reads those columns of the runs. The findings are:
 - `confirmatory` where (a) every trial on a seed outside the design seeds ran clean from a
@@ -38,6 +39,7 @@ import ast
 import hashlib
 import json
 import subprocess
+from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -61,6 +63,7 @@ ANALYSIS = (*(f"bench/findings/{m}.py" for m in (
 ANALYSIS_BYTES = tuple(f"bench/findings/{m}.py" for m in ("verdicts", "sequential", "stats",
                                                           "samples", "bounds"))
 RECORDS = ("plan_sha", "seed_start", "plan_file", "run_commit", "run_clean")
+PACKAGES = ("bench/", "variants/")  # the tree's code a trial imports
 # the code a plan's hash can depend on: the analysis, the grid file's parser, the options
 PLAN_CODE = ("bench/findings", "bench/experiment", "bench/config.py", "bench/metrics.py",
              "variants")
@@ -144,10 +147,12 @@ def _start(grid: Grid) -> int | None:
     return grid.seeds.start if isinstance(grid.seeds, Looks) else None
 
 
-def record(grid: Grid, grid_file: Path, overrides: dict) -> dict[str, str]:
+def record(grid: Grid, grid_file: Path, overrides: dict, plugins: Iterable[str] = ()
+           ) -> dict[str, str]:
     """What a sweep's trials record of the plan they serve (RECORDS), from the grid file as read
-    with the seeds it runs (`grid`: a --seed-start applied, nothing else) and the command line's
-    other overrides (empty: none)."""
+    with the seeds it runs (`grid`: a --seed-start applied, nothing else), the command line's
+    other overrides (empty: none) and the plugins its trials import; `run_clean` where nothing
+    that can change a run differs from the commit (`uncommitted`)."""
     start = _start(grid)
     top = git(grid_file.resolve().parent, "rev-parse", "--show-toplevel")
     out = {"plan_sha": plan_sha(grid, start, _analysis_here(), overrides),
@@ -156,11 +161,32 @@ def record(grid: Grid, grid_file: Path, overrides: dict) -> dict[str, str]:
     if top is None:
         return out
     root = Path(top.strip())
-    status = git(root, "status", "--porcelain", "--untracked-files=all", "--", ".",
-                  ":(exclude)results", ":(exclude)runs")
     return out | {"plan_file": grid_file.resolve().relative_to(root).as_posix(),
                   "run_commit": (git(root, "rev-parse", "HEAD") or "").strip(),
-                  "run_clean": "true" if status == "" else "false"}
+                  "run_clean": "false" if uncommitted(grid_file, plugins) else "true"}
+
+
+def uncommitted(grid_file: Path, plugins: Iterable[str] = ()) -> list[str]:
+    """What can change a run but differs from the commit, as paths relative to the grid file's
+    repository: every tracked file changed (results/ and runs/ aside), and the untracked files a
+    trial can import or read as its plan: under the packages (PACKAGES), the grid file itself
+    and its file plugins (absolute paths, or relative to the grid file's folder). An untracked
+    notes file or scratch grid is none of these. Outside a repository: the grid file."""
+    top = git(grid_file.resolve().parent, "rev-parse", "--show-toplevel")
+    status = None if top is None else git(Path(top.strip()), "status", "--porcelain",
+                                          "--untracked-files=all", "--", ".",
+                                          ":(exclude)results", ":(exclude)runs")
+    if status is None:
+        return [str(grid_file)]
+    root = Path(top.strip())
+    read = {grid_file.resolve(), *((grid_file.parent / p).resolve() for p in plugins
+                                   if p.endswith(".py") or "/" in p)}
+    out = []
+    for line in status.splitlines():
+        code, path = line[:2], line[3:].split(" -> ")[-1].strip('"')
+        if code != "??" or path.startswith(PACKAGES) or (root / path).resolve() in read:
+            out.append(path)
+    return out
 
 
 @dataclass(frozen=True)

@@ -30,7 +30,7 @@ from bench.experiment.claims import Claim, cells
 from bench.experiment.grid import Grid
 from bench.experiment.open import to_text
 from bench.findings.runs import waiting
-from bench.metrics import FAILURE, STOPPED
+from bench.metrics import FAILURE, PLAN, STOPPED
 from bench.provenance import GridText
 from bench.tracking import names, page, reader, store, view, writer
 from bench.tracking.writer import Where
@@ -382,6 +382,11 @@ def pending(run: Session, trials: list[Trial]) -> tuple[list[Trial], set[str], d
     say_stale(stale, run.now, run.options.rerun_stale)
     fresh = {t.hash for t in trials if run.options.force or (run.options.rerun_stale
                                                              and t.hash in stale)}
+    if dirty := [t for t in trials if t.hash not in fresh and (done := reader.done_run(
+            runs.get(t.hash, []))) and done.data.tags.get(PLAN + "run_clean") == "false"]:
+        print(f"warning: {len(dirty)} finished trials, reused, recorded a working tree that "
+              "differed from its commit: their findings stay exploratory; --force reruns "
+              "them", file=sys.stderr, flush=True)
     if again := restarted(trials, runs, run.now):
         print(f"warning: {len(again)} unfinished trials started on other code than this "
               "checkout; restarting them afresh, in new runs", file=sys.stderr, flush=True)

@@ -181,11 +181,14 @@ def test_failed_download_leaves_nothing(tmp_path, hosted_zip, monkeypatch, fault
         expected = "could not extract 'enwik8'"
     else:
         url = (tmp_path / "missing.zip").as_uri()
-        expected = "could not download"
+        expected = "could not download"  # and, offline, what to do instead:
+        expected_fix = "set data.path to a local copy (--set data.path=FILE), such as the shipped"
     cache = tmp_path / "cache"
     with pytest.raises(DataError, match=re.escape(expected)) as error:
         data.build("enwik8", data_dir=str(cache), url=url)
     assert url in str(error.value)
+    if fault == "no url":
+        assert expected_fix in str(error.value) and "../shared/data/enwik8.head" in str(error.value)
     assert os.listdir(cache) == []
 
 

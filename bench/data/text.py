@@ -179,6 +179,9 @@ def _text8_ids(path: str, size: int, mtime_ns: int) -> np.ndarray:
     return ids
 
 
+SHIPPED = "../shared/data/{name}.head (relative to the repository's root)"  # tests and CI's
+
+
 def _cached(name: str, root: Path | None, download: bool, url: str | None) -> Path:
     """The extracted file in the data dir, downloading it first when absent and allowed."""
     file = data_dir(root) / name
@@ -237,7 +240,9 @@ def _fetch(name: str, url: str, out) -> tuple[int, str]:
                     out.write(chunk)
                     bar.update(len(chunk))
     except (OSError, ValueError, http.client.HTTPException) as e:
-        raise DataError(f"{name}: could not download {url}: {e}") from e
+        raise DataError(f"{name}: could not download {url}: {e}; offline, set data.path to a "
+                        f"local copy (--set data.path=FILE), such as the shipped prefix "
+                        f"{SHIPPED.format(name=name)}") from e
     return out.tell(), digest.hexdigest()
 
 

@@ -165,6 +165,9 @@ def test_a_mask_only_plugin_reports_the_span_and_flops_its_mask_computes(clean, 
     assert result.flops_full == L * (4 * D**2 + 2 * D * F + 2 * D * 256) == 1_048_576
     assert result.flops_position == L * D * s
     assert result.flops_counted == 794_624 + L * D * s + D * V
+    corpus = cfg.corpus()  # its floors at its own reach, L (s - 1) + 1 symbols, not S's
+    assert result.floor_bpc == corpus.floor_bpc(L * (s - 1) + 1) > corpus.floor_bpc(L * 255 + 1)
+    assert result.probe_floor == corpus.target_floors(L * (s - 1) + 1)
 
 
 # --- typed options ----------------------------------------------------------------------------

@@ -215,7 +215,7 @@ def test_the_floors_reach_is_the_models(variant):
 
     m = resolve({"model": {"variant": variant, "n_layers": 3}}, "smoke").model
     model = create_model(m, 64, seed=0)
-    assert limit_reach(m) == 3 * 31 == model.reach
+    assert limit_reach(model) == 3 * 31 == model.reach
 
 
 @pytest.mark.parametrize("optimizer", ["adamw", "adagrad"])

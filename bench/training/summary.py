@@ -7,7 +7,6 @@ import sys
 import numpy as np
 import torch
 
-from bench.config import ModelConfig
 from bench.model import TransformerLM
 from bench.model.body import reach
 from bench.model.cost import cost
@@ -19,10 +18,14 @@ from .memory import peak_memory_mb
 from .state import LoopState, Run
 
 
-def limit_reach(m: ModelConfig) -> int:
-    """`bench.model.reach` at the span limit S, every layer caching S - 1 states: L (S - 1).
-    A run's floors are those of its architecture, whatever windows its learned spans trim to."""
-    return reach([m.span - 1] * m.n_layers)
+def limit_reach(model: TransformerLM) -> int:
+    """`bench.model.reach` of the model's architecture: per layer, S - 1 where its spans are
+    learned (they may grow to S, whatever windows they trim to now), else the states its
+    policy's mask can need (`cache_size`: S - 1 for a hard window or a mask with parameters, W - 1
+    for a fixed mask of W distances). A run's floors are taken there, so a plugin whose mask
+    keeps 8 distances gets the floors of its own reach, L x 7, not of S."""
+    return reach(b.attn.span_policy.S - 1 if b.attn.span_policy.learned else b.attn.cache_size
+                 for b in model.blocks)
 
 
 def run_peaks(history: list[Evaluation], device: torch.device) -> dict[str, float | None]:
@@ -50,12 +53,12 @@ def count_flops(model: TransformerLM) -> dict:
 def final_record(run: Run, state: LoopState, stopped_early: bool) -> RunResult:
     """The run record of the run's model with the weights of its best.pt loaded (in place),
     after the state's steps and tokens."""
-    cfg, model, corpus, device = run.cfg, run.model, run.corpus, run.device
+    model, corpus, device = run.model, run.corpus, run.device
     best = torch.load(run.out_dir / "best.pt", map_location=device, weights_only=True)
     model.load_state_dict(best["model"])
     dev, test = (evaluate(model, corpus.split(split), run.reading,
                           targets=corpus.targets(split)) for split in ("dev", "test"))
-    seen = limit_reach(cfg.model) + 1  # the floor of what this model can see: its reach and itself
+    seen = limit_reach(model) + 1  # the floor of what this model can see: its reach and itself
     # spans and #FLOPS as measured over the dev split: for a dynamic span, the mean z_t + R and
     # the widest window its forwards computed (for the others, their spans and windows)
     mean_spans = [float(np.mean(h)) for h in dev.head_spans]

@@ -327,3 +327,27 @@ def test_the_decay_grid_runs_beside_its_baseline_and_its_plan_is_what_the_store_
         plan = open_grid(DECAY, Overrides(parse_sets(["train.steps=10"]), seed_start=3))
         logged = read(GridText((tmp / "report" / "grid.yaml").read_text(), "logged", tmp))
         assert logged == plan and logged.seeds == [3] and logged.plugins == [str(PLUGIN)]
+
+
+@pytest.mark.parametrize("keep", [8, 48])
+def test_a_variant_that_cannot_reach_the_probe_is_refused_before_anything_runs(
+        clean, tmp_path, capsys, keep):
+    """The main job's recall probe (episodes of 33 symbols, span 32) against a mask plugin that
+    keeps `keep` distances: with 8 the dry run exits 2 naming the variant, the window its mask
+    keeps and the window an episode needs, before any trial; with 48 the plan is printed."""
+    (tmp_path / "hard.py").write_text(HARD_WINDOW)
+    grid = yaml.safe_load((ROOT / "ablations" / "heads_grid.yaml").read_text())
+    grid["base"]["model"]["attn"] = {"keep": keep}
+    grid["base"]["model"]["span"] = 64
+    grid |= {"name": "reach", "plugins": ["hard.py"], "status": "pilot", "of": "heads_grid",
+             "grid": {"model.variant": ["hard-window"]}, "seeds": [0], "claims": [],
+             "design_seeds": []}
+    (tmp_path / "reach.yaml").write_text(yaml.safe_dump(grid))
+    code = run.main([str(tmp_path / "reach.yaml"), "--dry-run"])
+    said = capsys.readouterr()
+    if keep == 8:
+        assert code == 2, said.out[-2000:]
+        assert ("variant 'hard-window''s span policy keeps at most 8 (its mask), so it can never "
+                "learn the probe") in said.err and "needs one head's window of" in said.err
+    else:
+        assert code == 0, said.err

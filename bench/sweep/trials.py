@@ -28,6 +28,7 @@ from bench.config import (
 )
 from bench.experiment.grid import Grid, excluded, seed_list
 from bench.experiment.open import SECTIONS
+from bench.model import create_model
 from bench.training import precision
 from bench.trial import Trial, trial_name
 
@@ -134,7 +135,8 @@ def resolve_trials(grid: Grid, dry_run: bool, *, results_dir: Path = provenance.
     given the grid's threads and plugins and `plan`, what it records of the plan it serves
     (None: nothing). A dry run downloads nothing: a corpus not yet downloaded is planned with
     256 symbols and identified by its options."""
-    seen: dict[str, tuple] = {}  # data options -> (vocabulary, identity, probes)
+    seen: dict[str, tuple] = {}  # data options -> (vocabulary, identity, probes, needs)
+    widths: dict[str, int] = {}  # model options -> the widest window a head can ever use
     trials_dir = results_dir.resolve() / grid.name / "trials"
     trials = []
     for values, cfg, ignored in expand(grid):
@@ -142,7 +144,9 @@ def resolve_trials(grid: Grid, dry_run: bool, *, results_dir: Path = provenance.
         key = json.dumps([d.model_dump(mode="json"), tr.block, tr.batch_size], sort_keys=True)
         if key not in seen:
             seen[key] = _corpus(cfg, dry_run, trial_name(values, cfg))
-        vocab, identity, probes = seen[key]
+        vocab, identity, probes, needs = seen[key]
+        if needs:
+            _check_reach(cfg, vocab, needs, widths, trial_name(values, cfg))
         precision_name = resolved_precision(cfg)
         hashed = trial_hash(cfg, identity, precision_name)
         trials.append(Trial(
@@ -161,9 +165,39 @@ def _corpus(cfg: Config, dry_run: bool, name: str) -> tuple[int, dict | None, tu
         cfg = cfg.model_copy(update={"data": offline})
     try:
         corpus = cfg.corpus()
-        return corpus.vocab_size, corpus.identity(), tuple(corpus.target_floors())
+        return (corpus.vocab_size, corpus.identity(), tuple(corpus.target_floors()),
+                corpus.needs_span())
     except (data.DataError, TypeError) as err:
         if not (dry_run and cfg.data is not d and "no cached copy" in str(err)):
             raise ConfigError(f"trial {name}: data: {err}") from None
         print(f"note: {d.name} is not downloaded yet; the plan assumes 256 symbols")
-        return 256, None, None
+        return 256, None, None, {}
+
+
+def widest_window(cfg: Config, vocab: int) -> int:
+    """The widest window one head of `cfg`'s model can ever use: S where its spans are learned
+    or its mask has parameters (they may widen it), else the distances its policy's mask keeps
+    (a plugin's fixed window), the widest layer's."""
+    model = create_model(cfg.model, vocab)
+    return max(b.attn.span_policy.S if b.attn.span_policy.learned
+               or any(True for _ in b.attn.span_policy.parameters())
+               else b.attn.span_policy.window for b in model.blocks)
+
+
+def _check_reach(cfg: Config, vocab: int, needs: dict[str, int], widths: dict[str, int],
+                 name: str) -> None:
+    """A ConfigError (exit 2, before anything runs) where a probe's episode needs a wider window
+    than one head of this model can ever use (`widest_window`; computed once per model section
+    in `widths`): that variant could never learn the probe, so no claim on it can be answered.
+    The span limit itself is checked where the corpus is fitted (`data.fitted`)."""
+    key = json.dumps(cfg.model.model_dump(mode="json"), sort_keys=True, default=str)
+    if key not in widths:
+        widths[key] = widest_window(cfg, vocab)
+    for option, need in needs.items():
+        if widths[key] < need:
+            raise ConfigError(
+                f"trial {name}: {option}: an episode needs one head's window of {need} "
+                f"distances (its last answer back to its delimiter); variant "
+                f"{cfg.model.variant!r}'s span policy keeps at most {widths[key]} (its mask), so "
+                "it can never learn the probe: widen its window, or drop the variant or the "
+                "probe")

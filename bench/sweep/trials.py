@@ -174,25 +174,17 @@ def _corpus(cfg: Config, dry_run: bool, name: str) -> tuple[int, dict | None, tu
         return 256, None, None, {}
 
 
-def widest_window(cfg: Config, vocab: int) -> int:
-    """The widest window one head of `cfg`'s model can ever use: S where its spans are learned
-    or its mask has parameters (they may widen it), else the distances its policy's mask keeps
-    (a plugin's fixed window), the widest layer's."""
-    model = create_model(cfg.model, vocab)
-    return max(b.attn.span_policy.S if b.attn.span_policy.learned
-               or any(True for _ in b.attn.span_policy.parameters())
-               else b.attn.span_policy.window for b in model.blocks)
-
-
 def _check_reach(cfg: Config, vocab: int, needs: dict[str, int], widths: dict[str, int],
                  name: str) -> None:
     """A ConfigError (exit 2, before anything runs) where a probe's episode needs a wider window
-    than one head of this model can ever use (`widest_window`; computed once per model section
-    in `widths`): that variant could never learn the probe, so no claim on it can be answered.
+    than one head of this model can ever use (its widest layer's `SpanPolicy.widest`, computed
+    once per model section in `widths`): that variant could never learn the probe, so no claim
+    on it can be answered.
     The span limit itself is checked where the corpus is fitted (`data.fitted`)."""
     key = json.dumps(cfg.model.model_dump(mode="json"), sort_keys=True, default=str)
     if key not in widths:
-        widths[key] = widest_window(cfg, vocab)
+        model = create_model(cfg.model, vocab)
+        widths[key] = max(b.attn.span_policy.widest for b in model.blocks)
     for option, need in needs.items():
         if widths[key] < need:
             raise ConfigError(

@@ -19,13 +19,11 @@ from .state import LoopState, Run
 
 
 def limit_reach(model: TransformerLM) -> int:
-    """`bench.model.reach` of the model's architecture: per layer, S - 1 where its spans are
-    learned (they may grow to S, whatever windows they trim to now), else the states its
-    policy's mask can need (`cache_size`: S - 1 for a hard window or a mask with parameters, W - 1
-    for a fixed mask of W distances). A run's floors are taken there, so a plugin whose mask
-    keeps 8 distances gets the floors of its own reach, L x 7, not of S."""
-    return reach(b.attn.span_policy.S - 1 if b.attn.span_policy.learned else b.attn.cache_size
-                 for b in model.blocks)
+    """`bench.model.reach` of the model's architecture: every layer at the widest window its
+    policy can ever compute (`SpanPolicy.widest`: S where spans are learned, whatever windows
+    they trim to now; a fixed mask's own window). A run's floors are taken there, so a plugin
+    whose mask keeps 8 distances gets the floors of its own reach, L x 7, not of S."""
+    return reach(b.attn.span_policy.widest - 1 for b in model.blocks)
 
 
 def run_peaks(history: list[Evaluation], device: torch.device) -> dict[str, float | None]:

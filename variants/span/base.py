@@ -54,6 +54,16 @@ class SpanPolicy(nn.Module):
         (W - 1); S - 1 where the mask has parameters, which may widen it at the next step."""
         return self._read_mask()[2]
 
+    @property
+    def widest(self) -> int:
+        """The widest window this policy can ever compute: S where its spans are learned or its
+        mask has parameters (either may widen it), else the distances its mask keeps. What a
+        run can see through it: its floors are taken there, and a probe that needs more is
+        refused before a run."""
+        if self.learned or any(True for _ in self.parameters()):
+            return self.S
+        return self.window
+
     def prepare(self, x: Tensor) -> int:
         """Called at the start of a forward on x (B, M, D); returns the window W to compute."""
         return self.window

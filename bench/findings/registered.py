@@ -43,7 +43,6 @@ print(json.dumps(out))
 """
 
 
-
 def plan(root: Path, code: str, commit: str, text: str, name: str, start: int | None
          ) -> str | None:
     """The plan's hash of grid file `text` (named `name`) for seed start `start` as the code

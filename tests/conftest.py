@@ -1,12 +1,29 @@
+import os
 import sys
 
 import pytest
 import torch
 
+SESSION_URI = os.environ.get("MLFLOW_TRACKING_URI")
+
 
 @pytest.fixture(autouse=True)
 def _seed():
     torch.manual_seed(0)
+
+
+@pytest.fixture(autouse=True)
+def _own_tracking_uri():
+    """Each test ends with the $MLFLOW_TRACKING_URI the session began with: the reader's
+    `mlflow.set_tracking_uri` (in a test, or a module's fixture) also sets the variable, which
+    would otherwise send a later test's subprocesses, on the same pytest worker, into an earlier
+    test's store (the browser test's store once held the GPU script's cut sweeps, the second
+    of which then found its first look finished)."""
+    yield
+    if SESSION_URI is None:
+        os.environ.pop("MLFLOW_TRACKING_URI", None)
+    else:
+        os.environ["MLFLOW_TRACKING_URI"] = SESSION_URI
 
 
 @pytest.fixture

@@ -49,7 +49,8 @@ def script_env(tmp: Path, built_for: str | None, **settings: str) -> dict[str, s
         bundle.guard(site, built_for)
         bundle.pack(site, carry / "attnbench-py3.12.tar.xz")
     (carry / "commit").write_text("f" * 40 + "\n")
-    return {**os.environ, "CARRY": str(carry), "OUT": str(tmp / "out"), "WORK": str(tmp / "work"),
+    own = {k: v for k, v in os.environ.items() if k not in ("MLFLOW_TRACKING_URI", "RAY_ADDRESS")}
+    return {**own, "CARRY": str(carry), "OUT": str(tmp / "out"), "WORK": str(tmp / "work"),
             "SITE": str(tmp / "unpacked"), "PYTHON": sys.executable, "TMPDIR": str(tmp),
             "CUDA_MPS_PIPE_DIRECTORY": str(tmp / "mps"), **settings}
 

@@ -15,7 +15,7 @@ import torch
 from bench.sweep import workers
 from tests.limits import HANG
 from tests.test_grid import write_grid
-from tests.test_run import PASSES, ROOT, hand_out, held_env, short_tmp, wait_for_a_finished_run  # noqa: F401
+from tests.test_run import ROOT, held_env, short_tmp, wait_for_a_finished_run  # noqa: F401
 
 BROKEN_FIGURES = """import bench.findings.render as report
 
@@ -42,18 +42,17 @@ def test_sigterm_ends_a_sweep_with_its_runs_and_a_partial_report(short_tmp, stor
     """SIGTERM to the driver alone (as `timeout` sends it) while trials are open: exit 130,
     every run closed, runs.csv of the finished trials, partial.md saying the sweep was cut; with
     the figures broken (a plugin breaks them in the driver) runs.csv is written all the same
-    and the report's error is printed with its traceback. The passes plugin lets exactly one
+    and the report's error is printed with its traceback. The hold plugin lets exactly one
     trial train, so the cut finds one finished on any CPU."""
     grid = write_grid(short_tmp, "cut", seeds=[0, 1, 2, 3])
     plugin = short_tmp / "broken_figures.py"
     plugin.write_text(BROKEN_FIGURES)
     store_at(short_tmp / "results" / "mlflow.db")
-    hand_out(short_tmp, 1)
-    env = held_env(short_tmp)
+    env = held_env(short_tmp, 1)
     driver = subprocess.Popen(
         [sys.executable, "-m", "bench.run", str(grid), "--set", "train.steps=60",
          "--results-dir", short_tmp / "results"],
-        cwd=ROOT, env={**env, "ATTNBENCH_PLUGINS": f"{PASSES},{plugin}"},
+        cwd=ROOT, env={**env, "ATTNBENCH_PLUGINS": f"{env['ATTNBENCH_PLUGINS']},{plugin}"},
         stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, start_new_session=True)
     wait_for_a_finished_run(short_tmp, "cut", driver)
     os.kill(driver.pid, signal.SIGTERM)

@@ -28,6 +28,7 @@ from bench.experiment.open import Overrides, open_grid
 from bench.sweep.trials import resolve_trials
 from bench.tracking import names, reader, store
 from tests.limits import HANG
+from tests.plugins import hold
 from tests.test_grid import write_grid
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -91,24 +92,11 @@ def assert_no_traceback(out: str) -> None:
     assert "Traceback" not in ours and "Exception ignored" not in ours, ours[-3000:]
 
 
-PASSES = ROOT / "tests" / "plugins" / "passes.py"
-
-
-def held_env(tmp: Path) -> dict:
-    """cli_env with the passes plugin (tests/plugins/passes.py): a trial trains only with a pass
-    from tmp/hold (`hand_out`), so a test that cuts a sweep knows how many trials finished,
-    whatever the CPU's speed or core count."""
-    return {**cli_env(tmp), "ATTNBENCH_PLUGINS": str(PASSES),
-            "ATTNBENCH_PASSES": str(tmp / "hold")}
-
-
-def hand_out(tmp: Path, n: int) -> None:
-    """n more passes in tmp/hold: n more trials of a held sweep may train."""
-    folder = tmp / "hold"
-    folder.mkdir(exist_ok=True)
-    given = len(list(folder.iterdir()))  # passes and the passes taken
-    for i in range(given, given + n):
-        (folder / f"pass{i}").touch()
+def held_env(tmp: Path, k: int) -> dict:
+    """cli_env with the hold plugin (tests/plugins/hold.py): the first k trials to start
+    training train, every later one waits in its worker, so a test that cuts a sweep knows how
+    many trials finished, whatever the CPU's speed or core count."""
+    return {**cli_env(tmp), **hold.env(k)}
 
 
 def wait_for_a_finished_run(tmp: Path, grid: str, driver: subprocess.Popen) -> None:
@@ -259,13 +247,12 @@ def test_a_cut_sweep_reruns_only_the_missing_trials(short_tmp, store_at):
     traceback, every run FINISHED or KILLED; the same command again, and kill -9 of that driver
     and what it started; the same command a third time: every trial FINISHED exactly once, no
     run left RUNNING, trials finished before either cut not retrained, and a trial the Ctrl-C
-    cut continues in the run it started. The passes plugin lets one trial train in each of the
+    cut continues in the run it started. The hold plugin lets one trial train in each of the
     first two sweeps (the rest wait, runs open), so each cut finds exactly one more finished."""
     grid = write_grid(short_tmp, "cut", seeds=[0, 1, 2, 3])
     store_at(short_tmp / "results" / "mlflow.db")
     sets = ("train.steps=60",)
-    held = held_env(short_tmp)
-    hand_out(short_tmp, 1)
+    held = held_env(short_tmp, 1)
     driver = start_sweep(grid, short_tmp, "--set", sets[0], env=held)
     wait_for_a_finished_run(short_tmp, "cut", driver)
     os.killpg(driver.pid, signal.SIGINT)  # Ctrl-C: to the driver and everything it started
@@ -277,14 +264,14 @@ def test_a_cut_sweep_reruns_only_the_missing_trials(short_tmp, store_at):
     assert len(finished(short_tmp, "cut")) == 1, out[-3000:]
     assert len(first) > 1  # held trials had opened their runs: the Ctrl-C cut them
 
-    hand_out(short_tmp, 1)
+    (short_tmp / "results" / "cut" / hold.LEDGER).unlink()  # one more trial may train
     driver = start_sweep(grid, short_tmp, "--set", sets[0], env=held)
     wait_for_more_finished(short_tmp, "cut", driver, 1)
     os.killpg(driver.pid, signal.SIGKILL)  # kill -9: the driver and its local Ray, no goodbye
     driver.communicate(timeout=HANG)
     before = finished(short_tmp, "cut")
     assert len(before) == 2
-    again = bench_run([grid, "--set", sets[0]], short_tmp, env=held | {"ATTNBENCH_PASSES": ""})
+    again = bench_run([grid, "--set", sets[0]], short_tmp, env=held | {hold.HOLD: ""})
     assert again.returncode == 0, again.stdout[-3000:] + again.stderr[-3000:]
     assert "2 already finished" in again.stdout
     by_hash = assert_once_each(short_tmp, grid, sets)

@@ -45,11 +45,14 @@ def ledger(folder: Path) -> dict[str, list[str]]:
     return {word: [name for name, w in said.items() if w == word] for word in ("ran", "held")}
 
 
-def wait_until_held(folder: Path, process: subprocess.Popen | None = None,
-                    limit: float = 600) -> dict[str, list[str]]:
+def wait_until_held(folder: Path, process: subprocess.Popen | None = None
+                    ) -> dict[str, list[str]]:
     """Wait until a trial of grid `folder` is held (the sweep cannot finish from then on);
-    returns the ledger. Fails if `process` ends first or after `limit` seconds, a hang guard
-    only (the default outlasts Ray's start and a smoke trial on a loaded 2-core machine)."""
+    returns the ledger. Fails if `process` ends first or after tests/limits.py's HANG, a hang
+    guard only."""
+    from tests.limits import HANG  # the tests' import: a worker importing the plugin needs none
+
+    limit = HANG
     deadline = time.monotonic() + limit
     while not ledger(folder)["held"]:
         assert process is None or process.poll() is None, f"it ended first: {process.args}"

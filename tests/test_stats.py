@@ -45,6 +45,24 @@ def test_sign_flip_is_scipys_paired_permutation_test(expect):
     assert stats.estimate(D, "less", 0.0, test="sign-flip").p == pytest.approx(3 / 256)
 
 
+@pytest.mark.parametrize("n", [2, 3, 7, 10, 12])
+def test_flip_tails_are_the_sign_flip_test_counted_without_its_patterns(n):
+    """`flip_tails` (the dry run's power, by meet in the middle) gives `tail`'s exact p's, both
+    sides, on normal draws whose sum is not within rounding of 0; with a sum within rounding
+    of 0 it still counts the observed pattern on both sides (p >= 2^-n)."""
+    x = np.random.default_rng(n).normal(0.4, 1.0, (2, 300, n))
+    x = x[:, np.abs(x.sum(axis=(0, 2))) > 1e-6]  # every row: scipy's tolerance is not in play
+    greater, less = stats.flip_tails(x)
+    assert greater.shape == less.shape == x.shape[:2]
+    assert np.array_equal(greater, stats.tail(x, 0.0, "greater", "sign-flip"))
+    assert np.array_equal(less, stats.tail(x, 0.0, "less", "sign-flip"))
+    # each pattern is counted on one side, the observed one (no flip: sum_F = 0) on both
+    assert np.allclose(greater + less, 1 + 2.0 ** -n)
+    zero = np.array([0.3, -0.1, -0.2, 1e-17])  # sum ~1e-17: the identity pattern ties itself
+    g, lo = stats.flip_tails(zero)
+    assert g >= 1 / 16 and lo >= 1 / 16 and g + lo >= 1
+
+
 @pytest.mark.parametrize("n,alpha", [(5, 0.05), (6, 0.05), (8, 0.0444), (10, 0.1)])
 def test_the_sign_flip_bound_inverts_the_test(n, alpha):
     """The bound (the k-th subset mean) is where the test's p crosses alpha: just beyond it the

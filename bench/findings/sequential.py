@@ -51,7 +51,7 @@ from functools import cache
 import numpy as np
 from scipy.stats import binom, norm
 
-from .stats import ALPHA, Test, outside_level, outside_table, tail
+from .stats import ALPHA, Test, flip_tails, outside_level, outside_table
 
 FINAL = ("reproduced", "contradicted", "futile", "inconclusive")  # how a claim can end
 SLACK = 1e-9  # relative: a p equal to a level in exact arithmetic is at the level in floats
@@ -261,7 +261,8 @@ def operating(looks: tuple[int, ...], c: Contrary, q: float, futility: float | N
     test; sign-flip with `reached.counts`): exact, by walking the counts of every part through
     `judge` (seeds never tie; an equivalence has every seed off the claimed side beyond one
     margin). Otherwise (sign-flip): REPS draws (seeded) of normal per-seed values whose chance
-    of the claimed side is q, through the test and `judge`."""
+    of the claimed side is q, through the exact test (`flip_tails`, counted without walking the
+    2^n sign patterns) and `judge`."""
     budget = budget or family([c], looks)[0]
     test, parts = c.test, c.parts
     walk = test == "sign" or reached.counts
@@ -283,7 +284,7 @@ def operating(looks: tuple[int, ...], c: Contrary, q: float, futility: float | N
             p_opp = outside_table(n)[n - hits, 0] if c.equivalent else binom.sf(n - hits - 1, n,
                                                                                  0.5)
         else:
-            p, p_opp = (tail(x[..., :n], 0.0, side, test) for side in ("greater", "less"))
+            p, p_opp = flip_tails(x[..., :n])
         state = (judge(p, p_opp, claim[k], opposite[k], k == len(looks) - 1, futility)
                  if k >= reached.look else np.full(mass.shape, "undecided"))
         at.append(float(mass[state != "undecided"].sum()))

@@ -8,6 +8,7 @@ import pandas as pd
 from bench.experiment.claims import describe
 from bench.experiment.grid import Grid, seed_list
 from bench.experiment.option_tables import markdown, trial_options
+from bench.findings.sequential import REPS
 from bench.findings.verdicts import evidence_of, seed_range
 from bench.model import create_model
 from bench.model.cost import cost, executed_flops
@@ -80,7 +81,8 @@ def print_plan(trials: list[Trial], grid: Grid, levels: pd.DataFrame | None = No
     if grid.claims and rates is not None:
         print("\nEach claim's worst-case errors (one part at its boundary) and power (q: the "
               "chance a seed lands on the claimed side; parts independent; sign-flip: normal "
-              "per-seed values, 4000 draws):\n")
+              f"per-seed values, {REPS} draws of the exact test: Monte Carlo standard error "
+              f"at most {0.5 / REPS ** 0.5:.3f} per rate):\n")
         print(rates.to_markdown(index=False, floatfmt=".3g"))
     if grid.claims:
         seeds = seed_list(grid.seeds)

@@ -24,7 +24,7 @@ from bench.experiment.open import Overrides, opened, read, read_grid_file
 from bench.findings import prereg
 from bench.provenance import LOCAL
 from bench.sweep import feasible, gpus
-from bench.sweep.plan import print_plan
+from bench.sweep.plan import print_plan, print_time
 from bench.sweep.runner import SweepOptions, reads, sweep
 from bench.sweep.trials import resolve_trials
 from bench.trial import Trial
@@ -54,23 +54,24 @@ def _parser() -> argparse.ArgumentParser:
 
 
 def _dry_run(grid: Grid, trials: list[Trial], levels: pd.DataFrame,
-             power_at: tuple[float, ...]) -> None:
+             power_at: tuple[float, ...], slots: int | None) -> None:
     """What --dry-run prints: the first look's trials and cost, each claim's rules, rates and
-    the family's bound, and what later looks may add."""
+    the family's bound, what later looks may add, and the time it all takes here."""
     print(f"grid {grid.name}: {grid.status_line} (docs/grids.md)")
     looks = grid.look_seeds()
     first = [t for t in trials if t.seed in looks[0]]
-    print_plan(first, grid, levels, feasible.rates(grid.claims, grid.grid, grid.seeds,
-                                                   power_at))
+    rates = feasible.rates(grid.claims, grid.grid, grid.seeds, power_at) if grid.claims else None
+    print_plan(first, grid, levels, rates)
     if grid.claims:
         print(feasible.worst_line(grid.claims, grid.grid, grid.seeds))
+    later = {t.setting for t in trials if reads(grid.claims, grid.grid, t.values)}
     if len(looks) > 1:
-        later = [t for t in trials if t.seed not in looks[0]
-                 and reads(grid.claims, grid.grid, t.values)]
+        more = [t for t in trials if t.seed not in looks[0] and t.setting in later]
         print(f"\nseeds.looks {grid.seeds.looks}: look 1 runs the {len(first)} trials above "
               f"(seeds {looks[0][0]}-{looks[0][-1]}); later looks add seeds up to "
               f"{looks[-1][-1]} only to the settings an undecided claim reads: at most "
-              f"{len(later)} more trials")
+              f"{len(more)} more trials")
+    print_time(grid, first, later, slots, rates, power_at)
 
 
 def _uncommitted(grid: Grid, path: Path) -> list[str]:
@@ -128,7 +129,8 @@ def main(argv: list[str] | None = None) -> int:
     print(f"GPUs: {packed.why}", feasible.at_once(grid.resources.cpu, packed.share, gpus_there,
           cpus), *filter(None, [feasible.eager_graphs(trials, packed.share)]), sep="\n")
     if args.dry_run:
-        _dry_run(grid, trials, levels, tuple(args.power_at))
+        _dry_run(grid, trials, levels, tuple(args.power_at), feasible.slots(
+            grid.resources.cpu, packed.share, gpus_there, cpus))
         return 0
     command = shlex.join(["python", "-m", "bench.run", *(sys.argv[1:] if argv is None
                                                           else map(str, argv))])

@@ -252,18 +252,26 @@ def check_gpus(grid: Grid, address: str | None) -> float:
     return have
 
 
+def slots(cpu: float, share: float, gpus: float, cpus: int | None) -> int | None:
+    """How many trials Ray runs at once: as many as its CPUs hold at `cpu` each
+    (resources.cpu; `cpus`: this machine's, None for a cluster's, not known before it starts)
+    and, where trials get a `share` of one of the `gpus` GPUs, as many as those shares fill,
+    whichever is fewer; None where neither is known here."""
+    by_cpu = None if cpus is None else int(cpus // cpu)
+    if not share:
+        return by_cpu
+    by_gpu = int(gpus / share + 1e-9)
+    return by_gpu if by_cpu is None else min(by_gpu, by_cpu)
+
+
 def at_once(cpu: float, share: float, gpus: float, cpus: int | None) -> str:
-    """How many trials run at once and why, in words: Ray runs as many as its CPUs hold at
-    `cpu` each (resources.cpu; `cpus`: this machine's, None for a cluster's, not known before
-    it starts) and, where trials get a `share` of one of the `gpus` GPUs, as many as those
-    shares fill, whichever is fewer."""
+    """How many trials run at once and why (`slots`), in words."""
     by_cpu = None if cpus is None else int(cpus // cpu)
     cpu_text = "the cluster's CPUs" if cpus is None else f"{cpus} CPUs here"
+    n = slots(cpu, share, gpus, cpus)
     if not share:
-        held = "as many" if by_cpu is None else str(by_cpu)
-        return f"at once: {held} trials ({cpu_text}, resources.cpu={cpu:g} each; no GPU)"
+        return f"at once: {n or 'as many'} trials ({cpu_text}, resources.cpu={cpu:g} each; no GPU)"
     by_gpu = int(gpus / share + 1e-9)
-    n = by_gpu if by_cpu is None else min(by_gpu, by_cpu)
     which = "the GPUs" if by_cpu is None or by_gpu <= by_cpu else "the CPUs"
     return (f"at once: {n} trials ({gpus:g} GPUs at {share:g} of one each: {by_gpu}; "
             f"{cpu_text} at resources.cpu={cpu:g} each: {'as many' if by_cpu is None else by_cpu}; "

@@ -6,12 +6,14 @@ import json
 import pandas as pd
 
 from bench.experiment.claims import describe
-from bench.experiment.grid import Grid, seed_list
+from bench.experiment.grid import Grid, plan_of, seed_list
 from bench.experiment.option_tables import markdown, trial_options
 from bench.findings.sequential import REPS
 from bench.findings.verdicts import evidence_of, seed_range
 from bench.model import create_model
 from bench.model.cost import cost, executed_flops
+from bench.provenance import cpu_name
+from bench.sweep import estimate, sizing
 from bench.trial import Trial
 
 SCORE_PASSES = 16  # elementwise kernels over each attention score (band, mask, softmax, mixing)
@@ -93,3 +95,42 @@ def print_plan(trials: list[Trial], grid: Grid, levels: pd.DataFrame | None = No
             " if the grid file, as it is, is committed before the first trial starts and every "
             "trial runs from a commit that holds it, with no other change (the findings check "
             "it; `python -m bench.verify`)")))
+
+
+def print_time(grid: Grid, first: list[Trial], later: set[str], slots: int | None,
+               rates: pd.DataFrame | None, power_at: tuple[float, ...]) -> None:
+    """The wall time here (`estimate`): each setting's measured step and trial, each look's
+    and the whole grid's at worst (every later look run); then, for each claim under
+    `sizing.TARGET` power at a q of `power_at`, the looks that reach it and their time."""
+    if slots is None or not first:
+        print("\ntime: not estimated (a cluster's CPUs are not known before it starts)")
+        return
+    speeds = estimate.speeds(first)
+    seconds = {t.setting: estimate.trial_seconds(t, speeds[t.setting]) for t in first}
+    looks, futility = plan_of(grid.seeds)
+    each = estimate.look_seconds(seconds, later, looks, slots)
+    unread = "" if all(estimate.read_tokens(t) is not None for t in first) else \
+        " (readings not counted: the corpus is not built yet)"
+    print(f"\nTime here ({cpu_name()}, {slots} trials at once), from each setting's training "
+          f"step and reading timed on this machine{unread}:\n")
+    print(pd.DataFrame([{"setting": s, "step ms": 1e3 * speeds[s].step_s, "steps":
+                         next(t.cfg.train.steps for t in first if t.setting == s),
+                         "trial min": v / 60} for s, v in seconds.items()]
+                       ).to_markdown(index=False, floatfmt=".3g"))
+    print("\n" + "; ".join(f"look {k + 1}: {m / 60:.1f} min" for k, m in enumerate(each))
+          + (f"; the whole grid at most {sum(each) / 60:.1f} min (every look run)"
+             if len(each) > 1 else ""))
+    if rates is None or not grid.claims:
+        return
+    rows = sizing.needed(grid.claims, grid.grid, looks, futility, rates, power_at)
+    if not rows:
+        return
+    for r in rows:
+        r["whole grid min"] = None if r["looks"] is None else sum(estimate.look_seconds(
+            seconds, later, r["looks"], slots)) / 60
+        r["looks"] = "none up to 64 seeds" if r["looks"] is None else str(list(r["looks"]))
+    print(f"\nClaims under power {sizing.TARGET:g}: the grid's looks stretched (same proportions, "
+          "the family's alpha shared again) until each reaches it, and their time here:\n")
+    print(pd.DataFrame(rows).rename(columns={"now": "power now", "looks": f"looks for "
+                                             f"{sizing.TARGET:g}"}
+                       ).to_markdown(index=False, floatfmt=".3g"))

@@ -14,6 +14,7 @@ import shutil
 import signal
 import sys
 import threading
+import time
 import traceback
 from collections import Counter
 from collections.abc import Iterator
@@ -316,11 +317,15 @@ def _looks(run: Session, trials: list[Trial]) -> tuple[list[Trial], bool]:
                   f"{len(new)} trials" + ("" if k == 0 else " for the undecided claims "
                                           + ", ".join(c.id for c in still)))
         seen = sorted({s for look in looks[:k + 1] for s in look})
+        tic = time.perf_counter()
         if run_look(run, new, page.Look(grid.name, [t.hash for t in covered], k + 1, len(looks),
                                         seen)):
             return covered, True
         if run.parent and run.options.report and k + 1 < len(looks):
             render_report(run, None)  # the sweep's page says what this look found
+        print(f"{grid.name}: look {k + 1} of {len(looks)} took "
+              f"{(time.perf_counter() - tic) / 60:.1f} min (its trials and report; the dry "
+              "run estimates it)")
     return covered, False
 
 

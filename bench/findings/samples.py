@@ -272,15 +272,16 @@ def one_precision(runs: pd.DataFrame, claim: Claim, rows: dict, base: dict | Non
     return None
 
 
-def unlearned(claim: Claim, runs: pd.DataFrame, pairs: list, seeds: list[Any],
-              share: float) -> str:
-    """For a claim on a probe's bits per answer: in how many seeds each of its cells did not
-    learn the probe (answered with more than `share` of the bits a model without recall pays,
-    the corpus's `no_recall` floor), a descriptive number beside the test; "" otherwise."""
+def learning(claim: Claim, runs: pd.DataFrame, pairs: list, seeds: list[Any],
+             share: float) -> list[tuple[dict, int, int]]:
+    """For a claim on a probe's bits per answer: per cell of its pairs, (cell, the seeds that
+    did not learn the probe, its seeds), where a seed that answered with more than `share` of
+    the bits a model without recall pays (the corpus's `no_recall` floor) did not learn it;
+    [] for any other claim."""
     head, _, probe = claim.metric.partition(".")
     column = f"dataset.no_recall.{probe}"
     if head not in ("test_probe_bpc", "test_probe_gap") or column not in runs:
-        return ""
+        return []
     cells = list(dict.fromkeys(json.dumps(c) for pair in pairs for c in pair
                                if c is not None))
     out = []
@@ -290,5 +291,31 @@ def unlearned(claim: Claim, runs: pd.DataFrame, pairs: list, seeds: list[Any],
         col = seed_col(sub)
         sub = sub[sub[col].isin(seeds)] if col else sub
         above = pd.to_numeric(sub[claim.metric]) > share * pd.to_numeric(sub[column])
-        out.append(f"{label(cell)}: {int(above.sum())}/{len(sub)}")
-    return "; ".join(out)
+        out.append((cell, int(above.sum()), len(sub)))
+    return out
+
+
+def unlearned(learned: list[tuple[dict, int, int]]) -> str:
+    """`learning`'s counts in words, a descriptive number beside the test: "fixed: 8/8"."""
+    return "; ".join(f"{label(cell)}: {k}/{n}" for cell, k, n in learned)
+
+
+def unanswerable(claim: Claim, learned: list[tuple[dict, int, int]], pairs: list) -> str:
+    """Why the data cannot make a claim's comparison, "" where it can: no cell learned the probe
+    (each did not in most of its seeds: every arm answers at the no-recall floor, so any
+    difference is noise about it), or a non-inferiority claim (a margin on the worse side) whose
+    reference arm did not learn it (not worse than an arm that never answers says nothing). A
+    claim that one arm learns what the other does not (the main job's headline) is answerable."""
+    if not learned:
+        return ""
+    failed = {json.dumps(cell, sort_keys=True) for cell, k, n in learned if n and 2 * k > n}
+    said = "; ".join(f"{label(cell)} {k}/{n}" for cell, k, n in learned)
+    if len(failed) == len(learned):
+        return f"unanswerable: no arm learned the probe in most seeds ({said} did not)"
+    margin = claim.margin if isinstance(claim.margin, float | int) else 0.0
+    worse = (claim.expect == "less" and margin > 0) or (claim.expect == "greater" and margin < 0)
+    bases = {json.dumps(base, sort_keys=True) for _, base in pairs if base is not None}
+    if claim.type == "compare" and worse and bases and bases <= failed:
+        return ("unanswerable: a non-inferiority claim whose reference arm did not learn the "
+                f"probe in most seeds ({said} did not)")
+    return ""

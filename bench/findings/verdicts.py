@@ -128,12 +128,14 @@ def _part(c: Claim, margin: float | None, pairs: list, seen: Seen, alpha: float)
     out = {"effect": est.effect, "ci_low": est.ci_low, "ci_high": est.ci_high, "p": est.p,
            "p_opposite": est.p_opposite, "n": est.n, "sd": est.sd, "share": est.share,
            "values": values.to_numpy(dtype=float), "reason": shape}
-    if counts := samples.unlearned(c, runs, pairs, seeds, UNLEARNED):
-        out["unlearned"] = counts
+    if learned := samples.learning(c, runs, pairs, seeds, UNLEARNED):
+        out["unlearned"] = samples.unlearned(learned)
+        out["unanswerable"] = samples.unanswerable(c, learned, pairs)
     out |= _floor(c, margin, pairs, seen, (values, est, alpha))
     out["floor_decided"] = bool(out.get("decided_by_floor"))
     out |= _alike(c, pairs, seen)
-    out["reason"] = "; ".join(filter(None, [shape, out.pop("decided_by_floor", ""),
+    out["reason"] = "; ".join(filter(None, [out.get("unanswerable"), shape,
+                                            out.pop("decided_by_floor", ""),
                                             out.pop("alike_said", "")]))
     if est.n < MIN_SEEDS:  # the numbers are shown, the verdict waits
         return out | {"reason": f"{est.n} paired seeds; a verdict needs {MIN_SEEDS}"}
@@ -228,6 +230,8 @@ def _judge(parts: list[dict], d: Design) -> str:
         return "unavailable"
     if any(t.get("floor_decided") for t in counted):
         return WITHDRAWN
+    if any(t.get("unanswerable") for t in counted):  # the data cannot make the comparison
+        return "inconclusive" if d.last else "undecided"
     p, p_opp = (np.array([t[key] for t in counted]) for key in ("p", "p_opposite"))
     state = str(sequential.judge(p, p_opp, d.look, d.against, d.last, d.futility))
     if state == "reproduced" and any(t.get("alike_p", 0.0) > d.look.level * (

@@ -26,7 +26,9 @@ class WindowSpan(SpanPolicy):
 
     def __init__(self, shape: Shape, options: Options) -> None:  # shape.h heads, shape.span
         super().__init__(shape, options)
-        self.keep = options.keep
+        if options.keep > shape.span:  # a check that needs S: run when the model is built,
+            raise OptionError("keep", options.keep, f"at most the span S = {shape.span}")
+        self.keep = options.keep  # which bench.run does before Ray or MLflow start
 
     def mask(self, dist: Tensor, rows: slice) -> Tensor:  # broadcast to (B, h, len(rows), W)
         return (dist < self.keep).to(dist.dtype)

@@ -6,6 +6,7 @@ The end-to-end test is slow (a real Ray sweep); the error tests run the commands
 """
 
 import os
+import shutil
 import subprocess
 import sys
 import tempfile
@@ -351,3 +352,20 @@ def test_a_variant_that_cannot_reach_the_probe_is_refused_before_anything_runs(
                 "learn the probe") in said.err and "needs one head's window of" in said.err
     else:
         assert code == 0, said.err
+
+
+def test_an_option_check_that_needs_the_window_exits_2_before_anything_runs(clean, tmp_path,
+                                                                           capsys):
+    """examples/window_plugin.py refuses keep > S in its constructor, where the Shape is known:
+    bench.run builds each model before Ray or MLflow start, so keep=100 at S = 64 exits 2 with
+    one line naming model.attn.keep, and no results folder or store exists."""
+    shutil.copy(ROOT / "examples" / "window_plugin.py", tmp_path)
+    grid = yaml.safe_load((ROOT / "ablations" / "smoke.yaml").read_text())
+    grid |= {"name": "keep", "plugins": ["window_plugin.py"],
+             "grid": {"model.variant": ["fixed", "window"]}}
+    grid["base"]["model"] = {"span": 64, "attn": {"keep": 100}}
+    (tmp_path / "keep.yaml").write_text(yaml.safe_dump(grid))
+    code = run.main([str(tmp_path / "keep.yaml"), "--results-dir", str(tmp_path / "r")])
+    err = capsys.readouterr().err
+    assert code == 2 and "model.attn.keep=100: expected at most the span S = 64" in err, err
+    assert len(err.strip().splitlines()) == 1 and not (tmp_path / "r").exists()

@@ -14,6 +14,7 @@ import json
 from pathlib import Path
 from typing import Any
 
+import variants
 from bench import data, provenance
 from bench.config import (
     Config,
@@ -145,8 +146,7 @@ def resolve_trials(grid: Grid, dry_run: bool, *, results_dir: Path = provenance.
         if key not in seen:
             seen[key] = _corpus(cfg, dry_run, trial_name(values, cfg))
         vocab, identity, probes, needs = seen[key]
-        if needs:
-            _check_reach(cfg, vocab, needs, widths, trial_name(values, cfg))
+        _check_reach(cfg, vocab, needs, widths, trial_name(values, cfg))
         precision_name = resolved_precision(cfg)
         hashed = trial_hash(cfg, identity, precision_name)
         trials.append(Trial(
@@ -176,14 +176,19 @@ def _corpus(cfg: Config, dry_run: bool, name: str) -> tuple[int, dict | None, tu
 
 def _check_reach(cfg: Config, vocab: int, needs: dict[str, int], widths: dict[str, int],
                  name: str) -> None:
-    """A ConfigError (exit 2, before anything runs) where a probe's episode needs a wider window
-    than one head of this model can ever use (its widest layer's `SpanPolicy.widest`, computed
-    once per model section in `widths`): that variant could never learn the probe, so no claim
-    on it can be answered.
+    """A ConfigError (exit 2, before anything runs) where the model cannot be built (an
+    OptionError its policy raises once it knows its Shape: S, h, d_model), or a probe's episode
+    needs a wider window than one head of this model can ever use (its widest layer's
+    `SpanPolicy.widest`, computed once per model section in `widths`): that variant could never
+    learn the probe, so no claim on it can be answered.
     The span limit itself is checked where the corpus is fitted (`data.fitted`)."""
     key = json.dumps(cfg.model.model_dump(mode="json"), sort_keys=True, default=str)
-    if key not in widths:
-        model = create_model(cfg.model, vocab)
+    if key not in widths:  # built once here: a policy's check that needs its Shape runs now
+        try:
+            model = create_model(cfg.model, vocab)
+        except variants.OptionError as err:
+            raise ConfigError(f"trial {name}: " + "; ".join(err.lines(
+                lambda k: f"model.attn.{k}"))) from None
         widths[key] = max(b.attn.span_policy.widest for b in model.blocks)
     for option, need in needs.items():
         if widths[key] < need:

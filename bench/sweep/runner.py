@@ -134,7 +134,7 @@ def summary(client: Any, exp: str, trials: list[Trial], now: dict[str, str]) -> 
         note = tags.get(FAILURE) or tags.get(STOPPED) or ""
         rows.append({"run": t.name, "status": run.info.status if run else "NOT RUN",
                      "dev_bpc": m.get("final_dev_bpc"), "test_bpc": m.get("final_test_bpc"),
-                     "params": m.get("params"), "flops/token": m.get("flops_full"),
+                     "params": m.get("params"), "flops/token": m.get("flops_max"),
                      "tokens/s": m.get("final_tokens_per_s"),
                      "note": "; ".join(n for n in (stale, note) if n)})
     df = pd.DataFrame(rows)
@@ -254,6 +254,8 @@ def tracked_sweep(grid: Grid, trials: list[Trial], options: SweepOptions, uri: s
                          "FAILED" if failed else "FINISHED")
     print("\n" + table.astype(object).where(table.notna(), None).to_markdown(
         index=False, floatfmt=".4f", intfmt=",", missingval="-"))
+    print("dev_bpc, test_bpc: the whole splits, from each run's best checkpoint; flops/token: "
+          "analytic #FLOPS at the windows it computed over dev (flops_max); tokens/s: training")
     if run.parent and options.report:
         done = int((table.status == "FINISHED").sum())
         failed |= not render_report(run, None if not interrupted else (

@@ -57,7 +57,8 @@ def train_logged(trial: Trial, where: Where) -> None:
 
     def report(metrics: Evaluation, _: Path | None) -> None:
         run.log_eval(metrics, trial.out_dir)
-        print(f"{trial.name} step {metrics['step']}: dev bpc {metrics['dev_bpc']:.4f}, "
+        print(f"{trial.name} step {metrics['step']}: dev bpc {metrics['dev_bpc']:.4f} "
+              f"({_read(trial)}), "
               f"{metrics['tokens_per_s']:,.0f} tokens/s")
         tune.report(metrics)
 
@@ -115,9 +116,10 @@ def make_callback(client: Any, where: Where, by_hash: dict[str, Trial], ended: s
         def _end(self, trial: Any, how: str) -> None:
             ended.add(trial.config["trial"])
             last = trial.last_result or {}
-            where = f" (step {last['step']}, dev bpc {last['dev_bpc']:.4f})" if "dev_bpc" in last \
-                else ""
-            name = by_hash[trial.config["trial"]].name
+            mine = by_hash[trial.config["trial"]]
+            where = (f" (step {last['step']}, dev bpc {last['dev_bpc']:.4f}, {_read(mine)})"
+                     if "dev_bpc" in last else "")
+            name = mine.name
             print(f"[{len(ended)}/{len(by_hash)}] {name}: {how}{where}", flush=True)
 
         def on_trial_complete(self, iteration: int, trials: list, trial: Any, **info) -> None:
@@ -129,3 +131,10 @@ def make_callback(client: Any, where: Where, by_hash: dict[str, Trial], ended: s
                                    f"crashed {trial.num_failures} times; last error: {error}"))
 
     return CloseRuns()
+
+
+def _read(trial: Trial) -> str:
+    """What a training-time dev reading covers: the first eval_tokens of dev (a sample; the
+    tables' dev_bpc is the whole split, read from the best checkpoint), or all of it."""
+    n = trial.cfg.train.eval_tokens
+    return "whole dev split" if n is None else f"first {n:,} chars of dev"

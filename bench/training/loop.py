@@ -78,7 +78,8 @@ def train(cfg: Config, out_dir: Path, *, report: Report | None = None, progress:
         if evaluates:
             metrics, stopped_early = _evaluate(run, state, lr)
             if progress:
-                bar.write(f"step {state.step}: dev bpc {metrics['dev_bpc']:.4f}")
+                read = f"first {t.eval_tokens:,} chars" if t.eval_tokens else "whole split"
+                bar.write(f"step {state.step}: dev bpc {metrics['dev_bpc']:.4f} ({read})")
             path = _checkpoint(ckpt, model, opt, state, cache, device)
             if report:
                 report(metrics, path)

@@ -1,0 +1,106 @@
+"""docs/results.md states only the committed findings' verdicts: its verdict tables are generated
+from results/**/findings.csv (`python -m bench.resultsdoc`), and every other verdict word in its
+tables and numbered items stands beside the claim or folder whose findings.csv says it. A
+verdict edited by hand, or findings regenerated with another verdict, fails here."""
+
+import shutil
+from pathlib import Path
+
+import pandas as pd
+import pytest
+
+from bench import resultsdoc
+
+ROOT = Path(__file__).resolve().parents[1]
+PAGE = ROOT / "docs" / "results.md"
+
+
+@pytest.fixture
+def results(tmp_path) -> Path:
+    """A root holding a copy of every committed findings.csv, to be edited."""
+    for path in (ROOT / "results").glob("**/findings.csv"):
+        to = tmp_path / path.relative_to(ROOT)
+        to.parent.mkdir(parents=True, exist_ok=True)
+        shutil.copy(path, to)
+    return tmp_path
+
+
+def _set(root: Path, folder: str, claim: str, verdict: str) -> None:
+    path = root / folder / "findings.csv"
+    found = pd.read_csv(path)
+    found.loc[found["claim"] == claim, "verdict"] = verdict
+    found.to_csv(path, index=False)
+
+
+def test_every_verdict_the_page_states_is_its_committed_findings(capsys):
+    """The generated tables are current and every other verdict is its findings.csv's."""
+    assert resultsdoc.stale(PAGE.read_text()) == []
+    assert resultsdoc.main(["--check"]) == 0, capsys.readouterr().out
+
+
+def test_every_section_of_claims_names_its_findings():
+    """Each generated table names its findings.csv, and the folders the reviewer asked about
+    have one: both span_limit runs, both main-job ranges before the plan records."""
+    text = PAGE.read_text()
+    blocks = [m[2].split() for m in resultsdoc.BLOCK.finditer(text)]
+    assert ["results/seeds600/heads_grid"] in blocks and ["results/span_limit"] in blocks
+    assert ["results/heads_grid", "results/replication/heads_grid"] in blocks
+    for m in resultsdoc.BLOCK.finditer(text):
+        assert all(f"`{f}/findings.csv`" in m[3] for f in m[2].split())
+
+
+def test_a_verdict_edited_by_hand_fails():
+    text = PAGE.read_text()
+    table = text.replace("| `th_beats_mh_at_8` | 600-607 | sign-flip, log(y + 0.005) | -2.46 | "
+                         "p ≤ 3/256, 0.0117 | reproduced |", "| `th_beats_mh_at_8` | 600-607 | "
+                         "sign-flip, log(y + 0.005) | -2.46 | p ≤ 3/256, 0.0117 | inconclusive |")
+    assert table != text
+    assert resultsdoc.stale(table) == ["docs/results.md: a generated table is stale: run "
+                                       "python -m bench.resultsdoc"]
+    item = "1. `adaptive_matches_fixed`: *reproduced* at look 1"
+    assert item in text
+    found = resultsdoc.stale(text.replace(item, item.replace("reproduced", "inconclusive")))
+    assert len(found) == 1 and "`adaptive_matches_fixed` is inconclusive; results/seeds800/" \
+        "span_limit/findings.csv says reproduced" in found[0]
+    summary = "`results/seeds300/heads_grid/`: 4 reproduced, 1 inconclusive (confirmatory)"
+    assert summary in text
+    found = resultsdoc.stale(text.replace(summary, "`results/seeds300/heads_grid/`: 5 "
+                                                   "reproduced (confirmatory)"))
+    assert len(found) == 1 and "its findings '4 reproduced, 1 inconclusive" in found[0]
+    cell = "`few_long_heads_above_R`: reproduced;"
+    assert cell in text
+    found = resultsdoc.stale(text.replace(cell, "few long heads reproduced;"))
+    assert len(found) == 1 and "'reproduced' stands beside no claim" in found[0]
+
+
+def test_findings_regenerated_with_another_verdict_fail(results):
+    text = PAGE.read_text()
+    assert resultsdoc.stale(text, results) == []
+    _set(results, "results/seeds600/heads_grid", "th_beats_mh_at_8", "inconclusive")
+    _set(results, "results/seeds800/span_limit", "adaptive_matches_fixed", "contradicted")
+    found = resultsdoc.stale(text, results)
+    assert found[0].endswith("a generated table is stale: run python -m bench.resultsdoc")
+    assert any("`adaptive_matches_fixed` is reproduced; results/seeds800/span_limit/"
+               "findings.csv says contradicted" in f for f in found)
+    assert any("`results/seeds600/heads_grid` says '5 reproduced (confirmatory)', its findings "
+               "'1 inconclusive, 4 reproduced (confirmatory)'" in f for f in found)
+    filled = resultsdoc.fill(text, results)
+    assert "| `th_beats_mh_at_8` | 600-607 |" in filled and "| inconclusive | 1/256 (2 of 3) |" \
+        in filled
+
+
+def test_a_claim_or_folder_the_findings_lack_fails():
+    found = resultsdoc.stale("**Lead: `results/seeds800/span_limit/`.**\n\n"
+                             "1. `no_such_claim`: *reproduced*\n"
+                             "| `results/no_such/` | `x`: inconclusive |\n")
+    assert found == [
+        "docs/results.md:3: `no_such_claim` is no claim of results/seeds800/span_limit/"
+        "findings.csv",
+        "docs/results.md:4: `x`: inconclusive, but no findings.csv is named"]
+
+
+def test_p_is_written_exactly():
+    assert resultsdoc._fraction(3 / 4096, 12) == "3/4096"
+    assert resultsdoc._fraction(9 / 256, 8.0) == "9/256"
+    assert resultsdoc._fraction(0.145, 8) == "0.145"
+    assert resultsdoc._number(-12958.2) == "-12,958" and resultsdoc._number(0.926) == "+0.926"

@@ -17,7 +17,7 @@ from bench.provenance import ROOT
 T = TypeVar("T")
 # every command, `python -m bench.<name>`: the module bench/<name>.py
 COMMANDS = ("run", "new", "pilot", "report", "grids", "verify", "train", "retag", "speed",
-            "anchors", "th_layer", "flops", "options")
+            "anchors", "th_layer", "flops", "options", "resultsdoc")
 # the --help epilog of the commands that print verdicts: the words are defined once, in docs/
 VERDICTS = ("Claims, their test order, looks, exact rules and the verdict words (reproduced, "
             "contradicted, inconclusive, not tested; offsets, detectable, seeds) are "

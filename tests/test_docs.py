@@ -26,7 +26,8 @@ ROOT = Path(__file__).resolve().parents[1]
 DOCS = [ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md"))]
 CLIS = ("bench.run", "bench.train", "bench.report", "bench.speed", "bench.anchors",
         "bench.th_layer", "bench.flops", "bench.retag", "bench.verify", "bench.grids",
-        "bench.options", "bench.resultsdoc", "ci.regression", "ci.bundle", "ci.carry")
+        "bench.options", "bench.resultsdoc", "bench.new", "bench.pilot", "ci.regression",
+        "ci.bundle", "ci.carry")
 # The top-level entries a repository path may start with.
 TOPS = ("bench", "variants", "ablations", "results", "examples", "docs", "tests", "ci", ".ci",
         "runs")
@@ -301,7 +302,7 @@ def test_the_add_a_claim_commands_run_as_written_and_leave_a_clone_clean():
 
 @pytest.mark.parametrize("name", ["run", "report", "grids", "verify", "train", "retag", "speed",
                                   "anchors", "th_layer", "flops", "options",
-                                  "resultsdoc"])
+                                  "resultsdoc", "new", "pilot"])
 def test_help_describes_each_command_in_whole_sentences(name, capsys):
     """`--help` opens with the command module's first paragraph, whole: never cut at its first
     line, mid-sentence."""

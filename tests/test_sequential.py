@@ -572,8 +572,10 @@ def test_the_main_job_design_can_decide_every_claim():
     way, gives every claim power 0.8 at q = 0.9, and reproduces all five claims with chance at
     least 0.5 where each seed lands on its claim's side as often as on seeds 300-307 (8, 8, 8,
     7 and 7 of 8) and 0.9 as often as over the 24 confirmation seeds 100-107, 200-207 and
-    300-307 (claims 4 and 5: 23 of 24). The looks of those runs, 4 and 8, reach 0.12 under the
-    same rule (0.25 under the rule they ran with)."""
+    300-307 (claims 4 and 5: 23 of 24); with those shares smoothed, (k + 1)/(n + 2), 0.21 and
+    0.86 (claims 1-3 never missed: an unsmoothed share of 1 is not evidence of certainty). The
+    looks of those runs, 4 and 8, reach 0.12 under the same rule (0.25 under the rule they ran
+    with)."""
     from bench.sweep import feasible
 
     folders = [ROOT / "results" / f for f in ("heads_grid", "replication/heads_grid",
@@ -594,6 +596,10 @@ def test_the_main_job_design_can_decide_every_claim():
         bound = sequential.worst(budgets, contraries, looks)
         assert bound.directional <= ALPHA and bound.defined <= ALPHA
         assert on_300 >= 0.5 and pooled >= 0.9
+        smoothed = [sequential.every(looks, contraries, budgets, list((k + 1) / (n + 2)),
+                                     futility) for k, n in ((counts[-1], 8),
+                                                            (counts.sum(axis=0), 24))]
+        assert np.round(smoothed, 2).tolist() == [0.21, 0.86]  # README: the honest shares
         rates = feasible.rates(grid.claims, grid.grid, grid.seeds)
         assert (rates["power q 0.9"] >= 0.8).all(), rates
 

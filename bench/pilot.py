@@ -7,12 +7,14 @@ python -m bench.pilot ablations/heads_grid.yaml [--seeds 2] [--set train.steps=5
 
 No Ray, no MLflow: the trials train here, at most as many at once as the grid's
 resources.cpu allows on this machine, in runs/<grid>/pilot/ (a rerun reuses them). Exit 0, or
-3 where an arm that a claim reads did not learn a probe the claim reads in most pilot seeds
-(the grid cannot answer that claim: widen the variant, train longer, or change the claim).
+3 naming each claim its findings would call unanswerable on these seeds (no arm it reads learned
+its probe in most pilot seeds, or a non-inferiority claim's reference arm did not): train
+longer, change the setting (a probe may be tuned until it is learned), or change the claim.
 """
 
 import argparse
 import dataclasses
+import json
 import multiprocessing
 import os
 import sys
@@ -24,13 +26,13 @@ import torch
 from bench import plugins
 from bench.cli import about, add_set, checked
 from bench.config import ConfigError, parse_sets
-from bench.experiment.claims import PROBE_METRIC
+from bench.experiment.claims import PROBE_METRIC, cells
 from bench.experiment.grid import Grid, seed_list
 from bench.experiment.open import Overrides, opened, read, read_grid_file
+from bench.findings import samples
 from bench.findings.verdicts import UNLEARNED
 from bench.provenance import LOCAL
 from bench.record import RunResult
-from bench.sweep.runner import reads
 from bench.sweep.trials import resolve_trials
 from bench.training.loop import train
 from bench.trial import Trial
@@ -106,9 +108,10 @@ def main(argv: list[str] | None = None) -> int:
         return 0
     df = table(trials, results, no_recall)
     print(df.to_markdown(index=False, floatfmt=".3g"))
-    bad = unanswerable(grid, trials, df)
+    bad = unanswerable(grid, trials, results, no_recall)
     for line in bad:
-        print(f"cannot answer: {line}: widen the variant, train longer, or change the claim")
+        print(f"cannot answer {line} at {trials[0].cfg.train.steps} steps: train longer, "
+              "change the setting, or change the claim")
     return 3 if bad else 0
 
 
@@ -117,20 +120,26 @@ def pilot_seeds(design: list[int], last: int, n: int) -> list[int]:
     return (list(design) + list(range(last + 1, last + 1 + n)))[:n]
 
 
-def unanswerable(grid: Grid, trials: list[Trial], df: pd.DataFrame) -> list[str]:
-    """The claims on a probe none of whose arms (the settings it reads) learned that probe in
-    most pilot seeds, in words."""
+def unanswerable(grid: Grid, trials: list[Trial], results: list[RunResult],
+                 no_recall: dict[str, float]) -> list[str]:
+    """The claims the pilot says the grid cannot answer, by the findings' own rule
+    (`samples.unanswerable`: no arm learned the claim's probe in most pilot seeds, or a
+    non-inferiority claim's reference arm did not), in words."""
     out = []
     for c in grid.claims:
         probe = PROBE_METRIC.match(c.metric)
-        if not probe:
+        if not probe or probe[3] not in no_recall:
             continue
-        arms = {t.setting for t in trials if reads([c], grid.grid, t.values)}
-        rows = df[(df["probe"] == probe[3]) & df["setting"].isin(arms)]
-        learned = rows["learned"].str.split("/", expand=True).astype(int)
-        if len(rows) and (2 * learned[0] <= learned[1]).all():
-            out.append(f"{c.id}: no arm it reads learned {probe[3]} in most pilot seeds at "
-                       f"{rows['steps'].iloc[0]} steps")
+        pairs = [(rows, base) for _, rows, base in cells(c, grid.grid)]
+        learned = []
+        for cell in dict.fromkeys(json.dumps(x, sort_keys=True) for p in pairs for x in p if x):
+            mine = [r for t, r in zip(trials, results, strict=True)
+                    if all(t.values.get(k) == v for k, v in json.loads(cell).items())]
+            bar = UNLEARNED * no_recall[probe[3]]
+            learned.append((json.loads(cell), sum(r.probe_bpc_test[probe[3]] > bar
+                                                  for r in mine), len(mine)))
+        if why := samples.unanswerable(c, learned, pairs):
+            out.append(f"{c.id}: {why}")
     return out
 
 

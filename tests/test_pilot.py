@@ -39,8 +39,8 @@ def test_a_pilot_whose_arms_never_learn_the_probe_names_the_claim(tmp_path, caps
                       claims=[CLAIM], design_seeds=[3], seeds={"looks": [4, 8], "start": 600})
     assert pilot.main([str(path), "--seeds", "1", "--results-dir", str(tmp_path / "r")]) == 3
     out = capsys.readouterr().out
-    assert "seeds [3]" in out and "cannot answer: th_beats_mh: no arm it reads learned " \
-        "recall" in out
+    assert "seeds [3]" in out and "cannot answer th_beats_mh: unanswerable: no arm learned " \
+        "the probe in most seeds" in out
     rows = [line for line in out.splitlines() if line.startswith("| ") and " recall " in line]
     assert {r.split("|")[1].strip() for r in rows} == {"fixed", "talking-heads"}
     assert all(r.split("|")[5].strip() == "0/1" for r in rows)

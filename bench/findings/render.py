@@ -169,7 +169,7 @@ def findings_from_runs_csv(runs_csv: Path, grid_file: Path, out_dir: Path) -> li
     ConfigError for a runs.csv that is not the grid's (`perseed.read`). The grid file is read
     once: the grid copied is the text the findings were computed from."""
     source = read_grid_file(grid_file)
-    grid = open_grid(source)
+    grid = open_grid(source, imports=False)  # the runs hold what the findings read
     runs = perseed.read(runs_csv, grid)
     out_dir.mkdir(parents=True, exist_ok=True)
     paths, _, md = write_findings(grid.name, grid, runs, pd.DataFrame(), out_dir, grid_file)

@@ -136,21 +136,28 @@ def _today(then: pd.DataFrame, registered: prereg.Registration) -> pd.DataFrame:
 
 def registered_findings(folder: Path, commit: str) -> pd.DataFrame:
     """The folder's findings recomputed by the analysis code of `commit`: its bench/ and
-    variants/ from git into a scratch folder, run there as `python -m bench.report grid.yaml
-    --runs runs.csv`; ConfigError where git cannot give that code or it fails."""
-    top = prereg.git(folder, "rev-parse", "--show-toplevel")
+    variants/ from git into a scratch folder, run there as `python -m bench.report GRID --runs
+    runs.csv`, GRID the grid file where the runs say it lay (their `plan_file`, where it still
+    holds the folder's text: its plugins' relative paths resolve as they did), else the
+    folder's grid.yaml; ConfigError where git cannot give that code or it fails."""
+    top = Path((prereg.git(folder, "rev-parse", "--show-toplevel") or ".").strip())
+    text = (folder / "grid.yaml").read_text()
+    planned = pd.read_csv(folder / "runs.csv").get("plan_file", pd.Series(dtype=object)).dropna()
+    where = top / str(planned.iloc[0]) if len(planned) else None
+    grid = where if where is not None and where.is_file() and where.read_text() == text \
+        else folder / "grid.yaml"
     with tempfile.TemporaryDirectory(prefix="attnbench-registered-") as scratch:
         code, out = Path(scratch) / "code", Path(scratch) / "out"
         code.mkdir()
         archive = subprocess.run(["git", "archive", commit, "bench", "variants"],
-                                 cwd=(top or ".").strip(), capture_output=True)
+                                 cwd=top, capture_output=True)
         unpack = subprocess.run(["tar", "-x", "-C", str(code)], input=archive.stdout,
                                 capture_output=True)
         if archive.returncode or unpack.returncode:
             raise ConfigError(f"{folder}: the registered analysis code (commit {commit[:10]}) "
                               f"is not in this repository: {archive.stderr.decode().strip()}")
         ran = subprocess.run(
-            [sys.executable, "-m", "bench.report", str((folder / "grid.yaml").resolve()),
+            [sys.executable, "-m", "bench.report", str(grid.resolve()),
              "--runs", str((folder / "runs.csv").resolve()), "--out", str(out)],
             cwd=code, capture_output=True, text=True,
             env={**os.environ, "PYTHONPATH": str(code)})
@@ -167,7 +174,7 @@ def verify(folder: Path) -> Checked:
         raise ConfigError(f"{folder}: no {', '.join(missing)} (a result folder holds "
                           f"{', '.join(FILES)})")
     grid_file = folder / "grid.yaml"
-    grid = open_grid(grid_file)
+    grid = open_grid(grid_file, imports=False)  # the runs hold what the verdicts read
     runs = perseed.read(folder / "runs.csv", grid)
     committed = _findings(folder / "findings.csv")
     judged = judge(grid, runs, pd.DataFrame(), grid_file)

@@ -71,11 +71,6 @@ def _norm(name: str) -> str:
     return re.sub(r"[-_.]+", "-", name).lower()
 
 
-def _project(wheel: Path) -> str:
-    """A wheel file's project name, normalised."""
-    return _norm(wheel.name.split("-")[0])
-
-
 def _marker_env(python: str) -> dict[str, str]:
     """The environment markers of CPython `python` on Linux x86_64 (the GPU image's)."""
     return {"python_version": python, "python_full_version": f"{python}.0",

@@ -139,14 +139,6 @@ class Synthetic:
                                / sum(count[s] for s in self.members(t)))
         return out
 
-    def floor_steps(self) -> list[tuple[int, float]]:
-        """[(S, floor_bpc(S))] at every reach where a floor changes (at least the frame) and is
-        known in closed form."""
-        steps = self.frames.steps().union(*(p.steps() for p in self.probes))
-        floors = [(S, self.floor_bpc(S)) for S in sorted(s for s in steps
-                                                          if s >= self.frames.frame)]
-        return [(S, f) for S, f in floors if f is not None]
-
     def stream(self, n: int, split: str = "train") -> SyntheticStream:
         """n symbols of the split's stream (independent per split, the same P), with true bits.
         Each unit's kind is drawn first, then the frames and each probe's episodes from streams

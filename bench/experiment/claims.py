@@ -92,12 +92,6 @@ class Claim(Strict):
     # learned, z), or from 0 (the raw span, which R can fix by construction)
     floor: Literal["R", 0] | None = None
 
-    @property
-    def sides(self) -> int:
-        """The one-sided contrary tests of each part, over which its opposite's alpha is split:
-        two for an equivalence (beyond either margin), else one."""
-        return 2 if self.expect == "equivalent" else 1
-
     @model_validator(mode="wrap")
     @classmethod
     def _named(cls, data: Any, handler: Callable) -> "Claim":

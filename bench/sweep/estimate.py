@@ -32,9 +32,9 @@ from bench.trial import Trial
 WARM = 3  # untimed steps first: allocation, the cache filling, lazy kernel choice
 TIMED_S = 0.5  # time steps until this long, at least MIN_STEPS of them (one warm-up where slow)
 MIN_STEPS = 2
-START_S = 4.0  # a trial's worker: its process, imports, corpus and MLflow run (measured, README)
-SWEEP_S = 15.0  # Ray and the tracking store starting
-REPORT_S = 10.0  # the report written after each look
+START_S = 4.0  # a trial's worker: process, imports, corpus, MLflow run (docs/speed.md)
+SWEEP_S = 8.0  # Ray and the tracking store starting (docs/speed.md: the smoke grid)
+REPORT_S = 5.0  # the report written after each look (figures, findings)
 
 
 @dataclass(frozen=True)

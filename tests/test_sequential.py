@@ -20,7 +20,7 @@ from scipy.stats import binom
 from bench.experiment import claims
 from bench.experiment.grid import Looks
 from bench.experiment.open import open_grid
-from bench.findings import perseed, samples, sequential, stats, verdicts
+from bench.findings import evidence, perseed, samples, sequential, stats, verdicts
 
 ALPHA = stats.ALPHA
 ROOT = Path(__file__).resolve().parents[1]
@@ -471,7 +471,7 @@ def test_design_seeds_make_every_finding_exploratory():
     assert "seeds 6-7 are design data" in table.loc["c", "reason"]
     unnamed = verdicts.evaluate(tested, runs, design=None)
     assert unnamed["verdict"].iloc[0] == "holds (exploratory)"
-    late = verdicts.exploratory(verdicts.evaluate(tested, runs, design=[]), "committed after")
+    late = evidence.exploratory(verdicts.evaluate(tested, runs, design=[]), "committed after")
     assert late["verdict"].tolist()[:2] == ["holds (exploratory)", "fails (exploratory)"]
     assert (late["evidence"] == "exploratory").all() and "committed after" in late["reason"][0]
     fresh = verdicts.evaluate(tested, runs.assign(seed=runs["seed"] + 100), design=[0, 1])

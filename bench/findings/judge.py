@@ -15,7 +15,7 @@ import pandas as pd
 
 from bench.experiment.grid import Grid
 
-from . import perseed, prereg, verdicts
+from . import evidence, perseed, prereg, verdicts
 
 
 @dataclass(frozen=True)
@@ -65,7 +65,7 @@ def judge(grid: Grid, runs: pd.DataFrame, missing: pd.DataFrame, grid_file: Path
                             f"grid of {grid.of}: its findings are exploratory whatever its seeds")
     table = found.table
     if registered.evidence == "exploratory":
-        table = verdicts.exploratory(table, registered.why)
+        table = evidence.exploratory(table, registered.why)
     elif registered.evidence == "unverified":
-        table = verdicts.unverified(table, registered.why)
+        table = evidence.unverified(table, registered.why)
     return Judged(table, registered)

@@ -34,11 +34,12 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from bench.experiment.claims import EXACT, MIN_SEEDS, Claim, cells, expectation, num
+from bench.experiment.claims import EXACT, MIN_SEEDS, Claim, cells, expectation
 from bench.experiment.grid import Looks
 
 from . import samples, sequential, stats
 from .bounds import SPAN_METRICS, decided
+from .evidence import EXPLORATORY, evidence_of, seed_range
 from .samples import Unavailable
 
 COLUMNS = ["claim", "about", "null", "effect", "ci_low", "ci_high", "p", "level", "rule",
@@ -47,7 +48,6 @@ COLUMNS = ["claim", "about", "null", "effect", "ci_low", "ci_high", "p", "level"
            "fixed_by_floor", "metric", "expect", "reason", "text"]
 NOT_TESTED = "not tested"
 WITHDRAWN = "withdrawn"  # a verdict the span's floor R decides: never counted, stops the sequence
-EXPLORATORY = {"reproduced": "holds (exploratory)", "contradicted": "fails (exploratory)"}
 # "a few long heads": the claims that also need the heads not alike (`_alike`)
 SPECIALISED = {("long_head_fraction", "less"), ("head_span_spread", "greater")}
 UNLEARNED = 0.1  # a seed above this share of the no-recall bits per answer did not learn
@@ -95,13 +95,6 @@ class Design:
     @property
     def where(self) -> str:
         return f"{self.k + 1} of {len(self.plan.looks)}"
-
-
-def seed_range(seeds: list[Any]) -> str:
-    """Seeds as people write them: 100-107, or 0, 2, 5."""
-    if len(seeds) > 1 and np.array_equal(np.diff(seeds), np.ones(len(seeds) - 1)):
-        return f"{num(seeds[0])}-{num(seeds[-1])}"
-    return ", ".join(map(num, seeds))
 
 
 def _part(c: Claim, margin: float | None, pairs: list, seen: Seen, alpha: float) -> dict:
@@ -319,42 +312,6 @@ def _tally(parts: list[dict], d: Design) -> str:
     return (f"{shown} of {len(counted)} parts shown at the level" +
             (f", {against} contradicted" if against else "") +
             (f"; not tested at {'; '.join(skipped)}: decided by construction" if skipped else ""))
-
-
-def evidence_of(seeds: list[Any], design: list[int] | None) -> tuple[str, str]:
-    """(confirmatory or exploratory, why): seeds that overlap the design seeds, or a grid that
-    does not name them, make a finding exploratory."""
-    if design is None:
-        return "exploratory", "the grid does not name the seeds its claims were designed from"
-    if overlap := sorted(set(seeds) & set(design)):
-        return "exploratory", (f"seeds {seed_range(overlap)} are design data (design_seeds "
-                               f"{seed_range(sorted(design))})")
-    return "confirmatory", ""
-
-
-def exploratory(table: pd.DataFrame, why: str) -> pd.DataFrame:
-    """The findings `evaluate` gave, made exploratory for a reason outside their seeds (a grid
-    file not committed before its confirmation began: `prereg`): the words `holds
-    (exploratory)` / `fails (exploratory)`, the evidence and the reason."""
-    table = table.copy()
-    decided = table["verdict"].isin(list(EXPLORATORY))
-    table["verdict"] = table["verdict"].map(lambda v: EXPLORATORY.get(v, v))
-    table.loc[decided | table["evidence"].notna(), "evidence"] = "exploratory"
-    table.loc[decided, "reason"] = [
-        "; ".join(filter(None, [r if isinstance(r, str) else "", why]))
-        for r in table.loc[decided, "reason"]]
-    return table
-
-
-def unverified(table: pd.DataFrame, why: str) -> pd.DataFrame:
-    """The findings `evaluate` gave, whose pre-registration cannot be checked (`prereg`): every
-    confirmatory row's evidence `unverified`, with the reason; the verdicts' words stand."""
-    table = table.copy()
-    mine = table["evidence"] == "confirmatory"
-    table.loc[mine, "evidence"] = "unverified"
-    table.loc[mine, "reason"] = ["; ".join(filter(None, [r if isinstance(r, str) else "", why]))
-                                 for r in table.loc[mine, "reason"]]
-    return table
 
 
 def offsets(c: Claim, seen: Seen, d: Design, state: str) -> str:

@@ -25,7 +25,7 @@ from bench.config import ConfigError
 from bench.experiment.catalogue import RUN_TIME
 from bench.experiment.open import open_grid
 
-from . import perseed, prereg, verdicts
+from . import evidence, perseed, prereg
 from .judge import judge
 from .shared import shared_line, unpublished_line
 
@@ -128,9 +128,9 @@ def _today(then: pd.DataFrame, registered: prereg.Registration) -> pd.DataFrame:
     (rows, seeds, values, dates, files: `judge`, whatever code registered the result): where
     today's checks make it exploratory or unverified, so are the registered code's verdicts."""
     if registered.evidence == "exploratory":
-        return verdicts.exploratory(then, registered.why)
+        return evidence.exploratory(then, registered.why)
     if registered.evidence == "unverified":
-        return verdicts.unverified(then, registered.why)
+        return evidence.unverified(then, registered.why)
     return then
 
 

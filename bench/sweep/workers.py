@@ -16,7 +16,7 @@ from bench.metrics import FAILURE, STOPPED
 from bench.record import Evaluation, RunResult
 from bench.tracking import names, store, writer
 from bench.tracking.writer import Where
-from bench.training.loop import train
+from bench.training.loop import reading, train
 from bench.training.state import Diverged
 from bench.trial import Trial
 
@@ -58,7 +58,7 @@ def train_logged(trial: Trial, where: Where) -> None:
     def report(metrics: Evaluation, _: Path | None) -> None:
         run.log_eval(metrics, trial.out_dir)
         print(f"{trial.name} step {metrics['step']}: dev bpc {metrics['dev_bpc']:.4f} "
-              f"({_read(trial)}), "
+              f"({reading(trial.cfg.train)}), "
               f"{metrics['tokens_per_s']:,.0f} tokens/s")
         tune.report(metrics)
 
@@ -117,8 +117,8 @@ def make_callback(client: Any, where: Where, by_hash: dict[str, Trial], ended: s
             ended.add(trial.config["trial"])
             last = trial.last_result or {}
             mine = by_hash[trial.config["trial"]]
-            where = (f" (step {last['step']}, dev bpc {last['dev_bpc']:.4f}, {_read(mine)})"
-                     if "dev_bpc" in last else "")
+            where = (f" (step {last['step']}, dev bpc {last['dev_bpc']:.4f}, "
+                     f"{reading(mine.cfg.train)})" if "dev_bpc" in last else "")
             name = mine.name
             print(f"[{len(ended)}/{len(by_hash)}] {name}: {how}{where}", flush=True)
 
@@ -132,9 +132,3 @@ def make_callback(client: Any, where: Where, by_hash: dict[str, Trial], ended: s
 
     return CloseRuns()
 
-
-def _read(trial: Trial) -> str:
-    """What a training-time dev reading covers: the first eval_tokens of dev (a sample; the
-    tables' dev_bpc is the whole split, read from the best checkpoint), or all of it."""
-    n = trial.cfg.train.eval_tokens
-    return "whole dev split" if n is None else f"first {n:,} chars of dev"

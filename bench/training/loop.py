@@ -13,7 +13,7 @@ import torch
 from tqdm import tqdm
 
 from bench import data, provenance
-from bench.config import Config, ConfigError
+from bench.config import Config, ConfigError, TrainConfig
 from bench.model import TransformerLM, create_model
 from bench.record import Evaluation, RunResult
 
@@ -78,8 +78,7 @@ def train(cfg: Config, out_dir: Path, *, report: Report | None = None, progress:
         if evaluates:
             metrics, stopped_early = _evaluate(run, state, lr)
             if progress:
-                read = f"first {t.eval_tokens:,} chars" if t.eval_tokens else "whole split"
-                bar.write(f"step {state.step}: dev bpc {metrics['dev_bpc']:.4f} ({read})")
+                bar.write(f"step {state.step}: dev bpc {metrics['dev_bpc']:.4f} ({reading(t)})")
             path = _checkpoint(ckpt, model, opt, state, cache, device)
             if report:
                 report(metrics, path)
@@ -90,6 +89,12 @@ def train(cfg: Config, out_dir: Path, *, report: Report | None = None, progress:
     result = final_record(run, state, stopped_early)
     (out_dir / "result.json").write_text(result.to_json())
     return result
+
+
+def reading(t: TrainConfig) -> str:
+    """What a training-time dev reading covers: the first eval_tokens of dev (a sample; a run's
+    dev_bpc is the whole split from its best checkpoint), or all of it."""
+    return f"first {t.eval_tokens:,} chars of dev" if t.eval_tokens else "the whole dev split"
 
 
 def _onto(device: torch.device) -> Callable[[torch.Tensor], torch.Tensor]:

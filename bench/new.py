@@ -22,7 +22,7 @@ import yaml
 from bench.cli import about, add_set
 from bench.config import ConfigError, parse_sets
 from bench.experiment.grid import Looks
-from bench.experiment.open import Overrides, opened, read
+from bench.experiment.open import Overrides, opened, read, read_grid_file
 from bench.provenance import ROOT, GridText
 from bench.sweep import feasible, sizing
 from bench.sweep.trials import resolve_trials
@@ -69,7 +69,7 @@ def grid_file(args: argparse.Namespace) -> dict:
     """The grid as YAML data (module doc)."""
     kind = "text" if args.data else "probe"
     if kind == "probe":
-        base = yaml.safe_load(MAIN_JOB.read_text())["base"]
+        base = read(read_grid_file(MAIN_JOB)).base.model_dump(mode="json", exclude_unset=True)
         base["model"]["n_heads"] = 4
         metric = f"test_probe_bpc.{args.probe}"
     else:

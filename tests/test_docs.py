@@ -25,7 +25,7 @@ from tests.limits import HANG
 ROOT = Path(__file__).resolve().parents[1]
 DOCS = [ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md"))]
 CLIS = ("bench.run", "bench.train", "bench.report", "bench.speed", "bench.anchors",
-        "bench.th_layer", "bench.flops", "bench.retag", "bench.verify", "bench.grids",
+        "bench.th_layer", "bench.flops", "bench.verify", "bench.grids",
         "bench.options", "bench.resultsdoc", "bench.new", "bench.pilot", "ci.regression",
         "ci.bundle", "ci.carry")
 # The top-level entries a repository path may start with.
@@ -300,7 +300,7 @@ def test_the_add_a_claim_commands_run_as_written_and_leave_a_clone_clean():
     assert "Pre-registration: confirmatory" in registered  # committed before the clone ran
 
 
-@pytest.mark.parametrize("name", ["run", "report", "grids", "verify", "train", "retag", "speed",
+@pytest.mark.parametrize("name", ["run", "report", "grids", "verify", "train", "speed",
                                   "anchors", "th_layer", "flops", "options",
                                   "resultsdoc", "new", "pilot"])
 def test_help_describes_each_command_in_whole_sentences(name, capsys):

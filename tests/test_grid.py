@@ -61,8 +61,7 @@ BAD = {
     "a superseded grid": ({"status": "superseded", "superseded_by": "heads_grid",
                            "why": "a test"}, [], "grid smoke is replaced by heads_grid (a test)"),
     "a value twice": ({"grid": {"model.variant": ["fixed", "fixed"]}}, [], "lists a value twice"),
-    "an earlier name": ({"grid": {"model.variant": ["dynamic"]}}, [],
-                        "'dynamic' was renamed 'dynamic-span'"),
+    "an unknown name": ({"grid": {"model.variant": ["dynamic"]}}, [], "unknown name 'dynamic'"),
     "a span no training stream holds": ({}, ["--set", "model.span=14000"],
                                         "model.span=14000: the synthetic train split's 4 streams"),
     "a prefix too short for its splits": (
@@ -136,7 +135,7 @@ def test_an_option_some_variants_take_is_ignored_by_the_others(tmp_path, capsys)
 
 def test_committed_trials_keep_their_hashes(monkeypatch):
     """A committed grid's trials resolve to the hashes its runs.csv recorded (its variants at
-    today's names, `python -m bench.retag` having migrated the ones made under `dynamic`), in
+    today's names), in
     the precision the records name (bf16 autocast), on any machine: one identity per trial."""
     folder = ROOT / "results" / "design" / "adaptive_vs_dynamic-r32"
     logged = pd.read_csv(folder / "runs.csv")

@@ -657,22 +657,6 @@ def test_the_mixing_class_says_which_heads_may_differ():
         assert (layer.mixing.h_k, layer.mixing.h, layer.mixing.h_v) == (2, 8, 2)
 
 
-def test_an_earlier_name_is_refused_naming_the_one_to_use():
-    """`dynamic` named the dynamic span (variant, span policy) and dynamic projections
-    (mixing) before they were renamed: one name per thing now, and the refusal says which."""
-    assert "dynamic-span" in variants.names() and "dynamic" not in variants.names()
-    with pytest.raises(ValueError, match="'dynamic' was renamed 'dynamic-span'"):
-        build("dynamic")
-    with pytest.raises(ValueError, match="'dynamic' was renamed 'dynamic-span'"):
-        build("fixed", span_policy="dynamic")
-    with pytest.raises(ValueError, match="'dynamic' was renamed 'dynamic-projections'"):
-        build("fixed", mixing="dynamic")
-    assert build("talking-heads-dynamic").describe()["mixing"] == build(
-        "fixed", mixing="dynamic-projections").describe()["mixing"]
-    with pytest.raises(ValueError, match="already registered"):
-        variants.register("dynamic-span")
-
-
 def test_a_variant_owns_its_options():
     """Each option goes to the part whose `Options` class declares it, with its default written
     there once; `options(name)` is what the parts take (an override of a policy changes it); an

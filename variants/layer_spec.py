@@ -11,7 +11,6 @@ from torch import nn
 
 from . import mixing as mix
 from . import span as sp
-from .renames import renamed
 from .shape import Shape
 from .typed import Option, OptionError, check_api, declared, option, parse
 
@@ -89,8 +88,7 @@ def policy_class(kind: str, value: SpanArg | MixingArg) -> tuple[type, dict]:
     if isinstance(value, str) and value in names:
         return names[value]
     if not (isinstance(value, type) and issubclass(value, base)):
-        raise OptionError(kind, value, f"one of {tuple(names)}, or a subclass of {base.__name__}"
-                          + (renamed(kind, value) if isinstance(value, str) else ""))
+        raise OptionError(kind, value, f"one of {tuple(names)}, or a subclass of {base.__name__}")
     check_api(kind, value, "super().__init__(shape, options)  # shape.h, shape.span, "
               "shape.d_model, ...; options.<name>")
     return value, {}

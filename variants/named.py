@@ -6,8 +6,7 @@ span with talking heads.
 
 "Dynamic" names two things: a span computed from each position's input (`dynamic-span`) and
 talking heads whose mixing projections are (`talking-heads-dynamic`, mixing
-`dynamic-projections`). Their first name, `dynamic`, is gone (`renames.RENAMED`; `python -m
-bench.retag` migrates records made under it)."""
+`dynamic-projections`); "dynamic" alone names neither."""
 
 from .layer_spec import register_policy
 from .mixing import GBMA, DynamicTalkingHeads, MultiHead, TalkingHeads

@@ -8,7 +8,6 @@ from dataclasses import replace
 
 from .attention import Attention
 from .layer_spec import SIZES, LayerSpec, MixingArg, SpanArg, layer_options, make
-from .renames import renamed
 from .shape import Shape
 from .span import check_spans
 from .typed import Option, declared, parse
@@ -43,8 +42,7 @@ def names() -> list[str]:
 def check_name(name: str) -> None:
     """Raise a ValueError naming `name` and the registered names if it is unknown."""
     if name not in _VARIANTS:
-        raise ValueError(f"variant: unknown name {name!r}{renamed('model.variant', name)}; "
-                         f"registered: {', '.join(names())}")
+        raise ValueError(f"variant: unknown name {name!r}; registered: {', '.join(names())}")
 
 
 def _variant(name: str) -> dict:

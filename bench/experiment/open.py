@@ -2,7 +2,7 @@
 git or from the MLflow store), validates it against the schema (`grid.Grid`), imports its
 plugins (file paths relative to the grid file) and applies the command line's overrides
 (`Overrides`: --set, --preset, --data, --seeds, --seed-start); `to_text` writes a grid back as
-YAML that opens as the same Grid (the plan a sweep logs, a retagged result's grid.yaml). No
+YAML that opens as the same Grid (the plan a sweep logs). No
 other module parses a grid file's YAML. A command reads its grid file once
 (`read_grid_file`) and hands that text on (`GridText`): what it checks, opens, records and
 copies is what it read.

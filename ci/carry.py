@@ -13,7 +13,9 @@ holds only what the GPU grids need beyond it, made small:
 - shared/data/enwik8.head.xz, the real-text grid's corpus compressed (3.65 MB as 1.0 MB;
   ci/gpu_grids.sh puts it back where the grid reads it, ../shared/data).
 
-Both together must stay within BUDGET, 2 MiB below the tool's limit for the checkout to grow.
+Both together must stay within BUDGET, 1 MiB below the tool's limit for the checkout to grow
+(2 MiB until the main job's replication on new data and the quick path's result, 1.0 MiB of
+results, took the checkout to 12.7 MiB: a slimmer bundle is what gives room next).
 CI has no bundle (building one downloads 55 MB), so what carry/ held when it was last made is
 committed as RECORD: each file's bytes and the bundle's Python and package set, read from the
 archive itself. tests/test_carry.py checks that package set against the pins (a changed pin
@@ -37,7 +39,7 @@ from bench.provenance import git_commit
 
 ROOT = Path(__file__).resolve().parents[1]
 LIMIT = 64 * 2**20  # what the device tool carries at most: working tree and named paths
-BUDGET = 62 * 2**20  # what CI lets a GPU run carry: room below LIMIT for the checkout to grow
+BUDGET = 63 * 2**20  # what CI lets a GPU run carry: room below LIMIT for the checkout to grow
 PYTHON = "3.12"  # the GPU image's
 BUNDLE = f"attnbench-py{PYTHON}.tar.xz"
 CORPUS = ("shared", "data", "enwik8.head")  # beside the checkout; under carry/ as .xz

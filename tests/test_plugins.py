@@ -367,5 +367,5 @@ def test_an_option_check_that_needs_the_window_exits_2_before_anything_runs(clea
     (tmp_path / "keep.yaml").write_text(yaml.safe_dump(grid))
     code = run.main([str(tmp_path / "keep.yaml"), "--results-dir", str(tmp_path / "r")])
     err = capsys.readouterr().err
-    assert code == 2 and "model.attn.keep=100: expected at most the span S = 64" in err, err
+    assert code == 2 and "model.attn.keep=100: expected 1 to the span S = 64" in err, err
     assert len(err.strip().splitlines()) == 1 and not (tmp_path / "r").exists()

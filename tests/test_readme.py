@@ -1,9 +1,10 @@
-"""The README's worked example of adding a variant is the plugin file examples/decay_plugin.py,
-word for word, and runs as written."""
+"""The README's worked example of adding a variant is examples/window_plugin.py's policy and
+registration, word for word, and runs as written."""
 
 import re
 from pathlib import Path
 
+import pytest
 import torch
 import yaml
 
@@ -17,25 +18,26 @@ README = ROOT / "README.md"
 
 
 def test_add_a_variant_example():
-    text = README.read_text()
-    block = re.search(r"<!-- example: add a variant -->\n```python\n(.*?)```", text, re.S)
+    """The README's block is the plugin file from its class on; the file, as a plugin, gives a
+    causal layer whose heads see exactly `keep` distances, and refuses a keep above S."""
+    block = re.search(r"<!-- example: add a variant -->\n```python\n(.*?)```", README.read_text(),
+                      re.S)
     assert block, "README lost its add-a-variant example"
-    assert block.group(1) == (ROOT / "examples" / "decay_plugin.py").read_text()
+    code = (ROOT / "examples" / "window_plugin.py").read_text()
+    assert code.endswith(block.group(1)) and block.group(1).startswith("class WindowSpan")
     try:
-        exec(compile(block.group(1), "README.md", "exec"), {})
-        assert "decay" in variants.names()
-        assert variants.options("decay")["tau_init"].type is float
-        layer = variants.build("decay", d_model=32, n_heads=2, span=16, tau_init=4.0)
-        assert torch.allclose(layer.span_policy.log_tau.exp(), torch.tensor(4.0))
+        exec(compile(code, "examples/window_plugin.py", "exec"), {})
+        assert "window" in variants.names() and variants.options("window")["keep"].type is int
+        layer = variants.build("window", d_model=32, n_heads=2, span=16, keep=5)
+        assert layer.spans().tolist() == [5.0, 5.0] and layer.span_policy.widest == 5
         x = torch.randn(1, 20, 32, requires_grad=True)
-        y = layer(x)
-        assert y.shape == (1, 20, 32)
-        y[:, 5].sum().backward()
-        assert (x.grad[:, 6:] == 0).all()  # still causal
-        assert layer.mixing.P_l is not None and layer.mixing.P_w is not None  # talking heads
-        assert layer.describe()["span_policy"] == "DecaySpan"  # the layer describes itself
+        layer(x)[:, 12].sum().backward()
+        seen = (x.grad[0].abs().sum(-1) > 0).nonzero().flatten().tolist()
+        assert seen == [8, 9, 10, 11, 12]  # itself and the 4 before it: causal and local
+        with pytest.raises(ValueError, match="keep=17: expected 1 to the span S = 16"):
+            variants.build("window", d_model=32, n_heads=2, span=16, keep=17)
     finally:
-        registry._VARIANTS.pop("decay", None)
+        registry._VARIANTS.pop("window", None)
 
 
 def test_add_a_claim_example():

@@ -600,9 +600,9 @@ def test_the_main_job_design_can_decide_every_claim():
         bound = sequential.worst(budgets, contraries, looks)
         assert bound.directional <= ALPHA and bound.defined <= ALPHA
         assert on_300 >= 0.5 and pooled >= 0.9
-        smoothed = [sequential.every(looks, contraries, budgets, list((k + 1) / (n + 2)),
-                                     futility) for k, n in ((counts[-1], 8),
-                                                            (counts.sum(axis=0), 24))]
+        smoothed = [sequential.p_all_reproduced(looks, contraries, budgets,
+                                                list((k + 1) / (n + 2)), futility)
+                    for k, n in ((counts[-1], 8), (counts.sum(axis=0), 24))]
         assert np.round(smoothed, 2).tolist() == [0.21, 0.86]  # README: the honest shares
         rates = feasible.rates(grid.claims, grid.grid, grid.seeds)
         assert (rates["power q 0.9"] >= 0.8).all(), rates

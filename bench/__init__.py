@@ -23,5 +23,6 @@ findings and MLflow's writer and reader share; `provenance`, where a run came fr
 checkout's ROOT, code version, device). Above them, `plugins` loads a user's variants and
 corpora, and `trial` is one trial (`Trial`), built whole by the sweep and handed as it is to
 its Ray worker and the MLflow writer.
-The attention layers themselves are the top-level package `variants`.
+The attention layers themselves are the top-level package `variants`; below it and the data
+room, `declare` holds how an option is declared (`option`), which both use.
 """

@@ -58,8 +58,9 @@ def git_commit() -> str:
 # What trains and scores a run: the one-run room and everything it imports from this checkout
 # (tests/test_tracking.py keeps the list complete). The report, the claims, the runner and the
 # benchmarks only read or schedule runs, so changing them leaves finished results current.
-RESULT_CODE = ("variants", "bench/__init__.py", "bench/config.py", "bench/provenance.py",
-               "bench/record.py", "bench/data", "bench/model", "bench/training")
+RESULT_CODE = ("variants", "bench/__init__.py", "bench/declare.py", "bench/config.py",
+               "bench/provenance.py", "bench/record.py", "bench/data", "bench/model",
+               "bench/training")
 
 
 def code_files() -> list[Path]:

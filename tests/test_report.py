@@ -21,6 +21,7 @@ from bench.experiment.open import GridText, open_grid
 from bench.findings import figures, perseed, tables
 from bench.findings import render as report
 from bench.findings.judge import judge
+from bench.findings.numbers import si_format
 from bench.findings.runs import Sweep, _derive, machine_line
 from bench.findings.verify import verify
 from bench.record import RunResult
@@ -305,8 +306,8 @@ def test_heads_table_and_mixing_figure(store, tmp_path):
     for H in (2, 4):
         assert rows[f"multi-head h={H}"][1:4] == [str(H), str(D // H), str(D // H)]
         bold = "**" if H == 2 else ""  # the fewest multiplies
-        assert rows[f"multi-head h={H}"][5] == f"{bold}{tables.human(1000 * H)}{bold}"
-        assert rows[f"talking-heads h={H}"][5] == tables.human(1001 * H)  # counted when logged
+        assert rows[f"multi-head h={H}"][5] == f"{bold}{si_format(1000 * H)}{bold}"
+        assert rows[f"talking-heads h={H}"][5] == si_format(1001 * H)  # counted when logged
     assert rows["gbma h=2"][1:4] == ["2", str(D), str(D)]  # GBMA: full D x D per head
 
 

@@ -185,7 +185,8 @@ def test_a_contrary_sign_flip_result_is_contradicted_not_stopped_for_futility():
     contrary's tenth of alpha needs every seed against it."""
     rates = sequential.operating((4, 8, 12), sequential.Contrary("sign-flip"), 0.1, 0.5)
     assert rates.ends["contradicted"] >= 0.8 and rates.ends["futile"] < 0.05
-    assert sequential.against((4, 8), "sign-flip", False, 1, 0.005)[-1].rule == "p ≤ 1/256"
+    assert sequential.opposite_boundaries((4, 8), "sign-flip", False, 1, 0.005)[-1].rule == \
+        "p ≤ 1/256"
 
 
 def test_a_claim_of_two_parts_needs_both_and_each_can_contradict():
@@ -309,10 +310,11 @@ def old_rule(claims_, looks, alpha=ALPHA):
     out, spent = [], 0.0
     for i, c in enumerate(claims_):
         share = alpha - spent if i == len(claims_) - 1 else min(
-            max(alpha / (2 * len(claims_)), sequential.least(c, looks[-1])), alpha - spent)
+            max(alpha / (2 * len(claims_)), sequential.min_attainable_alpha(c, looks[-1])),
+            alpha - spent)
         out.append(sequential.Budget(alpha - spent, share))
-        spent += min(share, sequential.against(looks, c.test, c.exact, c.parts, share,
-                                               c.equivalent)[-1].error * c.parts)
+        spent += min(share, sequential.opposite_boundaries(
+            looks, c.test, c.exact, c.parts, share, c.equivalent)[-1].error * c.parts)
     return out
 
 
@@ -362,7 +364,7 @@ def test_the_family_bound_holds_for_any_number_of_claims(m):
             budgets = sequential.family([kind] * m, looks)
             bound = sequential.worst(budgets, [kind] * m, looks)
             assert bound.defined <= bound.directional <= ALPHA + 1e-12
-            assert m > 5 or all(sequential.against(looks, kind.test, False, kind.parts,
+            assert m > 5 or all(sequential.opposite_boundaries(looks, kind.test, False, kind.parts,
                                                    b.contrary, kind.equivalent)[-1].can_reject
                                 and sequential.design(looks, kind.test, False,
                                                       b.claim)[-1].can_reject for b in budgets)
@@ -520,17 +522,18 @@ def test_an_equivalence_contrary_holds_alpha_on_its_whole_null_with_power():
     equivalent = sequential.Contrary("sign", equivalent=True)
     walk = sequential.operating((4, 8), equivalent, 0.1, 0.5)
     assert walk.ends["contradicted"] == pytest.approx(power) == pytest.approx(0.9 ** 8)
-    assert sequential.against((4, 8), "sign", False, 1, ALPHA, True)[-1].level == pytest.approx(
-        9 / 256)
+    assert sequential.opposite_boundaries((4, 8), "sign", False, 1, ALPHA, True)[-1].level == \
+        pytest.approx(9 / 256)
     whole = sequential.operating((4, 8), equivalent, 0.1, 0.5, sequential.Budget(ALPHA, ALPHA))
     halves = sequential.operating((4, 8), sequential.Contrary("sign"), 0.1, 0.5,
                                   sequential.Budget(ALPHA, ALPHA / 2))
     assert whole.ends["contradicted"] >= 0.8 > 0.5 > halves.ends["contradicted"]
 
-def test_every_is_the_chance_through_the_code_that_runs():
-    """`sequential.every`, the chance that a whole sequence comes out reproduced, against every
-    pair of count paths of two claims on independent rows through `evaluate` (looks 4, 8; each
-    seed on claim one's side with chance 0.8, on claim two's with 0.9): equal, exactly."""
+def test_p_all_reproduced_is_the_chance_through_the_code_that_runs():
+    """`sequential.p_all_reproduced`, the chance that a whole sequence comes out reproduced,
+    against every pair of count paths of two claims on independent rows through `evaluate`
+    (looks 4, 8; each seed on claim one's side with chance 0.8, on claim two's with 0.9): equal,
+    exactly."""
     tested = claims.parse([{"id": c, "text": "t", "rows": {"model.variant": c},
                             "baseline": {"model.variant": "b"}, "metric": "final_test_bpc",
                             "expect": "less"} for c in ("a", "c")])
@@ -548,8 +551,8 @@ def test_every_is_the_chance_through_the_code_that_runs():
             chance += w1 * q[0] ** k1 * (1 - q[0]) ** (8 - k1) * w2 * q[1] ** k2 * (
                 1 - q[1]) ** (8 - k2)
     contraries = [sequential.Contrary("sign")] * 2
-    assert sequential.every(looks, contraries, sequential.family(contraries, looks), list(q),
-                            0.5) == pytest.approx(chance, abs=1e-12)
+    assert sequential.p_all_reproduced(looks, contraries, sequential.family(contraries, looks),
+                                       list(q), 0.5) == pytest.approx(chance, abs=1e-12)
 
 
 def claimed_side(folder: Path) -> list[int]:
@@ -587,18 +590,19 @@ def test_the_main_job_design_can_decide_every_claim():
         grid = open_grid(path)
         contraries, budgets = feasible.family(grid.claims, grid.grid, grid.seeds)
         looks, futility = tuple(grid.seeds.looks), grid.seeds.futility
-        on_300 = sequential.every(looks, contraries, budgets, list(counts[-1] / 8), futility)
-        pooled = sequential.every(looks, contraries, budgets, list(counts.sum(axis=0) / 24),
-                                  futility)
+        on_300 = sequential.p_all_reproduced(looks, contraries, budgets, list(counts[-1] / 8),
+                                             futility)
+        pooled = sequential.p_all_reproduced(looks, contraries, budgets,
+                                             list(counts.sum(axis=0) / 24), futility)
         if least is None:  # the earlier design
             assert on_300 == pytest.approx(0.118, abs=0.001) and pooled < 0.9
             continue
         bound = sequential.worst(budgets, contraries, looks)
         assert bound.directional <= ALPHA and bound.defined <= ALPHA
         assert on_300 >= 0.5 and pooled >= 0.9
-        smoothed = [sequential.every(looks, contraries, budgets, list((k + 1) / (n + 2)),
-                                     futility) for k, n in ((counts[-1], 8),
-                                                            (counts.sum(axis=0), 24))]
+        smoothed = [sequential.p_all_reproduced(looks, contraries, budgets,
+                                                list((k + 1) / (n + 2)), futility)
+                    for k, n in ((counts[-1], 8), (counts.sum(axis=0), 24))]
         assert np.round(smoothed, 2).tolist() == [0.21, 0.86]  # README: the honest shares
         rates = feasible.rates(grid.claims, grid.grid, grid.seeds)
         assert (rates["power q 0.9"] >= 0.8).all(), rates

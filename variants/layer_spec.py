@@ -9,10 +9,12 @@ from typing import Any
 
 from torch import nn
 
+from bench.declare import option
+
 from . import mixing as mix
 from . import span as sp
 from .shape import Shape
-from .typed import Option, OptionError, check_api, declared, option, parse
+from .typed import Option, OptionError, check_api, declared, parse
 
 SpanArg = str | type[sp.SpanPolicy]
 MixingArg = str | type[mix.MixingPolicy]

@@ -1,8 +1,9 @@
 """Options declared as types. Each part of a layer (span policy, mixing policy) declares the
 options it takes as a frozen dataclass nested in its class, `Options`: a field per option, with
-its type, its default and a help sentence (`option`). The layer routes model.attn by these
-classes, the run's schema types them, `describe()` and the MLflow params report their values,
-and the docs and the dry run list them: nothing reads a constructor's signature for options.
+its type, its default and a help sentence (`bench.declare.option`, which corpora use too). The
+layer routes model.attn by these classes, the run's schema types them, `describe()` and the
+MLflow params report their values, and the docs and the dry run list them: nothing reads a
+constructor's signature for options.
 
 A part's constructor takes the layer's `Shape` and an instance of its `Options`; a subclass
 extends its base's options by subclassing its `Options`. `parse` is the one validator of
@@ -10,19 +11,11 @@ options (a layer's parts' and a corpus's): it makes the instance, and every bad 
 of an `OptionError` in one format, `key=value: what was expected; what it belongs to`."""
 
 import inspect
-from dataclasses import MISSING, dataclass, field, fields, is_dataclass
+from dataclasses import MISSING, dataclass, fields, is_dataclass
 from functools import cache
 from typing import Any, get_type_hints
 
 from pydantic import BaseModel, ConfigDict, ValidationError, create_model
-
-
-def option(default: Any, help: str) -> Any:
-    """A field of an `Options` class (a layer part's, model.attn.<option>; a corpus's,
-    data.<option>): its default (MISSING: required) and one sentence on what it does
-    (`metadata["help"]`, which the docs and the schema show). The one helper: bench.data
-    imports it from here."""
-    return field(default=default, metadata={"help": help})
 
 
 @dataclass(frozen=True)

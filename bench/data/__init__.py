@@ -4,8 +4,8 @@ A corpus is built by name (`build(name, **options)`, options declared by its opt
 and describes itself: its splits, identity, floors and probes where it knows them (`Corpus`).
 Built in: enwik8, text8, file (`text.py`) and the generated corpus (`synthetic.py`) with its
 probes (`probes/`, one a module); a plugin adds one with `register(name, options, build)`.
-Imports: numpy and torch, nothing else of bench, and of variants only `variants.typed.option`,
-the one way an option is declared (the table in pyproject.toml).
+Imports: numpy and torch, nothing of variants, and of bench only `bench.declare.option`, the
+one way an option is declared, which variants use too (the table in pyproject.toml).
 """
 
 from . import synthetic as _synthetic  # noqa: F401  (registers synthetic)

@@ -7,7 +7,7 @@ from typing import NamedTuple
 
 import numpy as np
 
-from variants.typed import option
+from bench.declare import option
 
 from .corpus import DataError
 

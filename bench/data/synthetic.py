@@ -23,7 +23,7 @@ from typing import NamedTuple, get_type_hints
 
 import numpy as np
 
-from variants.typed import option
+from bench.declare import option
 
 from .corpus import SPLITS, STANDARD_FRACTIONS, Corpus, DataError, sha256_of, split_sizes
 from .frames import Frames, entropy

@@ -22,7 +22,7 @@ import numpy as np
 import platformdirs
 from tqdm import tqdm
 
-from variants.typed import option
+from bench.declare import option
 
 from .corpus import SPLITS, STANDARD_FRACTIONS, Corpus, DataError, split_sizes
 from .registry import register

@@ -2,13 +2,13 @@
 `bench.experiment.claims.num`)."""
 
 
-def flag(v: object) -> bool:
+def as_bool(v: object) -> bool:
     """A logged flag as a bool: the writer logs params as JSON (`true`); older runs logged
     Python's `True`."""
     return str(v).lower() == "true"
 
 
-def human(x: float, ref: float | None = None) -> str:
+def si_format(x: float, ref: float | None = None) -> str:
     """42_100_000 -> '42.1M': three significant digits (as the paper's #Params and #FLOPS), in
     the unit that suits `ref` (default x), so that a std reads in its mean's unit."""
     ref = abs(x if ref is None else ref)

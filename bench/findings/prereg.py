@@ -66,10 +66,10 @@ RECORDS = ("plan_sha", "seed_start", "plan_file", "run_commit", "run_clean")
 PACKAGES = ("bench/", "variants/")  # the tree's code a trial imports
 # the code a plan's hash can depend on: the analysis, the grid file's parser, the options
 PLAN_CODE = ("bench/findings", "bench/experiment", "bench/config.py", "bench/metrics.py",
-             "variants")
+             "bench/declare.py", "variants")
 # the code that makes a trial's numbers: run commits that differ here ran another experiment
 TRAINING = ("bench/training", "bench/model", "bench/data", "bench/config.py", "bench/train.py",
-            "variants")
+            "bench/declare.py", "variants")
 
 
 def git(where: Path, *args: str) -> str | None:

@@ -12,7 +12,7 @@ from bench.experiment.claims import HEAD_SPAN_METRICS, SPAN_SHAPE, Claim, num
 from bench.metrics import FAILURE, SEEDS, STOPPED
 
 from .bounds import Spans
-from .numbers import flag
+from .numbers import as_bool
 from .stats import holds
 
 ABOVE_R = ".above_R"  # a span statistic's column measured above the ramp R
@@ -81,8 +81,8 @@ def column(claim: Claim) -> str:
     return claim.metric + (ABOVE_R if claim.floor == "R" else "")
 
 
-def fixed(claim: Claim, runs: pd.DataFrame, missing: pd.DataFrame, pairs: list,
-          seeds: list[Any]) -> pd.Series | None:
+def floor_decided(claim: Claim, runs: pd.DataFrame, missing: pd.DataFrame, pairs: list,
+                  seeds: list[Any]) -> pd.Series | None:
     """For a claim on a raw span statistic (SPAN_SHAPE without `floor: R`: every head's span is
     at least the ramp R, so R pulls the raw statistic): per seed, whether the floor decides its
     side of the margin, its raw value on the claimed side and its value above R not, or the
@@ -245,7 +245,7 @@ def spans(runs: pd.DataFrame, cell: dict) -> Spans | None:
     if sub.empty or not {"model.span", "layer.learned_spans", "layer.h"} <= set(sub):
         return None
     r = sub.iloc[0]
-    learned = flag(r["layer.learned_spans"])
+    learned = as_bool(r["layer.learned_spans"])
     ramp = r.get("layer.options.ramp") if learned else None
     if learned and (ramp is None or pd.isna(ramp)):
         return None

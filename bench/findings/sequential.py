@@ -37,8 +37,8 @@ most its contrary's error c_i) or the first claim j that is not true decided wro
 its reproduction error a_j, and c_j where it sits at its boundary), so the family errs with
 chance at most a_j + sum_{i<=j} c_i. Each claim's contrary gets a tenth of alpha (alpha / (2m)
 in a family of m > 5 claims: the contraries never take more than half of it), or the least
-with which it can reject at all where that is more (`least`), and each claim is reproduced at
-a_j = alpha - sum_{i<=j} c_i. Where a contrary would leave its own claim unable to
+with which it can reject at all where that is more (`min_attainable_alpha`), and each claim is
+reproduced at a_j = alpha - sum_{i<=j} c_i. Where a contrary would leave its own claim unable to
 reject, it gets nothing: that claim cannot be contradicted with these seeds, and the dry run and
 the findings say so. An equivalence's contrary ("beyond a margin") is one exact test of both
 sides (`outside`), not two halves.
@@ -135,8 +135,8 @@ def _outside(looks: tuple[int, ...], alpha: float) -> tuple[Look, ...]:
 
 
 @cache
-def against(looks: tuple[int, ...], test: Test, exact: bool, parts: int,
-            alpha: float = ALPHA, equivalent: bool = False) -> tuple[Look, ...]:
+def opposite_boundaries(looks: tuple[int, ...], test: Test, exact: bool, parts: int,
+                        alpha: float = ALPHA, equivalent: bool = False) -> tuple[Look, ...]:
     """The boundaries of a claim's opposite direction at `alpha` (its share of the family's,
     `family`), tested in each of `parts` parts at alpha / parts (Bonferroni); an equivalence's
     by `_outside`."""
@@ -165,7 +165,7 @@ class Budget:
     contrary: float
 
 
-def least(c: Contrary, n: int) -> float:
+def min_attainable_alpha(c: Contrary, n: int) -> float:
     """The smallest alpha at which a contrary with n seeds can reject at all: 2^-n per part
     (an equivalence's: its most extreme outcome's p per part); 0 for a metric the config fixes."""
     if c.exact:
@@ -176,15 +176,14 @@ def least(c: Contrary, n: int) -> float:
 def family(claims: list[Contrary], looks: tuple[int, ...], alpha: float = ALPHA
            ) -> list[Budget]:
     """Each claim's budget in a fixed sequence (module doc): its contrary at alpha / 10 (alpha /
-    (2m) for m > 5 claims), or `least` where more, or 0 where that would leave the claim unable
-    to reject; the claim at
-    alpha less the error every contrary up to its own can spend (exact for the sign test; the
-    sum of the levels for sign-flip)."""
+    (2m) for m > 5 claims), or `min_attainable_alpha` where more, or 0 where that would leave
+    the claim unable to reject; the claim at alpha less the error every contrary up to its own
+    can spend (exact for the sign test; the sum of the levels for sign-flip)."""
     out, spent = [], 0.0
     for c in claims:
-        share = min(max(alpha / (2 * max(len(claims), 5)), least(c, looks[-1])),
+        share = min(max(alpha / (2 * max(len(claims), 5)), min_attainable_alpha(c, looks[-1])),
                     alpha - spent)
-        opposite = against(looks, c.test, c.exact, c.parts, share, c.equivalent)
+        opposite = opposite_boundaries(looks, c.test, c.exact, c.parts, share, c.equivalent)
         error = min(share, opposite[-1].error * c.parts)
         room = alpha - spent - error
         if not any(look.can_reject for look in opposite) or room <= 0 or not design(
@@ -211,8 +210,9 @@ def worst(budgets: list[Budget], claims: list[Contrary], looks: tuple[int, ...])
     plus the contraries before it (directional: and its own), and every claim true (every
     contrary's)."""
     errors = [(design(looks, c.test, c.exact, b.claim)[-1].error,
-               against(looks, c.test, c.exact, c.parts, b.contrary, c.equivalent)[-1].error
-               * c.parts) for b, c in zip(budgets, claims, strict=True)]
+               opposite_boundaries(looks, c.test, c.exact, c.parts, b.contrary,
+                                   c.equivalent)[-1].error * c.parts)
+              for b, c in zip(budgets, claims, strict=True)]
     before = np.cumsum([0.0, *(e[1] for e in errors)])
     return Worst(float(max(*(e[0] + before[j] for j, e in enumerate(errors)), before[-1])),
                  float(max(*(e[0] + before[j + 1] for j, e in enumerate(errors)), before[-1])))
@@ -267,7 +267,7 @@ def operating(looks: tuple[int, ...], c: Contrary, q: float, futility: float | N
     test, parts = c.test, c.parts
     walk = test == "sign" or reached.counts
     claim = design(looks, test, False, budget.claim)
-    opposite = against(looks, test, False, parts, budget.contrary, c.equivalent)
+    opposite = opposite_boundaries(looks, test, False, parts, budget.contrary, c.equivalent)
     ends, at, won = dict.fromkeys(FINAL, 0.0), [], []
     if walk:
         mass, before = np.ones((1,) * parts), 0
@@ -295,8 +295,8 @@ def operating(looks: tuple[int, ...], c: Contrary, q: float, futility: float | N
     return Operating(ends, tuple(at), tuple(won))
 
 
-def every(looks: tuple[int, ...], claims: list[Contrary], budgets: list[Budget],
-          q: list[float], futility: float | None) -> float:
+def p_all_reproduced(looks: tuple[int, ...], claims: list[Contrary], budgets: list[Budget],
+                     q: list[float], futility: float | None) -> float:
     """The chance that every claim of the sequence comes out reproduced, exactly over count
     paths (`operating` by counts: each claim's seeds land on its claimed side independently
     with its chance q[j], values +-1), the claims independent and each judged from the look at

@@ -12,7 +12,7 @@ from bench.experiment.layouts import LAYOUTS
 from bench.metrics import SEEDS
 
 from . import stats
-from .numbers import flag, human
+from .numbers import as_bool, si_format
 from .runs import Sweep, machine_line, missing_lines
 from .samples import match
 
@@ -60,7 +60,7 @@ def _cell(kind: str, m: float, s: float) -> str:
         return f"{m:.3f}"
     if kind == "span":
         return f"{m:.0f}" + (f" ± {s:.1f}" if pd.notna(s) and s > 0 else "")
-    return human(m) + (f" ± {human(s, m)}" if pd.notna(s) and s > 0 else "")
+    return si_format(m) + (f" ± {si_format(s, m)}" if pd.notna(s) and s > 0 else "")
 
 
 def build_table(sweep: Sweep, layout: str) -> tuple[pd.DataFrame, pd.DataFrame, pd.DataFrame]:
@@ -154,10 +154,10 @@ def data_line(runs: pd.DataFrame) -> str:
         return "Data: not recorded by these runs."
     parts = []
     for name, n, sha, prefix in runs[DATA_COLUMNS].drop_duplicates().itertuples(index=False):
-        what = f"a {int(n):,}-byte prefix of {name}" if flag(prefix) else (
+        what = f"a {int(n):,}-byte prefix of {name}" if as_bool(prefix) else (
             f"{name} ({int(n):,} bytes)")
         parts.append(f"{what}, sha256 {str(sha)[:12]}")
-    prefix = runs["dataset.prefix"].map(flag).any()
+    prefix = runs["dataset.prefix"].map(as_bool).any()
     note = (" Prefix results: split 90/5/5, not comparable with the papers' full-corpus "
             "numbers.") if prefix else ""
     return "Data: " + "; ".join(parts) + "." + note

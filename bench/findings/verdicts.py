@@ -87,8 +87,8 @@ class Design:
         exact = c.metric in EXACT
         self.plan, self.k, self.futility, self.budget = plan, k, plan.futility, budget
         self.claim = sequential.design(plan.looks, c.test, exact, budget.claim)
-        self.opposite = sequential.against(plan.looks, c.test, exact, parts, budget.contrary,
-                                           c.expect == "equivalent")
+        self.opposite = sequential.opposite_boundaries(plan.looks, c.test, exact, parts,
+                                                       budget.contrary, c.expect == "equivalent")
         self.look, self.against = self.claim[k], self.opposite[k]
         self.last = k == len(plan.looks) - 1
 
@@ -137,10 +137,10 @@ def _part(c: Claim, margin: float | None, pairs: list, seen: Seen, alpha: float)
 
 def _floor(c: Claim, margin: float, pairs: list, seen: Seen, got: tuple) -> dict:
     """For a raw span statistic: in how many seeds the floor R decides the side of the margin
-    (`samples.fixed`), and, where the same test on the values above R would decide otherwise
+    (`samples.floor_decided`), and, where the same test on the values above R would decide otherwise
     at this level, that the verdict is the floor's. `got`: (values, estimate, level)."""
     values, est, level = got
-    flips = samples.fixed(c, seen.runs, seen.missing, pairs, seen.seeds)
+    flips = samples.floor_decided(c, seen.runs, seen.missing, pairs, seen.seeds)
     if flips is None or not flips.any():
         return {}
     above = samples.sample(c.model_copy(update={"floor": "R"}), seen.runs, seen.missing, pairs,

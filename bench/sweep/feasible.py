@@ -87,7 +87,8 @@ def by_look(claims: list[Claim], axes: dict[str, list[Any]], seeds: Seeds) -> pd
     rows = []
     for i, (c, o, b) in enumerate(zip(claims, contraries, budgets, strict=True)):
         mine = sequential.design(plan, c.test, o.exact, b.claim)
-        theirs = sequential.against(plan, c.test, o.exact, o.parts, b.contrary, o.equivalent)
+        theirs = sequential.opposite_boundaries(plan, c.test, o.exact, o.parts, b.contrary,
+                                                o.equivalent)
         for k, (look, opp) in enumerate(zip(mine, theirs, strict=True)):
             last = k == len(plan) - 1
             can = "reject" if look.can_reject or opp.can_reject else (
@@ -121,7 +122,7 @@ def rates(claims: list[Claim], axes: dict[str, list[Any]], seeds: Seeds,
         rows.append({"claim": c.id, "test": c.test,
                      "worst error: reproduced": sequential.design(plan, c.test, False,
                                                                   b.claim)[-1].error,
-                     "worst error: contradicted": sequential.against(
+                     "worst error: contradicted": sequential.opposite_boundaries(
                          plan, c.test, False, o.parts, b.contrary, o.equivalent)[-1].error
                      * o.parts,
                      **{f"power q {q:g}": at[q].ends["reproduced"] for q in power_at},
@@ -138,11 +139,11 @@ def worst_line(claims: list[Claim], axes: dict[str, list[Any]], seeds: Seeds,
     """The family's chance of any wrong verdict at its worst over every dependence between the
     claims, in both readings of "wrong" (`sequential.worst`), and the chance that every claim
     comes out reproduced when each seed lands on its claim's side with chance q
-    (`sequential.every`), in words."""
+    (`sequential.p_all_reproduced`), in words."""
     plan, futility = plan_of(seeds)
     contraries, budgets = family(claims, axes, seeds)
     bound = sequential.worst(budgets, contraries, plan)
-    every = sequential.every(plan, contraries, budgets, [q] * len(claims), futility)
+    every = sequential.p_all_reproduced(plan, contraries, budgets, [q] * len(claims), futility)
     return (f"the family's chance of any wrong verdict, at its worst over every dependence "
             f"between the claims: at most {bound.defined:.4g} (a false claim reproduced or a "
             f"true one contradicted) and {bound.directional:.4g} (contradicted read as the "

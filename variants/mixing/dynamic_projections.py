@@ -7,8 +7,10 @@ from typing import Any
 import torch
 from torch import Tensor, nn
 
+from bench.declare import option
+
 from ..band import band, scores, unband
-from ..typed import OptionError, option
+from ..typed import OptionError
 from .base import Shape
 from .talking import TalkingHeads
 

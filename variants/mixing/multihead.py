@@ -7,8 +7,9 @@ from dataclasses import dataclass
 import torch
 from torch import Tensor, nn
 
+from bench.declare import option
+
 from ..band import mix, scores
-from ..typed import option
 from .base import MixingPolicy, Shape
 
 

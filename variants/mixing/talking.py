@@ -8,7 +8,8 @@ from typing import Any, Literal
 import torch
 from torch import Tensor, nn
 
-from ..typed import option
+from bench.declare import option
+
 from .base import Shape
 from .multihead import MultiHead
 

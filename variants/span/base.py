@@ -6,9 +6,11 @@ from dataclasses import dataclass
 import torch
 from torch import Tensor, nn
 
+from bench.declare import option
+
 from ..band import distances
 from ..shape import Shape
-from ..typed import NoOptions, OptionError, option
+from ..typed import NoOptions, OptionError
 
 
 class SpanPolicy(nn.Module):

@@ -6,8 +6,9 @@ from dataclasses import dataclass
 import torch
 from torch import Tensor, nn
 
+from bench.declare import option
+
 from ..shape import Shape
-from ..typed import option
 from .base import LearnedSpan, soft_mask
 
 

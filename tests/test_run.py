@@ -9,6 +9,7 @@ Skip them with `pytest -m "not slow"`.
 import json
 import os
 import re
+import shutil
 import signal
 import socket
 import subprocess
@@ -44,9 +45,20 @@ def free_port() -> int:
 
 @pytest.fixture
 def short_tmp():
-    """A short temp dir (Ray's socket paths must stay under ~100 characters)."""
-    with tempfile.TemporaryDirectory(prefix="ab", dir="/tmp") as d:
-        yield Path(d)
+    """A short temp dir (Ray's socket paths must stay under ~100 characters), removed after
+    the test: processes a killed sweep leaves behind (Ray's, a held trial, which exits once the
+    folder is gone) may still write there for a moment, so removal is retried until the tree
+    is gone (HANG at most: a hang guard, never a deadline the test depends on)."""
+    d = Path(tempfile.mkdtemp(prefix="ab", dir="/tmp"))
+    yield d
+    deadline = time.monotonic() + HANG
+    while d.exists():
+        try:
+            shutil.rmtree(d)
+        except OSError:
+            if time.monotonic() > deadline:
+                raise
+            time.sleep(1)
 
 
 def cli_env(tmp: Path) -> dict:

@@ -20,7 +20,7 @@ from pathlib import Path
 import yaml
 
 from bench.cli import about, add_set
-from bench.config import ConfigError, parse_sets
+from bench.config import ConfigError, merge, parse_sets
 from bench.experiment.grid import Looks
 from bench.experiment.open import Overrides, opened, read, read_grid_file
 from bench.provenance import ROOT, GridText
@@ -84,22 +84,9 @@ def grid_file(args: argparse.Namespace) -> dict:
             "claims": [claim(args.variant, args.against, metric, args.expect, kind)]}
     if args.plugin:
         grid["plugins"] = [os.path.relpath(args.plugin.resolve(), args.out.resolve().parent)]
-    for key, value in _flat(parse_sets(args.sets)):
-        section, *rest = key.split(".")
-        node = grid["base"].setdefault(section, {})
-        for part in rest[:-1]:
-            node = node.setdefault(part, {})
-        node[rest[-1]] = value
+    grid["base"] = merge(grid["base"], parse_sets(args.sets))
     grid["seeds"]["looks"] = sized(grid)
     return grid
-
-
-def _flat(tree: dict, prefix: str = "") -> list[tuple[str, object]]:
-    """A nested --set tree as dotted keys."""
-    out = []
-    for k, v in tree.items():
-        out += _flat(v, f"{prefix}{k}.") if isinstance(v, dict) else [(f"{prefix}{k}", v)]
-    return out
 
 
 def main(argv: list[str] | None = None) -> int:

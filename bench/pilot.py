@@ -14,7 +14,6 @@ longer, change the setting (a probe may be tuned until it is learned), or change
 
 import argparse
 import dataclasses
-import json
 import multiprocessing
 import os
 import sys
@@ -131,13 +130,10 @@ def unanswerable(grid: Grid, trials: list[Trial], results: list[RunResult],
         if not probe or probe[3] not in no_recall:
             continue
         pairs = [(rows, base) for _, rows, base in cells(c, grid.grid)]
-        learned = []
-        for cell in dict.fromkeys(json.dumps(x, sort_keys=True) for p in pairs for x in p if x):
-            mine = [r for t, r in zip(trials, results, strict=True)
-                    if all(t.values.get(k) == v for k, v in json.loads(cell).items())]
-            bar = UNLEARNED * no_recall[probe[3]]
-            learned.append((json.loads(cell), sum(r.probe_bpc_test[probe[3]] > bar
-                                                  for r in mine), len(mine)))
+        runs = pd.DataFrame([{**t.values, "seed": t.seed, c.metric: r.probe_bpc_test[probe[3]],
+                              f"dataset.no_recall.{probe[3]}": no_recall[probe[3]]}
+                             for t, r in zip(trials, results, strict=True)])
+        learned = samples.learning(c, runs, pairs, sorted({t.seed for t in trials}), UNLEARNED)
         if why := samples.unanswerable(c, learned, pairs):
             out.append(f"{c.id}: {why}")
     return out

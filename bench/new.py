@@ -22,7 +22,7 @@ import yaml
 from bench.cli import about, add_set
 from bench.config import ConfigError, merge, parse_sets
 from bench.experiment.grid import Looks
-from bench.experiment.open import Overrides, opened, read, read_grid_file
+from bench.experiment.open import Overrides, load_grid, open_grid
 from bench.provenance import ROOT, GridText
 from bench.sweep import feasible, sizing
 from bench.sweep.trials import resolve_trials
@@ -54,7 +54,7 @@ def claim(variant: str, against: str, metric: str, expect: str, kind: str) -> di
 
 def sized(grid: dict) -> list[int]:
     """The fewest looks, FIRST stretched, whose claim has power 0.8 at q = Q."""
-    parsed = read(GridText(yaml.safe_dump(grid), "new grid", ROOT))
+    parsed = load_grid(GridText(yaml.safe_dump(grid), "new grid", ROOT))
     looks = FIRST
     for n in range(FIRST[-1], sizing.MOST + 1):
         looks = sizing.stretched(FIRST, n)
@@ -69,7 +69,7 @@ def grid_file(args: argparse.Namespace) -> dict:
     """The grid as YAML data (module doc)."""
     kind = "text" if args.data else "probe"
     if kind == "probe":
-        base = read(read_grid_file(MAIN_JOB)).base.model_dump(mode="json", exclude_unset=True)
+        base = load_grid(MAIN_JOB).base.model_dump(mode="json", exclude_unset=True)
         base["model"]["n_heads"] = 4
         metric = f"test_probe_bpc.{args.probe}"
     else:
@@ -110,7 +110,7 @@ def main(argv: list[str] | None = None) -> int:
     try:
         text = yaml.safe_dump(grid_file(args), sort_keys=False, width=100, default_flow_style=None)
         folder = args.out.resolve().parent
-        grid = opened(read(GridText(text, str(args.out), folder)), folder, Overrides())
+        grid = open_grid(GridText(text, str(args.out), folder), Overrides())
         resolve_trials(grid, True)  # every trial's config, as bench.run's dry run checks it
     except (ConfigError, ValueError) as err:
         print(f"error: {err}", file=sys.stderr)

@@ -27,7 +27,7 @@ from bench.cli import about, add_set, checked
 from bench.config import ConfigError, parse_sets
 from bench.experiment.claims import PROBE_METRIC, cells
 from bench.experiment.grid import Grid, seed_list
-from bench.experiment.open import Overrides, opened, read, read_grid_file
+from bench.experiment.open import Overrides, open_grid
 from bench.findings import samples
 from bench.findings.verdicts import UNLEARNED
 from bench.provenance import LOCAL
@@ -83,9 +83,7 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--results-dir", type=Path, default=LOCAL, help="where <grid>/pilot/ goes")
     args = p.parse_args(argv)
     try:
-        source = read_grid_file(args.grid)
-        written = read(source)
-        grid = opened(written, source.folder, Overrides(parse_sets(args.sets)))
+        grid = open_grid(args.grid, Overrides(parse_sets(args.sets)))
         seeds = pilot_seeds(grid.design_seeds or [], max(seed_list(grid.seeds)), args.seeds)
         trials = resolve_trials(grid.model_copy(update={"seeds": seeds}), False,
                                 results_dir=args.results_dir)

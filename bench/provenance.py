@@ -22,7 +22,7 @@ SHIPPED_AS = {"mlflow": ("mlflow", "mlflow-skinny")}
 
 @dataclass(frozen=True)
 class GridText:
-    """A grid file's text, read once (`bench.experiment.open.read_grid_file`), or read from
+    """A grid file's text, read once (`bench.experiment.open.read_grid_text`), or read from
     elsewhere (a commit, the MLflow store): `where` names it in errors, its plugin file paths
     are relative to `folder` (where its file lay), and `path` is the file it was read from
     (None: text from elsewhere). What a sweep logs of its grid file (its path, the sha256 of

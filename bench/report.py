@@ -16,7 +16,7 @@ from pathlib import Path
 
 from bench.cli import VERDICTS, about, add_tracking_uri
 from bench.config import ConfigError
-from bench.experiment.open import open_grid, read_grid_file
+from bench.experiment.open import open_grid, read_grid_text
 from bench.findings.render import ReportError, findings_from_runs_csv, render_sweep
 from bench.provenance import LOCAL
 from bench.tracking.reader import StoreError
@@ -47,7 +47,7 @@ def main(argv: list[str] | None = None) -> int:
             paths = findings_from_runs_csv(args.runs, grid_file, args.out or args.runs.parent)
             print("wrote", *map(str, paths), sep="\n  ")
             return 0
-        source = read_grid_file(grid_file) if grid_file else None  # the one read of the file
+        source = read_grid_text(grid_file) if grid_file else None  # the one read of the file
         grid = open_grid(source) if source else None  # else the sweep's, from the store
         name = grid.name if grid else args.target
         paths = render_sweep(tracking_uri(args.tracking_uri), name, args.out or LOCAL / name,

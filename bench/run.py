@@ -20,7 +20,7 @@ from bench.cli import VERDICTS, about, add_tracking_uri, add_trial_args
 from bench.config import ConfigError, parse_sets
 from bench.experiment import grid as grids
 from bench.experiment.grid import Grid
-from bench.experiment.open import Overrides, opened, read, read_grid_file
+from bench.experiment.open import Overrides, load_grid, open_grid, read_grid_text
 from bench.findings import prereg
 from bench.provenance import LOCAL
 from bench.sweep import feasible, gpus
@@ -100,12 +100,12 @@ def main(argv: list[str] | None = None) -> int:
         print(f"error: --power-at {bad[0]:g}: a chance q in (0, 1) expected", file=sys.stderr)
         return 2
     try:
-        source = read_grid_file(args.grid)  # the one read of the file: all below is this text
-        written = read(source)
+        source = read_grid_text(args.grid)  # the one read of the file: all below is this text
+        written = load_grid(source)
         grids.check_runnable(written, args.grid)
         overrides = Overrides(parse_sets(args.sets), args.preset, args.data, args.seeds,
                               args.seed_start)
-        grid = opened(written, source.folder, overrides)  # its plugins, $ATTNBENCH_PLUGINS first
+        grid = open_grid(source, overrides)  # its plugins, $ATTNBENCH_PLUGINS first
         trials = resolve_trials(  # a dry run records no plan: it runs nothing
             grid, args.dry_run, results_dir=args.results_dir,
             plan=None if args.dry_run else _plan(written, args.grid, grid, overrides))

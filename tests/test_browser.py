@@ -36,7 +36,7 @@ from mlflow import MlflowClient
 from mlflow.entities import Metric, Param
 
 from bench.experiment.claims import METRICS, PROBE_METRIC
-from bench.experiment.open import Overrides, open_grid, read_grid_file, to_text
+from bench.experiment.open import Overrides, open_grid, read_grid_text, to_text
 from bench.findings import prereg
 from bench.findings import render as report
 from bench.metrics import FINAL_RENAMED, FINAL_SAME, GRID_KEYS, PLAN
@@ -91,7 +91,7 @@ def logged_sweep(uri: str, folder: Path, out: Path) -> str:
     each trial of runs.csv a finished run with its params, tags and final metrics, then the
     report (`render_sweep`, into out/<grid>/, onto the sweep's page). Returns the sweep's id."""
     grid_file, runs = folder / "grid.yaml", pd.read_csv(folder / "runs.csv")
-    source = read_grid_file(grid_file)  # as bench.run reads it: once
+    source = read_grid_text(grid_file)  # as bench.run reads it: once
     grid = open_grid(source, Overrides(seed_start=int(runs["seed"].min())))
     axes, looks = list(grid.grid), grid.look_seeds()
     client = store.open_store(uri)

@@ -157,14 +157,14 @@ def test_an_earlier_status_word_is_read_as_the_word_it_became(earlier, now):
     """A grid file as committed before the status words were renamed (the pre-registration
     check reads every commit's file again) opens, its status the new word, its plan and trials
     the same as the file's today; the new word, printed, names no folder under results/."""
-    from bench.experiment.open import GridText, read
+    from bench.experiment.open import GridText, load_grid
     from bench.findings.prereg import plan_sha
 
     text = (ROOT / "ablations" / "span_pilot.yaml").read_text()
     assert "\nstatus: pilot\n" in text
-    old = read(GridText(text.replace("\nstatus: pilot\n", f"\nstatus: {earlier}\n"), "old",
+    old = load_grid(GridText(text.replace("\nstatus: pilot\n", f"\nstatus: {earlier}\n"), "old",
                         ROOT / "ablations"))
-    new = read(GridText(text.replace("\nstatus: pilot\n", f"\nstatus: {now}\n"), "new",
+    new = load_grid(GridText(text.replace("\nstatus: pilot\n", f"\nstatus: {now}\n"), "new",
                         ROOT / "ablations"))
     assert old.status == now and old == new
     assert plan_sha(old, None, "code") == plan_sha(new, None, "code")

@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 from bench.config import ConfigError, parse_sets
-from bench.experiment.open import GridText, Overrides, open_grid, read, to_text
+from bench.experiment.open import GridText, Overrides, load_grid, open_grid, to_text
 
 ROOT = Path(__file__).resolve().parents[1]
 GRIDS = sorted([*(ROOT / "ablations").glob("*.yaml"), *(ROOT / "examples").glob("*.yaml"),
@@ -17,15 +17,15 @@ GRIDS = sorted([*(ROOT / "ablations").glob("*.yaml"), *(ROOT / "examples").glob(
 
 @pytest.mark.parametrize("path", GRIDS, ids=lambda p: str(p.relative_to(ROOT)))
 def test_a_grid_written_back_opens_as_the_same_grid(path):
-    grid = read(path)
-    assert read(GridText(to_text(grid), "written", path.parent)) == grid
+    grid = load_grid(path)
+    assert load_grid(GridText(to_text(grid), "written", path.parent)) == grid
 
 
 def test_the_plan_under_overrides_is_written_whole():
     """--set, --seed-start and the plugin's resolved path are in the text a sweep logs."""
     plan = open_grid(ROOT / "ablations" / "heads_grid.yaml",
                      Overrides(parse_sets(["train.steps=7", "model.n_heads=4"]), seed_start=50))
-    again = read(GridText(to_text(plan), "logged", Path("/nowhere")))
+    again = load_grid(GridText(to_text(plan), "logged", Path("/nowhere")))
     assert again == plan and again.base.train["steps"] == 7
     assert again.grid["model.n_heads"] == [4] and again.seeds.start == 50
 

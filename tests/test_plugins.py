@@ -18,7 +18,7 @@ import yaml
 import variants
 from bench import flops, plugins, report, run, speed, train
 from bench.config import ConfigError, parse_sets, resolve
-from bench.experiment.open import GridText, Overrides, open_grid, read
+from bench.experiment.open import GridText, Overrides, load_grid, open_grid
 from bench.training.loop import train as train_run
 from tests.limits import HANG
 
@@ -326,7 +326,7 @@ def test_the_decay_grid_runs_beside_its_baseline_and_its_plan_is_what_the_store_
         table = (tmp / "report" / "generic.md").read_text()
         assert "| decay " in table and "| talking-heads " in table, table
         plan = open_grid(DECAY, Overrides(parse_sets(["train.steps=10"]), seed_start=3))
-        logged = read(GridText((tmp / "report" / "grid.yaml").read_text(), "logged", tmp))
+        logged = load_grid(GridText((tmp / "report" / "grid.yaml").read_text(), "logged", tmp))
         assert logged == plan and logged.seeds == [3] and logged.plugins == [str(PLUGIN)]
 
 

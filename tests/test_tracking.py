@@ -15,7 +15,7 @@ from mlflow.entities import Param
 
 from bench import data, metrics, provenance
 from bench.config import parse_sets, resolve
-from bench.experiment.open import Overrides, open_grid, read_grid_file
+from bench.experiment.open import Overrides, open_grid, read_grid_text
 from bench.findings import render as report
 from bench.sweep import runner
 from bench.sweep.trials import resolve_trials
@@ -263,7 +263,7 @@ def test_a_sweep_whose_driver_is_gone_is_ended_when_the_next_starts(tmp_path, st
     ids = {}
     for who, process in [("dead", f"{host}:{dead.pid}"), ("alive", writer.this_process()),
                          ("elsewhere", f"not-{host}:{dead.pid}"), ("done", f"{host}:{dead.pid}")]:
-        ids[who] = writer.start_sweep(client, exp, read_grid_file(grid), "cmd",
+        ids[who] = writer.start_sweep(client, exp, read_grid_text(grid), "cmd",
                                       page.Look("smoke", [], 1, 1, []), grid.read_text())
         client.set_tag(ids[who], names.SWEEP_PROCESS, process)
     writer.end_sweep(client, ids["done"], "FINISHED")
@@ -324,7 +324,7 @@ def test_a_sweeps_page_says_what_ran_at_each_look_and_what_it_found(tmp_path, st
     client = store.open_store(uri)
     exp = store.experiment_id(client, "g", uri)
     smoke = ROOT / "ablations" / "smoke.yaml"
-    parent = writer.start_sweep(client, exp, read_grid_file(smoke), "cmd",
+    parent = writer.start_sweep(client, exp, read_grid_text(smoke), "cmd",
                                 page.Look("g", ["a"] * 24, 1, 3, [80, 81, 82, 83]),
                                 smoke.read_text())
     writer.log_trials_covered(client, parent, page.Look("g", ["a"] * 48, 2, 3, list(range(80, 88))))
@@ -394,7 +394,7 @@ def test_a_report_too_long_for_the_store_keeps_its_verdicts_and_figures(tmp_path
     client = store.open_store(uri)
     exp = store.experiment_id(client, "g", uri)
     smoke = ROOT / "ablations" / "smoke.yaml"
-    parent = writer.start_sweep(client, exp, read_grid_file(smoke), "cmd",
+    parent = writer.start_sweep(client, exp, read_grid_text(smoke), "cmd",
                                 page.Look("g", ["a"], 1, 1, [0]), smoke.read_text())
     writer.log_report(client, client.get_run(parent), [],
                       claims_page(tmp_path, 5, [wide, wide], []))

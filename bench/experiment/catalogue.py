@@ -15,7 +15,7 @@ import pandas as pd
 from bench.config import ConfigError
 
 from .grid import STATUS, Grid
-from .open import read
+from .open import load_grid
 
 HEADER = """# The grids
 
@@ -44,7 +44,7 @@ def _owner(folder: Path, names: set[str]) -> str | None:
     """The grid a results folder holds runs of: its grid.yaml's name, else the grid it is named
     after (`name` or `name-<variant>`); None: not a results folder."""
     if (folder / "grid.yaml").is_file():
-        return read(folder / "grid.yaml").name
+        return load_grid(folder / "grid.yaml").name
     if not any(p.is_file() for p in folder.iterdir()):
         return None
     return next((n for n in names if folder.name == n or folder.name.startswith(f"{n}-")), None)
@@ -56,7 +56,7 @@ RUN_TIME = {"mlartifacts", "ray", "trials", "checkpoints"}
 
 def entries(ablations: Path, results: Path) -> list[Entry]:
     """Every grid file in `ablations`, with the folders under `results` holding its runs."""
-    grids = {path: read(path) for path in sorted(ablations.glob("*.yaml"))}
+    grids = {path: load_grid(path) for path in sorted(ablations.glob("*.yaml"))}
     names = {g.name for g in grids.values()}
     held: dict[str, list[Path]] = {}
     for folder in sorted(p for p in results.rglob("*") if p.is_dir()

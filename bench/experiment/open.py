@@ -1,11 +1,11 @@
-"""Opening an experiment, the one way: `open_grid` reads a grid file (or its text, read from
-git or from the MLflow store), validates it against the schema (`grid.Grid`), imports its
-plugins (file paths relative to the grid file) and applies the command line's overrides
-(`Overrides`: --set, --preset, --data, --seeds, --seed-start); `to_text` writes a grid back as
-YAML that opens as the same Grid (the plan a sweep logs). No
-other module parses a grid file's YAML. A command reads its grid file once
-(`read_grid_file`) and hands that text on (`GridText`): what it checks, opens, records and
-copies is what it read.
+"""Opening an experiment, the one way, in up to three steps: `read_grid_text` reads a grid file
+once (`GridText`: what a command checks, opens, records and copies is that text); `load_grid`
+validates a grid file's text (or text read from git or from the MLflow store) against the schema
+(`grid.Grid`) as written, nothing imported; `open_grid` loads it, imports its plugins (file paths
+relative to the grid file) and applies the command line's overrides (`Overrides`: --set,
+--preset, --data, --seeds, --seed-start): the grid a sweep runs. `to_text` writes a grid back as
+YAML that loads as the same Grid (the plan a sweep logs). No other module parses a grid file's
+YAML.
 """
 
 import copy
@@ -98,7 +98,7 @@ def apply(grid: Grid, o: Overrides) -> Grid:
         "grid": axes, "seeds": _seeds(grid, o), "pinned": pinned})
 
 
-def read_grid_file(path: Path) -> GridText:
+def read_grid_text(path: Path) -> GridText:
     """The grid file's text, read once (its bytes as UTF-8: the sha256 a sweep logs is the
     file's); ConfigError where it cannot be read."""
     try:
@@ -113,10 +113,10 @@ def read_grid_file(path: Path) -> GridText:
 
 
 def _text(source: Path | GridText) -> GridText:
-    return source if isinstance(source, GridText) else read_grid_file(source)
+    return source if isinstance(source, GridText) else read_grid_text(source)
 
 
-def read(source: Path | GridText) -> Grid:
+def load_grid(source: Path | GridText) -> Grid:
     """The grid a file (or a file's text) says, as written, validated, nothing imported;
     ConfigError naming the file and the key (one line for a file that is empty, not YAML or
     not a mapping)."""
@@ -138,27 +138,21 @@ def read(source: Path | GridText) -> Grid:
 
 def open_grid(source: Path | GridText, overrides: Overrides | None = None,
               imports: bool = True) -> Grid:
-    """The grid `source` says (`read`), its plugin files as absolute paths (relative ones from
-    the grid file's folder), imported first with $ATTNBENCH_PLUGINS (its `plugins` then lists
-    them all: what a trial imports), under the overrides. A plugin file that does not exist is
-    a PluginError (exit 2) naming the path as resolved; `imports=False` imports nothing (a grid
-    read to be listed, or from an old commit)."""
+    """The grid `source` says (`load_grid`), its plugin files as absolute paths (relative ones
+    from the grid file's folder), imported first with $ATTNBENCH_PLUGINS (its `plugins` then
+    lists them all: what a trial imports), under the overrides. A plugin file that does not
+    exist is a PluginError (exit 2) naming the path as resolved; `imports=False` imports nothing
+    (a grid read to be listed, or from an old commit)."""
     source = _text(source)
-    return opened(read(source), source.folder, overrides, imports)
-
-
-def opened(grid: Grid, folder: Path, overrides: Overrides | None = None,
-           imports: bool = True) -> Grid:
-    """`open_grid` of a grid already read (`read`) from a file in `folder`: its plugin files as
-    absolute paths, imported unless `imports` is False, under the overrides."""
-    listed = [str((folder / p).expanduser().resolve()) if plugins.is_file(p) else p
+    grid = load_grid(source)
+    listed = [str((source.folder / p).expanduser().resolve()) if plugins.is_file(p) else p
               for p in grid.plugins]
     grid = grid.model_copy(update={"plugins": plugins.load(listed) if imports else listed})
     return apply(grid, overrides) if overrides is not None else grid
 
 
 def to_text(grid: Grid) -> str:
-    """The grid as YAML that `open_grid` reads back as the same Grid (what it sets, defaults
+    """The grid as YAML that `load_grid` reads back as the same Grid (what it sets, defaults
     left out)."""
     return yaml.safe_dump(grid.model_dump(mode="json", exclude_defaults=True),
                           sort_keys=False, width=100)

@@ -15,7 +15,7 @@ import pandas as pd
 
 from bench.experiment.claims import METRICS, PROBE_METRIC
 from bench.experiment.grid import Grid
-from bench.experiment.open import GridText, open_grid, read_grid_file
+from bench.experiment.open import GridText, open_grid, read_grid_text
 from bench.metrics import SEEDS
 from bench.provenance import identity
 from bench.tracking import reader, writer
@@ -168,7 +168,7 @@ def findings_from_runs_csv(runs_csv: Path, grid_file: Path, out_dir: Path) -> li
     per-seed values, no MLflow store), into out_dir with the grid file beside them;
     ConfigError for a runs.csv that is not the grid's (`perseed.read`). The grid file is read
     once: the grid copied is the text the findings were computed from."""
-    source = read_grid_file(grid_file)
+    source = read_grid_text(grid_file)
     grid = open_grid(source, imports=False)  # the runs hold what the findings read
     runs = perseed.read(runs_csv, grid)
     out_dir.mkdir(parents=True, exist_ok=True)

@@ -14,7 +14,7 @@ import pandas as pd
 
 from bench.config import ConfigError
 from bench.experiment.grid import Grid
-from bench.experiment.open import read
+from bench.experiment.open import load_grid
 from bench.metrics import SEEDS
 
 
@@ -60,7 +60,7 @@ def _seeds_of(runs_csv: Path, name: str) -> set[int]:
     """The seeds a result of grid `name` holds (its grid.yaml beside it names the grid);
     empty for another grid's result or one that cannot be read."""
     try:
-        if read(runs_csv.parent / "grid.yaml").name != name:
+        if load_grid(runs_csv.parent / "grid.yaml").name != name:
             return set()
         runs = pd.read_csv(runs_csv)
     except (ConfigError, OSError, ValueError, pd.errors.ParserError):

@@ -15,7 +15,7 @@ import torch
 from bench.config import ConfigError
 from bench.experiment.claims import EXACT, PROBE_METRIC, SPAN_SHAPE, Claim, cells
 from bench.experiment.grid import Grid, Seeds, plan_of
-from bench.experiment.open import read
+from bench.experiment.open import load_grid
 from bench.findings import sequential
 from bench.findings.bounds import Spans, decided
 from bench.findings.stats import ALPHA, min_seeds
@@ -213,7 +213,7 @@ def check_restated(grid: Grid, results: Path = RESULTS) -> None:
     mine = {c.id: (i, c) for i, c in enumerate(grid.claims)}
     for path in sorted(results.rglob("grid.yaml")):
         found = path.with_name("findings.csv")
-        if not found.is_file() or (committed := read(path)).name != grid.name:
+        if not found.is_file() or (committed := load_grid(path)).name != grid.name:
             continue
         ran = set(pd.read_csv(found).get("evidence", pd.Series(dtype=str)))
         if not ran & {"confirmatory", "unverified"}:  # confirmation seeds ran

@@ -22,7 +22,7 @@ from .checkpoint import load_checkpoint, rng_state, save_atomic, set_rng_state
 from .evaluate import LN2, evaluate
 from .graphs import make_step
 from .memory import keep_heap, peak_memory_mb, start_run
-from .state import LoopState, Run
+from .state import LoopState, TrainingSetup
 from .step import Learner, make_optimizer, maybe_compile
 from .summary import final_record
 
@@ -48,7 +48,7 @@ def train(cfg: Config, out_dir: Path, *, report: Report | None = None, progress:
     _describe(cfg, out_dir, corpus, amp, device)
     torch.manual_seed(t.seed)  # dropout; the weights are drawn per (seed, name, shape)
     model = create_model(cfg.model, corpus.vocab_size, t.seed).to(device)
-    run = Run(cfg, corpus, model, device, amp, out_dir)
+    setup = TrainingSetup(cfg, corpus, model, device, amp, out_dir)
     forward = maybe_compile(model, t.compile is True, torch.zeros(
         t.batch_size, t.block, dtype=torch.long, device=device))
     opt = make_optimizer(model, t)
@@ -76,7 +76,7 @@ def train(cfg: Config, out_dir: Path, *, report: Report | None = None, progress:
         state.record(torch.stack(pending).tolist(), time.perf_counter() - tic)
         bar.set_postfix(bpc=f"{state.losses[-1] / LN2:.3f}", tok_s=f"{state.tokens_per_s:,.0f}")
         if evaluates:
-            metrics, stopped_early = _evaluate(run, state, lr)
+            metrics, stopped_early = _evaluate(setup, state, lr)
             if progress:
                 bar.write(f"step {state.step}: dev bpc {metrics['dev_bpc']:.4f} ({reading(t)})")
             path = _checkpoint(ckpt, model, opt, state, cache, device)
@@ -86,7 +86,7 @@ def train(cfg: Config, out_dir: Path, *, report: Report | None = None, progress:
             _checkpoint(ckpt, model, opt, state, cache, device)
         pending, tic = [], time.perf_counter()
     bar.close()
-    result = final_record(run, state, stopped_early)
+    result = final_record(setup, state, stopped_early)
     (out_dir / "result.json").write_text(result.to_json())
     return result
 
@@ -149,21 +149,21 @@ def _checkpoint(ckpt: Path, model: TransformerLM, opt: torch.optim.Optimizer, st
     return ckpt
 
 
-def _evaluate(run: Run, state: LoopState, lr: float) -> tuple[Evaluation, bool]:
+def _evaluate(setup: TrainingSetup, state: LoopState, lr: float) -> tuple[Evaluation, bool]:
     """Dev bpc on the first eval_tokens: best.pt kept where it improved, the evaluation recorded
     in the state; returns it and whether patience ran out."""
-    t = run.cfg.train
-    dev = evaluate(run.model, run.corpus.dev, run.reading, t.eval_tokens,
-                   run.corpus.targets("dev"))
+    t = setup.cfg.train
+    dev = evaluate(setup.model, setup.corpus.dev, setup.reading, t.eval_tokens,
+                   setup.corpus.targets("dev"))
     if dev.bpc < state.best_dev:
         state.best_dev, state.bad_evals = dev.bpc, 0
-        save_atomic({"model": run.model.state_dict()}, run.out_dir / "best.pt")
+        save_atomic({"model": setup.model.state_dict()}, setup.out_dir / "best.pt")
     else:
         state.bad_evals += 1
     metrics = Evaluation(
         step=state.step, tokens=state.tokens,
         train_bpc=float(np.mean(state.losses[-t.eval_every:])) / LN2, dev_bpc=dev.bpc, lr=lr,
         tokens_per_s=state.tokens_per_s, train_time_s=state.train_time,
-        mean_span=dev.mean_span, probe_bpc=dev.probes, **peak_memory_mb(run.device))
+        mean_span=dev.mean_span, probe_bpc=dev.probes, **peak_memory_mb(setup.device))
     state.history.append(metrics)
     return metrics, t.patience is not None and state.bad_evals >= t.patience

@@ -1,5 +1,5 @@
-"""What one run is and where it stands: its fixed parts (`Run`: config, corpus, model, device,
-precision, folder) and its progress (`LoopState`, saved in every checkpoint)."""
+"""What one run is and where it stands: its fixed parts (`TrainingSetup`: config, corpus, model,
+device, precision, folder) and its progress (`LoopState`, saved in every checkpoint)."""
 
 import math
 from dataclasses import dataclass, field
@@ -16,7 +16,7 @@ from .evaluate import Reading
 
 
 @dataclass(frozen=True)
-class Run:
+class TrainingSetup:
     """One run's fixed parts: its resolved config, corpus, model (on `device`), whether it
     trains in bf16 autocast (`amp`) and its folder."""
 

@@ -15,7 +15,7 @@ from bench.record import Evaluation, RunResult
 
 from .evaluate import dynamic_trace, evaluate, mixing_matrices
 from .memory import peak_memory_mb
-from .state import LoopState, Run
+from .state import LoopState, TrainingSetup
 
 
 def limit_reach(model: TransformerLM) -> int:
@@ -48,13 +48,13 @@ def count_flops(model: TransformerLM) -> dict:
                 "flops_error": f"{type(err).__name__}: {err}"}
 
 
-def final_record(run: Run, state: LoopState, stopped_early: bool) -> RunResult:
+def final_record(setup: TrainingSetup, state: LoopState, stopped_early: bool) -> RunResult:
     """The run record of the run's model with the weights of its best.pt loaded (in place),
     after the state's steps and tokens."""
-    model, corpus, device = run.model, run.corpus, run.device
-    best = torch.load(run.out_dir / "best.pt", map_location=device, weights_only=True)
+    model, corpus, device = setup.model, setup.corpus, setup.device
+    best = torch.load(setup.out_dir / "best.pt", map_location=device, weights_only=True)
     model.load_state_dict(best["model"])
-    dev, test = (evaluate(model, corpus.split(split), run.reading,
+    dev, test = (evaluate(model, corpus.split(split), setup.reading,
                           targets=corpus.targets(split)) for split in ("dev", "test"))
     seen = limit_reach(model) + 1  # the floor of what this model can see: its reach and itself
     # spans and #FLOPS as measured over the dev split: for a dynamic span, the mean z_t + R and

@@ -59,7 +59,7 @@ def test_a_claim_at_each_value_is_one_hypothesis_every_part_must_show():
     test); the claim is reproduced when every part's p is at most the level (intersection-union:
     no correction), and its summary row's p is the largest."""
     runs = heads_runs()
-    table = verdicts.evaluate([claim(rows=TH, baseline=MH, at_each="model.n_heads",
+    table = verdicts.verdict_table([claim(rows=TH, baseline=MH, at_each="model.n_heads",
                                      expect="less", test="sign-flip")], runs)
     assert list(table.columns[:7]) == ["claim", "about", "null", "effect", "ci_low", "ci_high",
                                        "p"]
@@ -90,7 +90,7 @@ def test_claims_are_a_fixed_sequence():
     trend = claim(id="trend", type="trend", rows=MH, along="model.n_heads", expect="greater")
     h2 = claim(id="h2", rows={**TH, "model.n_heads": 2}, baseline=MH, expect="less")
     never = claim(id="never", rows={**TH, "model.n_heads": 2}, baseline=MH, expect="greater")
-    table = by_claim(verdicts.evaluate([trend, never, trend.model_copy(
+    table = by_claim(verdicts.verdict_table([trend, never, trend.model_copy(
         update={"id": "after"})], runs))
     assert table["trend"]["p"] == pytest.approx(1 / 64)
     assert table["trend"]["about"] == "the median" and table["trend"]["rule"] == "6 of 6"
@@ -99,10 +99,10 @@ def test_claims_are_a_fixed_sequence():
     assert table["never"]["verdict"] == "contradicted"
     assert table["after"]["verdict"] == "not tested"
     assert table["after"]["reason"] == "sequence stopped at never"
-    both = by_claim(verdicts.evaluate([trend, h2], runs))
+    both = by_claim(verdicts.verdict_table([trend, h2], runs))
     assert both["trend"]["verdict"] == both["h2"]["verdict"] == "reproduced"
     # the same claims in another order: the one that fails first hides the others
-    first = by_claim(verdicts.evaluate([never, trend, h2], runs))
+    first = by_claim(verdicts.verdict_table([never, trend, h2], runs))
     assert first["never"]["verdict"] == "contradicted"
     assert first["trend"]["verdict"] == first["h2"]["verdict"] == "not tested"
 
@@ -114,7 +114,7 @@ def test_trend_is_the_per_seed_slope():
                  test="sign-flip")
     flat = claim(id="flat", type="trend", rows=TH, along="model.n_heads", expect="equivalent",
                  margin=0.02)
-    table = by_claim(verdicts.evaluate([worse, mean, flat], runs))
+    table = by_claim(verdicts.verdict_table([worse, mean, flat], runs))
     slopes = np.array([np.polyfit(np.log2([2, 4, 8]), [sel(runs, "fixed", h)[s]
                                                        for h in (2, 4, 8)], 1)[0] for s in SEEDS])
     assert table["c"]["effect"] == pytest.approx(np.median(slopes))
@@ -127,7 +127,7 @@ def test_trend_is_the_per_seed_slope():
                 expect="less", test="sign-flip")
     th = np.array([np.polyfit(np.log2([2, 4, 8]), [sel(runs, "talking-heads", h)[s]
                                                    for h in (2, 4, 8)], 1)[0] for s in SEEDS])
-    assert by_claim(verdicts.evaluate([gap], runs))["gap"]["effect"] == pytest.approx(
+    assert by_claim(verdicts.verdict_table([gap], runs))["gap"]["effect"] == pytest.approx(
         np.mean(th - slopes))
 
 
@@ -139,18 +139,18 @@ def test_contradicted_when_the_data_say_the_opposite_and_inconclusive_when_they_
     wrong_way = claim(id="wrong_way", rows=TH, baseline=MH, at_each="model.n_heads",
                       expect="greater")
     two = runs[runs["model.n_heads"] < 8]  # 2 parts: 6 against in each fits alpha with the claim
-    table = by_claim(verdicts.evaluate([wrong_way], two))
+    table = by_claim(verdicts.verdict_table([wrong_way], two))
     assert table["wrong_way"]["verdict"] == "contradicted"
     assert table["wrong_way [n_heads=2]"]["p"] == 1.0
     assert table["wrong_way [n_heads=2]"]["p_opposite"] == pytest.approx(1 / 64)
     assert table["wrong_way [n_heads=2]"]["level_opposite"] == pytest.approx(1 / 64)  # a / 2
     # at 3 parts, 6 against in each (3/64) leaves the claim no p it can reach: it cannot be
     # contradicted with 6 seeds, and is inconclusive
-    assert by_claim(verdicts.evaluate([wrong_way], runs))["wrong_way"]["verdict"] == \
+    assert by_claim(verdicts.verdict_table([wrong_way], runs))["wrong_way"]["verdict"] == \
         "inconclusive"
     too_tight = claim(id="too_tight", type="trend", rows=TH, along="model.n_heads",
                       expect="equivalent", margin=0.001)
-    tight = by_claim(verdicts.evaluate([too_tight], runs))["too_tight"]
+    tight = by_claim(verdicts.verdict_table([too_tight], runs))["too_tight"]
     assert tight["verdict"] == "inconclusive" and tight["ci_low"] < -0.001 < 0.001 < \
         tight["ci_high"]  # the 90% interval straddles the margin: neither way
     assert 0.5 < tight["detectable"] < 1 and tight["seeds_needed"] is None or \
@@ -159,7 +159,7 @@ def test_contradicted_when_the_data_say_the_opposite_and_inconclusive_when_they_
     mixed = pd.DataFrame([{"model.variant": "fixed", "model.n_heads": h, "seed": s,
                            "final_test_bpc": (1.0 if h == 2 else 2.0) + 0.01 * s}
                           for h in (2, 8) for s in SEEDS])
-    table = by_claim(verdicts.evaluate([claim(id="mixed", rows=MH, at_each="model.n_heads",
+    table = by_claim(verdicts.verdict_table([claim(id="mixed", rows=MH, at_each="model.n_heads",
                                               expect="less", margin=1.5)], mixed))
     assert table["mixed [n_heads=2]"]["verdict"] == "inconclusive"  # shown alone, not the claim
     assert "shown at this value alone" in table["mixed [n_heads=2]"]["reason"]
@@ -176,29 +176,29 @@ def test_inconclusive_with_the_reason():
                                      "tags.attnbench.failure": "Diverged: loss is nan"})
     each = claim(rows=TH, baseline=MH, at_each="model.n_heads", expect="less")
     trend = claim(id="trend", type="trend", rows=MH, along="model.n_heads", expect="greater")
-    table = by_claim(verdicts.evaluate([each], runs[~failed], missing))
+    table = by_claim(verdicts.verdict_table([each], runs[~failed], missing))
     assert table["c [n_heads=4]"]["verdict"] == "inconclusive"
     assert "seed 2: failed (Diverged: loss is nan)" in table["c [n_heads=4]"]["reason"]
     assert table["c [n_heads=2]"]["verdict"] == "inconclusive"  # the claim is "at each h"
     assert table["c"]["verdict"] == "inconclusive"
-    lone = by_claim(verdicts.evaluate([trend], runs[~failed], missing))["trend"]
+    lone = by_claim(verdicts.verdict_table([trend], runs[~failed], missing))["trend"]
     assert lone["verdict"] == "inconclusive" and np.isnan(lone["p"])
-    one_h = by_claim(verdicts.evaluate([trend], runs[runs["model.n_heads"] == 4]))  # --set
+    one_h = by_claim(verdicts.verdict_table([trend], runs[runs["model.n_heads"] == 4]))  # --set
     assert "at least 2 values of model.n_heads" in one_h["trend"]["reason"]
     # too few seeds: the numbers are shown, the verdict waits
-    two = by_claim(verdicts.evaluate([each], runs[runs["seed"] < 2]))
+    two = by_claim(verdicts.verdict_table([each], runs[runs["seed"] < 2]))
     assert two["c [n_heads=2]"]["verdict"] == "inconclusive"
     assert "2 paired seeds" in two["c [n_heads=2]"]["reason"]
-    three = by_claim(verdicts.evaluate([each], runs[runs["seed"] < 3]))["c [n_heads=2]"]
+    three = by_claim(verdicts.verdict_table([each], runs[runs["seed"] < 3]))["c [n_heads=2]"]
     assert "with 3 seeds no attainable p of its test is within this look's level" in three[
         "reason"]
     # a metric the runs lack (head spans of a run without result.json data)
     spread = claim(id="spread", rows=MH, at_each="model.n_heads", metric="head_span_spread",
                    expect="greater", margin=4)
-    assert by_claim(verdicts.evaluate([spread], runs))["spread"]["verdict"] == "inconclusive"
+    assert by_claim(verdicts.verdict_table([spread], runs))["spread"]["verdict"] == "inconclusive"
     counted = claim(id="counted", rows=TH, baseline=MH, at_each="model.n_heads",
                     metric="flops_counted", expect="less")  # a metric no run logged
-    assert by_claim(verdicts.evaluate([counted], runs))["counted"]["verdict"] == "inconclusive"
+    assert by_claim(verdicts.verdict_table([counted], runs))["counted"]["verdict"] == "inconclusive"
 
 
 def test_a_value_the_log_or_a_division_cannot_take_is_named_never_dropped():
@@ -208,14 +208,14 @@ def test_a_value_the_log_or_a_division_cannot_take_is_named_never_dropped():
     runs = heads_runs()
     gap = claim(rows=TH, baseline=MH, at_each="model.n_heads", expect="less", log_offset=0.1)
     runs.loc[(runs["seed"] == 4) & (runs["model.n_heads"] == 2), "final_test_bpc"] = -0.5
-    part = by_claim(verdicts.evaluate([gap], runs))["c [n_heads=2]"]
+    part = by_claim(verdicts.verdict_table([gap], runs))["c [n_heads=2]"]
     assert part["verdict"] == "inconclusive"
     assert "log(final_test_bpc + 0.1) is undefined at seeds 4 (-0.5)" in part["reason"]
     runs = heads_runs()
     runs.loc[runs["seed"] == 1, "mean_span"] = np.inf
     share = claim(rows=TH, baseline=MH, at_each="model.n_heads", metric="span_fraction",
                   expect="less")
-    part = by_claim(verdicts.evaluate([share], runs))["c [n_heads=2]"]
+    part = by_claim(verdicts.verdict_table([share], runs))["c [n_heads=2]"]
     assert "span_fraction is not finite at seeds 1 (inf)" in part["reason"]
 
 
@@ -238,13 +238,13 @@ def test_head_span_and_span_fraction_metrics():
                     expect="greater", margin=4),
               claim(id="few", rows={"model.variant": "adaptive"}, metric="long_head_fraction",
                     expect="less", margin=0.5)]
-    table = by_claim(verdicts.evaluate(tested, runs))
+    table = by_claim(verdicts.verdict_table(tested, runs))
     assert table["c"]["verdict"] == "reproduced"
     few = table["few"]  # a count, the same in every seed: every seed satisfies the claim
     assert few["verdict"] == "reproduced" and few["p"] == pytest.approx(1 / 64)
     params = claim(id="p", rows={"model.variant": "adaptive"}, metric="params", expect="less",
                    margin=1e6)  # fixed by the config: exact
-    exact = by_claim(verdicts.evaluate([params], runs.assign(params=5e5)))["p"]
+    exact = by_claim(verdicts.verdict_table([params], runs.assign(params=5e5)))["p"]
     assert exact["verdict"] == "reproduced" and exact["p"] == 0.0
 
 
@@ -274,7 +274,7 @@ def test_tests_the_setup_decides_are_not_tested():
                   metric="flops_mean", expect="less")
     spread = claim(id="spread", rows={"model.variant": "adaptive", "model.span": 256},
                    metric="head_span_spread", expect="greater", margin=4)
-    table = by_claim(verdicts.evaluate([fewer, spread], runs))
+    table = by_claim(verdicts.verdict_table([fewer, spread], runs))
     assert table["fewer [span=64]"]["verdict"] == "not tested"
     assert "cannot hold by construction" in table["fewer [span=64]"]["reason"]
     assert table["fewer [span=256]"]["verdict"] == "reproduced"
@@ -304,9 +304,9 @@ def test_a_claim_about_planted_structure_on_real_text_is_inconclusive():
     runs = spans_runs()
     far = claim(id="far", rows={"model.variant": "adaptive", "model.span": 256},
                 metric="max_head_span", expect="greater", margin="planted")
-    table = by_claim(verdicts.evaluate([far], runs))
+    table = by_claim(verdicts.verdict_table([far], runs))
     assert table["far"]["verdict"] == "reproduced"  # 256 > 128, the farthest planted distance
-    real = by_claim(verdicts.evaluate([far], runs.assign(**{"dataset.planted": "[]"})))["far"]
+    real = by_claim(verdicts.verdict_table([far], runs.assign(**{"dataset.planted": "[]"})))["far"]
     assert real["verdict"] == "inconclusive" and "plants no structure" in real["reason"]
 
 
@@ -316,7 +316,7 @@ def test_a_precision_claim_whose_rows_ran_one_precision_is_inconclusive():
              "final_test_bpc": 1.5 + 0.01 * s} for amp in ("true", "false") for s in SEEDS]
     same = claim(id="same", rows={"train.amp": True}, baseline={"train.amp": False},
                  expect="equivalent", margin=0.02)
-    table = by_claim(verdicts.evaluate([same], pd.DataFrame(rows)))
+    table = by_claim(verdicts.verdict_table([same], pd.DataFrame(rows)))
     assert table["same"]["verdict"] == "inconclusive"
     assert "both ran fp32" in table["same"]["reason"]
 
@@ -642,7 +642,7 @@ def test_a_comparison_the_data_cannot_make_is_inconclusive_with_its_reason(mh, t
     not, inconclusive, the reason saying so, never reproduced."""
     c = claim(rows=TH, baseline=MH, metric="test_probe_bpc.recall", expect=expect,
               margin=margin, test="sign", log_offset=0.005)
-    row = by_claim(verdicts.evaluate([c], probe_runs(mh, th)))["c"]
+    row = by_claim(verdicts.verdict_table([c], probe_runs(mh, th)))["c"]
     if answerable:
         assert row["verdict"] == "reproduced" and "unanswerable" not in row["reason"]
     else:

@@ -1,6 +1,6 @@
 """Verdicts a statistician would sign, with exact rates: the boundaries of group-sequential looks
 from the tests' discrete nulls, and the rates of the verdict code that runs
-(`verdicts.evaluate`, what bench.report calls) by enumerating every outcome a design can see:
+(`verdicts.verdict_table`, what bench.report calls) by enumerating every outcome a design can see:
 each seed's side for the sign test (through count paths, ties included), every sign pattern of
 fixed magnitudes for the sign-flip test (its null conditional on them). Both directions:
 reproduced at the claim's null boundary, contradicted at the opposite's, the power to
@@ -44,7 +44,7 @@ def runs_of(d: np.ndarray, parts: int = 1) -> pd.DataFrame:
 
 def verdict(tested: list[claims.Claim], d: np.ndarray, looks: tuple[int, ...],
             futility: float | None = 0.5) -> str:
-    table = verdicts.evaluate(tested, runs_of(d, np.atleast_2d(d).shape[0]),
+    table = verdicts.verdict_table(tested, runs_of(d, np.atleast_2d(d).shape[0]),
                               looks=Looks(looks=list(looks), futility=futility), describe=False)
     return table["verdict"].iloc[-1 if len(table) > 1 and "[" in table["claim"].iloc[0] else 0]
 
@@ -257,7 +257,7 @@ def paths_through(tested, looks, place: tuple[float, float, float],
     for path, ways in count_paths(looks):
         d = np.concatenate([[place[0]] * a + [place[1]] * b + [place[2]] * c
                             for a, b, c in path])
-        table = verdicts.evaluate(tested, runs_of(d), looks=Looks(looks=list(looks),
+        table = verdicts.verdict_table(tested, runs_of(d), looks=Looks(looks=list(looks),
                                                                   futility=futility),
                                   describe=False).set_index("claim")["verdict"]
         out.append((np.sum(path, axis=0), ways, table.to_dict()))
@@ -332,7 +332,7 @@ def test_a_family_on_one_metric_holds_alpha_for_any_wrong_verdict():
     assert worst_family(paths, nested_wrong, SHARES) <= bound.defined + 1e-12
     assert worst_family(paths, directional_wrong, SHARES) <= bound.directional + 1e-12
     assert bound.defined <= bound.directional <= ALPHA
-    table = verdicts.evaluate(NESTED, runs_of(np.ones(8)), looks=Looks(looks=[4, 8]))
+    table = verdicts.verdict_table(NESTED, runs_of(np.ones(8)), looks=Looks(looks=[4, 8]))
     assert table["verdict"].tolist() == ["contradicted", "not tested"]
 
 
@@ -380,7 +380,7 @@ def test_a_claim_whose_contrary_would_leave_it_unable_to_reject_cannot_be_contra
     assert budget.contrary == 0 and budget.claim == ALPHA
     assert verdict(claim(), np.ones(5), (5,)) == "inconclusive"
     assert verdict(claim(), -np.ones(5), (5,)) == "reproduced"
-    row = verdicts.evaluate(claim(), runs_of(-np.ones(5)), looks=Looks(looks=[5])).iloc[0]
+    row = verdicts.verdict_table(claim(), runs_of(-np.ones(5)), looks=Looks(looks=[5])).iloc[0]
     assert "cannot come out contradicted with 5 seeds" in row["reason"]
     grid = open_grid(ROOT / "examples" / "add_a_claim.yaml")  # 5 seeds, one look
     (said,) = feasible.uncontradictable(grid.claims, grid.grid, grid.seeds)
@@ -395,7 +395,7 @@ def test_swapped_labels_of_the_main_job_are_contradicted():
     runs["model.variant"] = runs["model.variant"].map({"fixed": "talking-heads",
                                                        "talking-heads": "fixed"})
     grid = open_grid(ROOT / "results" / "heads_grid" / "grid.yaml")  # the plan they ran
-    table = verdicts.evaluate(grid.claims, runs, looks=grid.looks,
+    table = verdicts.verdict_table(grid.claims, runs, looks=grid.looks,
                               design=grid.design_seeds, describe=False).set_index("claim")
     assert table.loc["th_beats_mh_at_8", "verdict"] == "contradicted"
     assert table.loc["th_beats_mh_at_8", "look"] == "2 of 2"
@@ -412,24 +412,24 @@ def test_futility_stops_only_where_neither_direction_leans():
                                                 "metric": "final_test_bpc", "expect": "less"}])
     looks = Looks(looks=[4, 8])
     even = runs_of(np.array([-1.0, 1.0, -1.0, 1.0]))
-    table = verdicts.evaluate(tested, even, looks=looks).set_index("claim")
+    table = verdicts.verdict_table(tested, even, looks=looks).set_index("claim")
     assert table.loc["c", "verdict"] == "inconclusive"
     assert "stopped for futility at look 1 of 2" in table.loc["c", "reason"]
     assert table.loc["after", "reason"] == "sequence stopped at c"
     against = runs_of(np.ones(4))
     assert [c.id for c in verdicts.undecided(tested, against, None, looks)] == ["c", "after"]
-    waits = verdicts.evaluate(tested, against, looks=looks).set_index("claim")
+    waits = verdicts.verdict_table(tested, against, looks=looks).set_index("claim")
     assert "look 2 not run" in waits.loc["c", "reason"]
     assert "could only stop for futility" in waits.loc["c", "reason"]
 
 
 def test_each_row_says_its_null_rule_and_level():
-    table = verdicts.evaluate(claim(test="sign-flip"), runs_of(-np.ones(8)),
+    table = verdicts.verdict_table(claim(test="sign-flip"), runs_of(-np.ones(8)),
                               looks=Looks(looks=[4, 8])).iloc[0]
     assert table["verdict"] == "reproduced" and table["look"] == "2 of 2"
     assert table["null"] == "no effect (exchangeable)" and table["about"] == "an effect"
     assert table["rule"] == "p ≤ 11/256" and table["level"] == 11 / 256  # 1/256 for its contrary
-    sign = verdicts.evaluate(claim(), runs_of(-np.ones(8)), looks=Looks(looks=[4, 8])).iloc[0]
+    sign = verdicts.verdict_table(claim(), runs_of(-np.ones(8)), looks=Looks(looks=[4, 8])).iloc[0]
     assert sign["about"] == "the median" and sign["rule"] == "7 of 8"
 
 
@@ -450,7 +450,7 @@ def test_offsets_say_where_a_verdict_stands():
     0.001 (the review's finding), read from its committed per-seed values."""
     runs = perseed.read(ROOT / "results" / "heads_grid" / "runs.csv")
     grid = open_grid(ROOT / "results" / "heads_grid" / "grid.yaml")  # the plan they ran
-    table = verdicts.evaluate(grid.claims, runs, looks=grid.looks,
+    table = verdicts.verdict_table(grid.claims, runs, looks=grid.looks,
                               design=grid.design_seeds).set_index("claim")
     assert table.loc["th_not_worse_as_h_grows", "offsets"].startswith("0.002-0.05")
     assert "0.0005 (inconclusive)" in table.loc["th_not_worse_as_h_grows", "offsets"]
@@ -466,17 +466,17 @@ def test_design_seeds_make_every_finding_exploratory():
                                                 "metric": "final_test_bpc",
                                                 "expect": "greater"}])
     runs = runs_of(-np.ones(8))
-    table = verdicts.evaluate(tested, runs, design=[6, 7, 30]).set_index("claim")
+    table = verdicts.verdict_table(tested, runs, design=[6, 7, 30]).set_index("claim")
     assert table.loc["c", "verdict"] == "holds (exploratory)"
     assert table.loc["after", "verdict"] == "fails (exploratory)"
     assert (table["evidence"] == "exploratory").all()
     assert "seeds 6-7 are design data" in table.loc["c", "reason"]
-    unnamed = verdicts.evaluate(tested, runs, design=None)
+    unnamed = verdicts.verdict_table(tested, runs, design=None)
     assert unnamed["verdict"].iloc[0] == "holds (exploratory)"
-    late = evidence.exploratory(verdicts.evaluate(tested, runs, design=[]), "committed after")
+    late = evidence.exploratory(verdicts.verdict_table(tested, runs, design=[]), "committed after")
     assert late["verdict"].tolist()[:2] == ["holds (exploratory)", "fails (exploratory)"]
     assert (late["evidence"] == "exploratory").all() and "committed after" in late["reason"][0]
-    fresh = verdicts.evaluate(tested, runs.assign(seed=runs["seed"] + 100), design=[0, 1])
+    fresh = verdicts.verdict_table(tested, runs.assign(seed=runs["seed"] + 100), design=[0, 1])
     assert fresh["verdict"].tolist() == ["reproduced", "contradicted"]
 
 
@@ -546,7 +546,7 @@ def test_p_all_reproduced_is_the_chance_through_the_code_that_runs():
         runs = pd.DataFrame([{"model.variant": v, "seed": s, "final_test_bpc": x}
                              for s in range(8) for v, x in (("a", d1[s]), ("c", d2[s]),
                                                             ("b", 0.0))])
-        table = verdicts.evaluate(tested, runs, looks=Looks(looks=list(looks)), describe=False)
+        table = verdicts.verdict_table(tested, runs, looks=Looks(looks=list(looks)), describe=False)
         if (table["verdict"] == "reproduced").all():
             chance += w1 * q[0] ** k1 * (1 - q[0]) ** (8 - k1) * w2 * q[1] ** k2 * (
                 1 - q[1]) ** (8 - k2)

@@ -31,7 +31,7 @@ def evidence_of(seeds: list[Any], design: list[int] | None) -> tuple[str, str]:
 
 
 def exploratory(table: pd.DataFrame, why: str) -> pd.DataFrame:
-    """The findings `evaluate` gave, made exploratory for a reason outside their seeds (a grid
+    """The findings `verdict_table` gave, made exploratory for a reason outside their seeds (a grid
     file not committed before its confirmation began: `prereg`): the words `holds
     (exploratory)` / `fails (exploratory)`, the evidence and the reason."""
     table = table.copy()
@@ -45,7 +45,7 @@ def exploratory(table: pd.DataFrame, why: str) -> pd.DataFrame:
 
 
 def unverified(table: pd.DataFrame, why: str) -> pd.DataFrame:
-    """The findings `evaluate` gave, whose pre-registration cannot be checked (`prereg`): every
+    """The findings `verdict_table` gave, whose pre-registration cannot be checked (`prereg`): every
     confirmatory row's evidence `unverified`, with the reason; the verdicts' words stand."""
     table = table.copy()
     mine = table["evidence"] == "confirmatory"

@@ -45,7 +45,7 @@ def judge(grid: Grid, runs: pd.DataFrame, missing: pd.DataFrame, grid_file: Path
     registered = prereg.check(grid_file, grid, runs)
     start = perseed.start_of(grid, runs) if grid.claims else None
     looks = grid.looks.model_copy(update={"start": start}) if grid.looks else None
-    found = verdicts.sequence(grid.claims, runs, missing, looks, grid.design_seeds)
+    found = verdicts.judge_sequence(grid.claims, runs, missing, looks, grid.design_seeds)
     if grid.claims and set(grid.grid) <= set(runs):
         cover = perseed.coverage(grid, runs, start)
         if cover.missing:

@@ -66,7 +66,7 @@ FINDINGS_NOTE = (
 def per_seed(sweep: Sweep, runs: pd.DataFrame) -> pd.DataFrame:
     """runs.csv: one row per finished run: grid keys, seed, trial hash, precision, every
     final metric and what the claims read, enough to recompute findings.csv
-    (`verdicts.evaluate` over it gives the same table)."""
+    (`verdicts.verdict_table` over it gives the same table)."""
     metrics = sorted(c for c in runs if c in METRICS or PROBE_METRIC.match(c)
                      or c.startswith(("layer.", "dataset.planted", "dataset.no_recall")))
     keys = [k for k in [*sweep.axes, *SEEDS, "trial", "precision", "cpu_capability",
@@ -143,7 +143,7 @@ def page_differs(folder: Path) -> list[str]:
 def write_findings(name: str, grid: Grid, runs: pd.DataFrame, missing: pd.DataFrame,
                    out_dir: Path, grid_file: Path | None) -> tuple[list[Path], pd.DataFrame, str]:
     """findings.md and findings.csv (columns verdicts.COLUMNS): the grid's claims' verdicts
-    (`verdicts.evaluate`) on `runs` as `claim_runs` gives them (what runs.csv holds: a test
+    (`verdicts.verdict_table`) on `runs` as `claim_runs` gives them (what runs.csv holds: a test
     recomputes every committed findings.csv from it), with whether `grid_file` pre-registered
     them (`prereg`) and which results beside out_dir share its trials (`shared_line`); returns
     the paths, the table and the table as Markdown."""

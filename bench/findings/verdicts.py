@@ -333,7 +333,7 @@ def offsets(c: Claim, seen: Seen, d: Design, state: str) -> str:
 
 
 @dataclass(frozen=True)
-class Sequence:
+class SequenceResult:
     """The fixed sequence over the looks the runs reach: every test row (COLUMNS), and the
     claims still waiting for the next look's seeds (empty once the sequence has ended)."""
 
@@ -341,9 +341,9 @@ class Sequence:
     waiting: list[Claim]
 
 
-def evaluate(claims: list[Claim], runs: pd.DataFrame, missing: pd.DataFrame | None = None,
-             looks: Looks | None = None, design: list[int] | None = (),
-             describe: bool = True) -> pd.DataFrame:
+def verdict_table(claims: list[Claim], runs: pd.DataFrame, missing: pd.DataFrame | None = None,
+                  looks: Looks | None = None, design: list[int] | None = (),
+                  describe: bool = True) -> pd.DataFrame:
     """One row per test (and one summary row per claim with several tests), in COLUMNS.
 
     runs: the finished trials, one row each, with grid-key columns, a seed column and metrics
@@ -354,14 +354,14 @@ def evaluate(claims: list[Claim], runs: pd.DataFrame, missing: pd.DataFrame | No
     not named); describe: compute what the verdicts do not need (offsets, what an
     inconclusive test could detect), the slow part. Never raises on data.
     """
-    return sequence(claims, runs, missing, looks, design, describe).table
+    return judge_sequence(claims, runs, missing, looks, design, describe).table
 
 
 def undecided(claims: list[Claim], runs: pd.DataFrame, missing: pd.DataFrame | None,
               looks: Looks) -> list[Claim]:
     """The claims that wait for the next look: the one the sequence is at, if it is undecided
     at the last look the runs complete, and every claim after it."""
-    return sequence(claims, runs, missing, looks, (), False).waiting
+    return judge_sequence(claims, runs, missing, looks, (), False).waiting
 
 
 def _looks(runs: pd.DataFrame, missing: pd.DataFrame, looks: Looks | None
@@ -381,10 +381,10 @@ def _looks(runs: pd.DataFrame, missing: pd.DataFrame, looks: Looks | None
     return seeds, Plan(tuple(looks.looks), looks.futility), reached
 
 
-def sequence(claims: list[Claim], runs: pd.DataFrame, missing: pd.DataFrame | None = None,
-             looks: Looks | None = None, design: list[int] | None = (),
-             describe: bool = True) -> Sequence:
-    """The fixed sequence over the looks the runs reach (`evaluate` says what the arguments
+def judge_sequence(claims: list[Claim], runs: pd.DataFrame, missing: pd.DataFrame | None = None,
+                   looks: Looks | None = None, design: list[int] | None = (),
+                   describe: bool = True) -> SequenceResult:
+    """The fixed sequence over the looks the runs reach (`verdict_table` says what the arguments
     are): every test row, and the claims still waiting for seeds."""
     missing = pd.DataFrame() if missing is None else missing
     runs = samples.derive(runs)
@@ -406,9 +406,9 @@ def sequence(claims: list[Claim], runs: pd.DataFrame, missing: pd.DataFrame | No
             i += 1
             if state not in ("reproduced", NOT_TESTED):
                 out += [_skipped(rest, f"sequence stopped at {c.id}") for rest in claims[i:]]
-                return Sequence(_table(out), [])
+                return SequenceResult(_table(out), [])
         if i == len(claims):
-            return Sequence(_table(out), [])
+            return SequenceResult(_table(out), [])
     # the loop broke at claims[i], undecided at the last look the runs reach: its tests as judged
     waiting = claims[i:]
     for t in parts:
@@ -416,7 +416,7 @@ def sequence(claims: list[Claim], runs: pd.DataFrame, missing: pd.DataFrame | No
                                               f"look {d.k + 2} not run", seen.why]))
     out += _report(waiting[0], parts, "undecided", d, seen)
     out += [_skipped(rest, f"waits for {waiting[0].id}") for rest in waiting[1:]]
-    return Sequence(_table(out), waiting)
+    return SequenceResult(_table(out), waiting)
 
 
 def _table(rows: list[dict]) -> pd.DataFrame:

@@ -389,7 +389,7 @@ def test_a_report_too_long_for_the_store_keeps_its_verdicts_and_figures(tmp_path
     kept = len(re.findall(r"^\| c\d+ \|", many, re.MULTILINE))
     assert f"Left out here (the store keeps 4,000 characters): claims {kept + 1} to 200, " \
         "[report/findings.md](#/report/findings.md)." in many
-    assert page.cut("short", 1000, "unused") == "short"
+    assert page.within_limit("short", 1000, "unused") == "short"
     uri = store_at(tmp_path / "mlflow.db")
     client = store.open_store(uri)
     exp = store.experiment_id(client, "g", uri)

@@ -32,7 +32,7 @@ SHOWN_PX = 800  # the widest a figure is shown on the page (its file keeps the p
 REPORT = "report"  # the sweep run's artifact folder with its report's files (`writer.log_report`)
 
 
-def now() -> int:
+def epoch_ms() -> int:
     """MLflow's timestamp of a metric: milliseconds since the epoch."""
     return int(time.time() * 1000)
 
@@ -80,7 +80,7 @@ def artifact_url(exp: str, run_id: str, path: str) -> str:
     return f"#/experiments/{exp}/runs/{run_id}/artifacts/{path}?{TRAINING}"
 
 
-def cut(text: str, limit: int, pointer: str) -> str:
+def within_limit(text: str, limit: int, pointer: str) -> str:
     """`text`, or where longer than `limit` characters, its paragraphs that fit and `pointer`
     (where the rest is): the store refuses a longer description, which must not fail a sweep."""
     if len(text) <= limit:
@@ -116,7 +116,8 @@ def compose(page: Page, head: str, shown: str, link: Callable[[str], str], limit
         blocks.append(part.markdown if len(part.markdown) + 2 <= room else
                       left(part.what, part.artifact))
         room -= len(blocks[-1]) + 2
-    return cut("\n\n".join([head, *blocks, shown, tail]), limit, f"The rest: {page.folder}.")
+    return within_limit("\n\n".join([head, *blocks, shown, tail]), limit,
+                        f"The rest: {page.folder}.")
 
 
 @dataclass(frozen=True)
@@ -135,8 +136,8 @@ def progress(client: MlflowClient, parent: str, look: Look) -> None:
     """What the sweep has run so far, at each look: trials, looks reached, seeds (tags, which
     a later look rewrites; the trials and the look also as metrics, a step per look)."""
     k, seeds = look.look, look.seeds
-    client.log_batch(parent, metrics=[Metric(TRIAL_COUNT, len(look.trials), now(), k),
-                                      Metric(LOOKS, k, now(), k)],
+    client.log_batch(parent, metrics=[Metric(TRIAL_COUNT, len(look.trials), epoch_ms(), k),
+                                      Metric(LOOKS, k, epoch_ms(), k)],
                      tags=[RunTag(TRIAL_COUNT, str(len(look.trials))),
                            RunTag(LOOKS, f"{k} of {look.looks}"),
                            RunTag(SEEDS_RUN, f"{seeds[0]}-{seeds[-1]}" if seeds else "")])
@@ -174,13 +175,14 @@ def publish(client: MlflowClient, sweep: Run, page: Page) -> None:
     note = compose(page, head, figures(client, run_id, page.figures),
                    lambda path: artifact_url(exp, run_id, path), MAX_TAG_VAL_LENGTH)
     client.log_batch(run_id, metrics=[
-        Metric(f"{what}.{c.id}", float(v), now(), step) for c in page.claims
+        Metric(f"{what}.{c.id}", float(v), epoch_ms(), step) for c in page.claims
         for what, v in (("effect", c.effect), ("p", c.p)) if v == v],  # NaN: not tested
         tags=[RunTag(MLFLOW_RUN_NOTE, note), RunTag(MACHINE, page.machine[:MAX_TAG_VAL_LENGTH]),
               RunTag(PRECISION, page.precision),
               *(RunTag(f"{VERDICT}{c.id}", c.verdict) for c in page.claims)])
     counts = Counter(c.verdict for c in page.claims)
-    client.set_experiment_tag(exp, MLFLOW_RUN_NOTE, cut(  # the home page shows its start
+    # the experiment's description, whose start the home page shows
+    client.set_experiment_tag(exp, MLFLOW_RUN_NOTE, within_limit(
         f"{', '.join(f'{n} {v}' for v, n in counts.items()) or 'no claims'} "
         f"({sweep.info.run_name}) · [The sweep's report]({run_url(exp, run_id)}) · "
         f"[Trials by setting]({view_url(exp)})\n\n"

@@ -5,7 +5,8 @@ parsing, exit codes and printing; the arguments they share and the list of them 
 `bench.cli`'s): `run` a sweep, `report` a sweep, `verify` a committed result, `grids` the table
 of every grid, `options` every option, `train` one model, `new` a sized grid for one question,
 `pilot` whether each arm learns, `resultsdoc` docs/results.md's verdict tables, and the `speed`,
-`anchors`, `th_layer` and `flops` measurements.
+`compare_outside_models` (nanoGPT and the adaptive-span reference), `compare_xtransformers`
+(x-transformers' talking heads) and `flops` measurements.
 
 The rooms, each a package; which may import which is one table, `[tool.importlinter]` in
 pyproject.toml, which `lint-imports` checks (tests/test_rooms.py):

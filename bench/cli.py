@@ -1,9 +1,9 @@
-"""What the commands share: the list of them (`COMMANDS`: `python -m bench.<command>` runs
-the module `bench/<command>.py`, which holds that command's argument parsing, exit codes and
-printing; the rooms do the work), and the command-line arguments defined once: a command's
-description (`about`), `--set` and `--preset` (train, run, speed, anchors), `--tracking-uri`
-(run, report), what turns a grid file into its trials (`add_trial_args`), the argparse
-types that check a value before anything runs, and how a measurement prints (`emit`)."""
+"""What the commands share: the list of them (`COMMANDS`: `python -m bench.<command>` runs the
+module `bench/<command>.py`, which holds that command's argument parsing, exit codes and printing;
+the rooms do the work), and the command-line arguments defined once: a command's description
+(`about`), `--set` and `--preset` (train, run, speed, compare_outside_models), `--tracking-uri`
+(run, report), what turns a grid file into its trials (`add_trial_args`), the argparse types that
+check a value before anything runs, and how a measurement prints (`emit`)."""
 
 import argparse
 import json
@@ -16,8 +16,8 @@ from bench.provenance import ROOT
 
 T = TypeVar("T")
 # every command, `python -m bench.<name>`: the module bench/<name>.py
-COMMANDS = ("run", "new", "pilot", "report", "grids", "verify", "train", "speed", "anchors",
-            "th_layer", "flops", "options", "resultsdoc")
+COMMANDS = ("run", "new", "pilot", "report", "grids", "verify", "train", "speed",
+            "compare_outside_models", "compare_xtransformers", "flops", "options", "resultsdoc")
 # the --help epilog of the commands that print verdicts: the words are defined once, in docs/
 VERDICTS = ("Claims, their test order, looks, exact rules and the verdict words (reproduced, "
             "contradicted, inconclusive, not tested; offsets, detectable, seeds) are "

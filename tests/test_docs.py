@@ -24,8 +24,8 @@ from tests.limits import HANG
 
 ROOT = Path(__file__).resolve().parents[1]
 DOCS = [ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md"))]
-CLIS = ("bench.run", "bench.train", "bench.report", "bench.speed", "bench.anchors",
-        "bench.th_layer", "bench.flops", "bench.verify", "bench.grids",
+CLIS = ("bench.run", "bench.train", "bench.report", "bench.speed", "bench.compare_outside_models",
+        "bench.compare_xtransformers", "bench.flops", "bench.verify", "bench.grids",
         "bench.options", "bench.resultsdoc", "bench.new", "bench.pilot", "ci.regression",
         "ci.bundle", "ci.carry")
 # The top-level entries a repository path may start with.
@@ -301,7 +301,8 @@ def test_the_add_a_claim_commands_run_as_written_and_leave_a_clone_clean():
 
 
 @pytest.mark.parametrize("name", ["run", "report", "grids", "verify", "train", "speed",
-                                  "anchors", "th_layer", "flops", "options",
+                                  "compare_outside_models", "compare_xtransformers",
+                                  "flops", "options",
                                   "resultsdoc", "new", "pilot"])
 def test_help_describes_each_command_in_whole_sentences(name, capsys):
     """`--help` opens with the command module's first paragraph, whole: never cut at its first

@@ -1,9 +1,11 @@
-"""Anchors (the measurement room, `bench.measure.outside_models`): attnbench's `fixed` and
-`adaptive` models against nanoGPT and the adaptive-span reference, trained side by side in one
-process on the same enwik8-prefix batches, in fp32 and (--amp) bf16 autocast; tokens/s and executed
-FLOP rates compared within each precision, bf16 over fp32, and MFU against the speed targets.
+"""attnbench against outside models, the anchors (the measurement room,
+`bench.measure.outside_models`): attnbench's `fixed` and `adaptive` models against nanoGPT and the
+adaptive-span reference, trained side by side in one process on the same enwik8-prefix batches, in
+fp32 and (--amp) bf16 autocast; tokens/s and executed FLOP rates compared within each precision,
+bf16 over fp32, and MFU against the speed targets.
 
-python -m bench.anchors --nanogpt DIR --reference DIR [--steps 100] [--rounds 2] [--amp] [--json]
+python -m bench.compare_outside_models --nanogpt DIR --reference DIR [--steps 100] [--rounds 2]
+    [--amp] [--json]
 """
 
 import argparse
@@ -48,7 +50,8 @@ def existing_file(text: str) -> Path:
 
 
 def main(argv: list[str] | None = None) -> int:
-    p = argparse.ArgumentParser(prog="python -m bench.anchors", description=about(__doc__))
+    p = argparse.ArgumentParser(prog="python -m bench.compare_outside_models",
+                                description=about(__doc__))
     p.add_argument("--nanogpt", required=True, metavar="DIR",
                    type=checkout(("model.py",), "a nanoGPT checkout holding model.py"))
     p.add_argument("--reference", required=True, metavar="DIR",

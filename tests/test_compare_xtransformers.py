@@ -1,9 +1,9 @@
-"""bench.th_layer: bad input exits 2 naming the flag, and a missing x-transformers exits 2 saying
-how to install it, before anything is built (neither needs x-transformers); with x-transformers
-installed (an optional extra: skipped without it), the weight copy makes the two layers compute
-the same function, which the check tells apart from a missing or misplaced copy, the extra pieces
-timed on their own are exactly ours' work beyond x-transformers' (FLOPs), the command refuses to
-time layers that disagree, and it runs end to end at a tiny size."""
+"""bench.compare_xtransformers: bad input exits 2 naming the flag, and a missing x-transformers
+exits 2 saying how to install it, before anything is built (neither needs x-transformers); with
+x-transformers installed (an optional extra: skipped without it), the weight copy makes the two
+layers compute the same function, which the check tells apart from a missing or misplaced copy, the
+extra pieces timed on their own are exactly ours' work beyond x-transformers' (FLOPs), the command
+refuses to time layers that disagree, and it runs end to end at a tiny size."""
 
 import json
 import sys
@@ -11,7 +11,7 @@ import sys
 import pytest
 import torch
 
-from bench import th_layer
+from bench import compare_xtransformers
 from bench.measure import xtransformers as lib
 
 TINY = ["--batch", "1", "--tokens", "8", "--dim", "16", "--heads", "2", "--repeats", "1"]
@@ -39,13 +39,13 @@ def no_xformers(monkeypatch):
 ])
 def test_bad_input_exits_2(args, message, no_xformers, capsys):
     with pytest.raises(SystemExit) as exit_:
-        th_layer.main(args)
+        compare_xtransformers.main(args)
     assert exit_.value.code == 2
     assert message in capsys.readouterr().err
 
 
 def test_missing_xformers_exits_2(no_xformers, capsys):
-    assert th_layer.main(TINY) == 2
+    assert compare_xtransformers.main(TINY) == 2
     assert "pip install -e '.[anchors]'" in capsys.readouterr().err
 
 
@@ -108,12 +108,12 @@ def test_the_extra_work_is_all_of_ours_beyond_theirs(xt, tokens):
 def test_disagreeing_layers_are_not_timed(xt, threads, monkeypatch, capsys):
     monkeypatch.setattr(lib, "copy_weights", lambda a, b: None)
     monkeypatch.setattr(lib, "run", lambda *a: pytest.fail("timed layers that disagree"))
-    assert th_layer.main(TINY) == 1
+    assert compare_xtransformers.main(TINY) == 1
     assert "the layers disagree" in capsys.readouterr().err
 
 
 def test_end_to_end_json(xt, threads, capsys):
-    assert th_layer.main([*TINY, "--threads", "1", "--json"]) == 0
+    assert compare_xtransformers.main([*TINY, "--threads", "1", "--json"]) == 0
     out = json.loads(capsys.readouterr().out)
     rows = {r["system"]: r for r in out["rows"]}
     assert list(rows) == [lib.XT, lib.OURS, *lib.EXTRA, lib.MINUS]

@@ -1,7 +1,8 @@
-"""bench.anchors: bad input exits 2 naming the path before anything is timed; end to end with small
-stand-ins for nanoGPT and the adaptive-span reference (real torch modules with the same call
-signatures), its JSON rows, the FLOPs per step it counts for each system (against each one's
-analytic count), and the ratios and MFU it derives from the measured seconds, in fp32 and bf16."""
+"""bench.compare_outside_models: bad input exits 2 naming the path before anything is timed; end to
+end with small stand-ins for nanoGPT and the adaptive-span reference (real torch modules with the
+same call signatures), its JSON rows, the FLOPs per step it counts for each system (against each
+one's analytic count), and the ratios and MFU it derives from the measured seconds, in fp32 and
+bf16."""
 
 import json
 import textwrap
@@ -10,7 +11,7 @@ import numpy as np
 import pytest
 import torch
 
-from bench import anchors
+from bench import compare_outside_models
 from bench.measure import outside_models as anchor_lib
 from bench.model import create_model
 from bench.model.cost import executed_flops
@@ -176,7 +177,7 @@ def test_missing_path_exits_2(which, checkouts, tmp_path, untimed, capsys):
     args = dict(zip(["nanogpt", "reference", "data"], checkouts, strict=True))
     args[which] = tmp_path / "absent"
     with pytest.raises(SystemExit) as exit_:
-        anchors.main(argv(*args.values()))
+        compare_outside_models.main(argv(*args.values()))
     assert exit_.value.code == 2
     err = capsys.readouterr().err
     assert f"--{which}" in err and str(tmp_path / "absent") in err
@@ -189,7 +190,7 @@ def test_dir_without_module_exits_2(which, file, checkouts, tmp_path, untimed, c
     args = dict(zip(["nanogpt", "reference", "data"], checkouts, strict=True))
     (args[which] / file).unlink()
     with pytest.raises(SystemExit) as exit_:
-        anchors.main(argv(*args.values()))
+        compare_outside_models.main(argv(*args.values()))
     assert exit_.value.code == 2
     assert f"{args[which]}: has no {file}" in capsys.readouterr().err
 
@@ -198,7 +199,7 @@ def test_dir_without_module_exits_2(which, file, checkouts, tmp_path, untimed, c
 @pytest.mark.parametrize("value", ["0", "-3", "two"])
 def test_steps_and_rounds_must_be_positive(flag, value, checkouts, untimed, capsys):
     with pytest.raises(SystemExit) as exit_:
-        anchors.main(argv(*checkouts, flag, value))
+        compare_outside_models.main(argv(*checkouts, flag, value))
     assert exit_.value.code == 2
     assert f"{value!r}: expected a positive int" in capsys.readouterr().err
 
@@ -206,9 +207,9 @@ def test_steps_and_rounds_must_be_positive(flag, value, checkouts, untimed, caps
 def test_module_without_its_class_and_bad_size_exit_2(checkouts, untimed, capsys):
     nano, ref, corpus = checkouts
     (nano / "model.py").write_text("GPTConfig = dict\n")
-    assert anchors.main(argv(nano, ref, corpus)) == 2
+    assert compare_outside_models.main(argv(nano, ref, corpus)) == 2
     assert f"{nano / 'model.py'}: defines no GPT" in capsys.readouterr().err
-    assert anchors.main(argv(*checkouts, "--set", "model.d_ff=48")) == 2
+    assert compare_outside_models.main(argv(*checkouts, "--set", "model.d_ff=48")) == 2
     assert "nanoGPT's MLP is 4 x n_embd" in capsys.readouterr().err
 
 
@@ -268,7 +269,8 @@ def test_end_to_end_json(checkouts, monkeypatch, capsys):
                        for k, s in built.items()})
         return built
     monkeypatch.setattr(anchor_lib, "systems", systems)
-    assert anchors.main(argv(*checkouts, "--steps", "2", "--rounds", "3", "--json")) == 0
+    assert compare_outside_models.main(
+        argv(*checkouts, "--steps", "2", "--rounds", "3", "--json")) == 0
     assert peaks == []  # one peak per round
     out = json.loads(capsys.readouterr().out)  # nothing else on stdout (nanoGPT's print)
     rows = {r["system"]: r for r in out["rows"]}
@@ -309,7 +311,7 @@ def test_amp_adds_bf16_rows_or_says_why_not(native, checkouts, monkeypatch, caps
                         lambda dev: None if native else "no bf16 on this test host")
     peaks = {torch.float32: [1e9, 3e9], torch.bfloat16: [4e9, 8e9]}
     monkeypatch.setattr(anchor_lib, "matmul_peak", lambda dev, dtype: peaks[dtype].pop(0))
-    assert anchors.main(argv(*checkouts, "--steps", "1", "--rounds", "2", "--amp",
+    assert compare_outside_models.main(argv(*checkouts, "--steps", "1", "--rounds", "2", "--amp",
                              "--json")) == 0
     captured = capsys.readouterr()
     out = json.loads(captured.out)

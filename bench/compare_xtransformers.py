@@ -5,8 +5,8 @@ before anything is timed, side by side on the CPU, with ours' extra work (the po
 banding, the padding) timed on its own. x-transformers is an optional extra:
 pip install -e '.[anchors]' -c constraints.txt.
 
-python -m bench.th_layer [--batch 8] [--tokens 256] [--dim 128] [--heads 8] [--repeats 30]
-    [--threads 1] [--dtype fp32] [--json]
+python -m bench.compare_xtransformers [--batch 8] [--tokens 256] [--dim 128] [--heads 8]
+    [--repeats 30] [--threads 1] [--dtype fp32] [--json]
 """
 
 import argparse
@@ -21,7 +21,8 @@ from bench.training.memory import keep_heap
 
 
 def main(argv: list[str] | None = None) -> int:
-    p = argparse.ArgumentParser(prog="python -m bench.th_layer", description=about(__doc__))
+    p = argparse.ArgumentParser(prog="python -m bench.compare_xtransformers",
+                                description=about(__doc__))
     p.add_argument("--batch", type=positive, default=8, help="B, blocks per step")
     p.add_argument("--tokens", type=positive, default=256,
                    help="M, tokens per block; ours' span S = M (the whole causal block)")

@@ -208,7 +208,7 @@ class Config(Strict):
 
     @model_validator(mode="after")
     def _static_shapes(self) -> "Config":
-        """A captured step (training.graphs) replays fixed shapes and reads nothing on the host:
+        """A captured step (`cuda_graphs`) replays fixed shapes and reads nothing on the host:
         a learned span that trims its window changes the shapes as it learns, and Adagrad's step
         and per-tensor clipping read values on the host, so capture is refused there (with the
         way out)."""

@@ -312,13 +312,13 @@ cuda = pytest.mark.skipif(not torch.cuda.is_available(), reason="needs CUDA")
 @pytest.mark.parametrize("amp", [False, True])
 @pytest.mark.parametrize("variant", [("talking-heads",), ("adaptive", "model.attn.trim=false")])
 def test_the_captured_step_replays_the_eager_step(amp, variant):
-    """On CUDA, the step captured as one CUDA graph (`training.graphs`) takes the eager step's
+    """On CUDA, the step captured as one CUDA graph (`training.cuda_graphs`) takes the eager step's
     path: across stream restarts (cache None, eager) and replays, every step's loss and the
     final weights match the eager trainer's (AdamW's capturable arithmetic rounds differently
     in the last bits; in bf16 the weights are compared through the losses), and the graph was
     captured and replayed, not bypassed."""
     from bench.model import create_model
-    from bench.training.graphs import CapturedStep, make_step
+    from bench.training.cuda_graphs import CapturedStep, make_step
     from bench.training.step import Learner, make_optimizer, train_step
 
     cfg = small_cfg(f"model.variant={variant[0]}", *variant[1:], "model.dropout=0", *ADAMW,

@@ -18,7 +18,7 @@ from bench.model import create_model
 from bench.model.cost import analytic_flops, executed_flops, set_spans
 from bench.provenance import device as pick_device
 from bench.training import precision
-from bench.training.graphs import WARMUP, make_step
+from bench.training.cuda_graphs import WARMUP, make_step
 from bench.training.memory import saved_bytes
 from bench.training.step import Learner, make_optimizer, maybe_compile, train_step
 from variants import build as build_layer
@@ -109,7 +109,7 @@ class Bench:
         return fn
 
     def capture(self, cfg: Config):
-        """The trainer's whole step captured as one CUDA graph (`training.graphs`, cfg: this
+        """The trainer's whole step captured as one CUDA graph (`training.cuda_graphs`, cfg: this
         case with train.compile=graphs), on a copy of the model with its own capturable
         optimiser and cache, warmed up, captured and replayed once."""
         model = copy.deepcopy(self.model)

@@ -24,8 +24,8 @@ from bench import provenance
 from bench.model import create_model
 from bench.model.count import counted_flops
 from bench.training import precision
+from bench.training.cuda_graphs import make_step
 from bench.training.evaluate import Reading, evaluate
-from bench.training.graphs import make_step
 from bench.training.step import Learner, make_optimizer
 from bench.trial import Trial
 

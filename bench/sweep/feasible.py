@@ -281,7 +281,7 @@ def at_once(cpu: float, share: float, gpus: float, cpus: int | None) -> str:
 
 def eager_graphs(trials: list[Trial], share: float) -> str | None:
     """Where trials set train.compile=graphs and get no GPU (`share` 0), that their step runs
-    eagerly (`bench.training.graphs`: the same run to the last digit), else None."""
+    eagerly (`bench.training.cuda_graphs`: the same run to the last digit), else None."""
     if share or not any(t.cfg.train.compile == "graphs" for t in trials):
         return None
     return ("train.compile=graphs: no CUDA for the trials here, so each runs its step eagerly "

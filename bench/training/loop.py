@@ -19,8 +19,8 @@ from bench.record import Evaluation, RunResult
 
 from . import precision
 from .checkpoint import load_checkpoint, rng_state, save_atomic, set_rng_state
+from .cuda_graphs import make_step
 from .evaluate import LN2, evaluate
-from .graphs import make_step
 from .memory import keep_heap, peak_memory_mb, start_run
 from .state import LoopState, TrainingSetup
 from .step import Learner, make_optimizer, maybe_compile

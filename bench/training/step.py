@@ -1,7 +1,7 @@
 """One training step as the paper takes it: loss plus the span penalty, per-tensor clipping of
 the step, Adagrad (or AdamW) with linear warm-up (then train.schedule), the span clamp; and
 torch.compile of a model with a fallback to eager. `bench.measure` times exactly this step
-(`graphs` replays it)."""
+(`cuda_graphs` replays it)."""
 
 import math
 import sys

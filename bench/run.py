@@ -25,7 +25,7 @@ from bench.findings import prereg
 from bench.provenance import LOCAL
 from bench.sweep import feasible, gpus
 from bench.sweep.plan import print_plan, print_time
-from bench.sweep.runner import SweepOptions, reads, sweep
+from bench.sweep.runner import SweepOptions, serves_claims, sweep
 from bench.sweep.trials import resolve_trials
 from bench.trial import Trial
 
@@ -64,7 +64,7 @@ def _dry_run(grid: Grid, trials: list[Trial], levels: pd.DataFrame,
     print_plan(first, grid, levels, rates)
     if grid.claims:
         print(feasible.worst_line(grid.claims, grid.grid, grid.seeds))
-    later = {t.setting for t in trials if reads(grid.claims, grid.grid, t.values)}
+    later = {t.setting for t in trials if serves_claims(grid.claims, grid.grid, t.values)}
     if len(looks) > 1:
         more = [t for t in trials if t.seed not in looks[0] and t.setting in later]
         print(f"\nseeds.looks {grid.seeds.looks}: look 1 runs the {len(first)} trials above "

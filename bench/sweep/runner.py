@@ -204,7 +204,7 @@ def say_stale(stale: dict[str, str], now: dict[str, str], rerun: bool) -> None:
           file=sys.stderr, flush=True)
 
 
-def reads(claims: list[Claim], axes: dict[str, list[Any]], values: dict[str, Any]) -> bool:
+def serves_claims(claims: list[Claim], axes: dict[str, list[Any]], values: dict[str, Any]) -> bool:
     """Whether a trial with these grid values is a row or a baseline row of one of the claims."""
     return any(all(values.get(k) == v for k, v in cell.items())
                for c in claims for _, *pair in cells(c, axes) for cell in pair if cell)
@@ -312,7 +312,7 @@ def _looks(run: Session, trials: list[Trial]) -> tuple[list[Trial], bool]:
             break
         known = {t.hash for t in covered}
         new = [t for t in trials if t.seed in seeds and t.hash not in known
-               and (k == 0 or reads(still, grid.grid, t.values))]
+               and (k == 0 or serves_claims(still, grid.grid, t.values))]
         covered += new
         if len(looks) > 1:
             print(f"{grid.name}: look {k + 1} of {len(looks)}, seeds {seeds[0]}-{seeds[-1]}: "

@@ -23,7 +23,7 @@ from bench.tracking import reader, writer
 from . import perseed, prereg, stats
 from .figures import write_figures
 from .judge import judge
-from .runpage import interval, sweep_page
+from .runpage import interval, said, sweep_page
 from .runs import Sweep, claim_runs, load_sweep, machine_line, missing_lines
 from .shared import shared_line
 from .tables import DATA_COLUMNS, data_line, write_tables
@@ -231,8 +231,8 @@ def render_sweep(uri: str, experiment: str, out_dir: Path, sweep: str | None = N
         print(f"\nfindings ({written[0]}):\n{md}")
     claims = None if table is None else table[table["claim"].isin(
         [c.id for c in data.claims])]  # the claims, not their parts
-    verdicts_of = {} if claims is None else dict(zip(claims["claim"], claims["verdict"],
-                                                     strict=True))
+    verdicts_of = {} if claims is None else {  # as the figure states them: with the reason
+        r.claim: said(r.verdict, r.reason) for r in claims.itertuples()}  # one cannot be made
     paths += write_tables(data, out_dir) + write_figures(data, out_dir, verdicts_of)
     if found.sweep is not None:
         writer.log_report(found.client, found.sweep, paths,

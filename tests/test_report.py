@@ -727,6 +727,29 @@ def test_a_committed_tables_probe_columns_are_what_its_claims_read():
     assert checked >= 20
 
 
+def test_the_sweeps_page_shows_table_1_in_the_claims_metric():
+    """The main job's MLflow page (`sweep_page`, from its committed report): its Table 1 gives
+    the claims' metric (test_probe_bpc.recall, bits per answer) per row as the seeds' mean ±
+    std, under the report's names (multi-head, not the registry's `fixed`), never the dev
+    split's recall."""
+    from bench.findings.runpage import sweep_page
+
+    folder = Path(__file__).resolve().parents[1] / "results" / "seeds600" / "heads_grid"
+    runs, findings = pd.read_csv(folder / "runs.csv"), pd.read_csv(folder / "findings.csv")
+    assert set(findings["metric"]) == {"test_probe_bpc.recall"}
+    shown = sweep_page(runs, [folder / "findings.md", folder / "th_table1.md"], findings, folder)
+    table = next(p.markdown for p in shown.parts if "Talking-heads Table 1" in p.what)
+    lines = [line for line in table.splitlines() if line.startswith("|")]
+    header = [c.strip() for c in lines[0].strip("|").split("|")]
+    rows = {r[0]: r for r in ([c.strip() for c in line.strip("|").split("|")]
+                              for line in lines[2:])}
+    assert "test recall" in header and "dev recall" not in table and "fixed h=" not in table
+    h8 = runs[(runs["model.variant"] == "fixed") & (runs["model.n_heads"] == 8)]
+    bits = h8["test_probe_bpc.recall"]
+    cell = rows["multi-head h=8"][header.index("test recall")].strip("*†")
+    assert cell == f"{bits.mean():.3f} ± {bits.std():.3f}"
+
+
 def test_learning_curves_legend_fits_and_axis_names_the_evaluated_prefix(monkeypatch):
     """Long labels (four of 40 characters) wrap into fewer legend columns instead of running
     off the figure; the dev axis says the curves read the first train.eval_tokens characters."""

@@ -790,7 +790,8 @@ COMMITTED = sorted(p for p in (Path(__file__).resolve().parents[1] / "results").
                    if (p.parent / "findings.csv").exists())  # a pilot has no claims
 
 
-@pytest.mark.parametrize("path", COMMITTED, ids=[str(p.parent.name) for p in COMMITTED])
+@pytest.mark.parametrize("path", COMMITTED, ids=[f"{p.parent.parent.name}/{p.parent.name}"
+                                                 for p in COMMITTED])
 def test_committed_findings_recompute_from_their_per_seed_values(path):
     """Every committed findings.csv is what `python -m bench.verify` recomputes from the
     runs.csv and grid.yaml beside it and git: the claims' verdicts and the pre-registration."""
@@ -806,7 +807,7 @@ def test_verify_exits_2_on_a_folder_it_cannot_read(tmp_path, capsys):
     from bench import report as report_cmd
     from bench import verify as verify_cmd
 
-    root = Path(__file__).resolve().parents[1] / "results" / "heads_grid"
+    root = Path(__file__).resolve().parents[1] / "results" / "heads_grid" / "seeds100"
     bad = tmp_path / "heads_grid"
     bad.mkdir()
     (bad / "grid.yaml").write_bytes((root / "grid.yaml").read_bytes())
@@ -835,7 +836,7 @@ def test_verify_exits_4_for_unverified_results_unless_allowed(capsys):
     --allow-unverified (CI), exit 0 where the findings agree."""
     from bench import verify as verify_cmd
 
-    folder = str(Path(__file__).resolve().parents[1] / "results" / "heads_grid")
+    folder = str(Path(__file__).resolve().parents[1] / "results" / "heads_grid" / "seeds100")
     assert verify_cmd.main([folder]) == 4
     assert "th_beats_mh_at_8: reproduced, unverified" in capsys.readouterr().out
     assert verify_cmd.main([folder, "--allow-unverified"]) == 0
@@ -849,7 +850,7 @@ def test_findings_name_the_results_beside_them_that_share_their_trials(tmp_path)
     for name in ("adaptive_vs_dynamic", "span_limit"):
         (tmp_path / name).mkdir()
         for f in ("runs.csv", "grid.yaml"):
-            (tmp_path / name / f).write_bytes((root / name / f).read_bytes())
+            (tmp_path / name / f).write_bytes((root / name / "seeds400" / f).read_bytes())
     here = tmp_path / "adaptive_vs_dynamic"
 
     def findings() -> str:
@@ -859,6 +860,7 @@ def test_findings_name_the_results_beside_them_that_share_their_trials(tmp_path)
 
     line = "Shared runs: of these 20 trials, 12 are trials of {}span_limit too"
     assert line.format("") in findings()  # outside git: the folders beside it
-    assert line.format("results/") in (root / "adaptive_vs_dynamic" / "findings.md").read_text()
+    committed = (root / "adaptive_vs_dynamic" / "seeds400" / "findings.md").read_text()
+    assert line.format("results/") in committed  # written before the move to span_limit/seeds400
     (tmp_path / "span_limit" / "runs.csv").unlink()
     assert "Shared runs" not in findings()

@@ -8,7 +8,8 @@ python -m bench.resultsdoc [--check]
 Outside the generated tables a verdict word in a table row or a numbered item must stand where
 it is checked (`stale`): "`claim`: verdict" (an item's verdict in italics) for a claim of the
 folder its row names, else of the folder the paragraph's bold lead names; or a folder's summary
-"`results/X/`: 3 reproduced, 1 inconclusive (unverified)", as docs/grids.md writes it.
+"`results/X/`: 3 reproduced, 1 inconclusive (unverified)", as an experiment's README writes
+it (bench.grids).
 """
 
 import argparse

@@ -87,7 +87,8 @@ def test_the_main_jobs_readme_shows_every_run_its_verdicts_and_figures():
     assert len(runs) == 9
     for one in runs:
         row = next(line for line in text.splitlines() if line.startswith(f"| [`{one.name}/`]"))
-        assert row.endswith(f"| {catalogue.verdicts(one)} |"), row
+        said = catalogue.verdicts(one) or "no findings: descriptive"
+        assert row.endswith(f"| {said} |"), row
     assert "| [`seeds600/`](seeds600/) | `heads_grid` | 600-611 (12) | 5 reproduced " \
         "(confirmatory) |" in text
     assert "Headline figures ([`seeds600/`](seeds600/))" in text
@@ -117,7 +118,7 @@ def test_a_findings_change_makes_the_readme_stale(tmp_path):
     found = catalogue.entries(tmp_path / "ablations", tmp_path / "results")
     after = folders.pages(found, tmp_path)
     assert "| 1 inconclusive (confirmatory) |" in after[readme] != before[readme]
-    assert "| [`seeds200/`](seeds200/) | `window` |  |  |" in after[readme]
+    assert "| [`seeds200/`](seeds200/) | `window` |  | no findings: descriptive |" in after[readme]
     assert "| [window](../results/window/README.md) | [`window`](../ablations/window.yaml) " \
         "primary | 2 |" in after[tmp_path / "docs" / "grids.md"]
 

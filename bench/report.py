@@ -33,8 +33,8 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--out", type=Path, help="output folder (default runs/<grid>/; with "
                    "--runs, the runs.csv's folder)")
     p.add_argument("--runs", type=Path, metavar="RUNS_CSV", help="recompute only the findings "
-                   "of the grid file's claims from a runs.csv (a committed result's per-seed "
-                   "values), no MLflow store")
+                   "of the grid file's claims and its table from a runs.csv (a committed "
+                   "result's per-seed values; no figures), no MLflow store")
     args = p.parse_args(argv)
     try:
         grid_file = Path(args.target) if args.target.endswith((".yaml", ".yml")) else None

@@ -20,8 +20,11 @@ class Trial:
     resolved here; the worker refuses another), its corpus's vocabulary size and the probes it
     scores apart (None: a dry run that built no corpus), the grid options its variant does not
     take; and what its worker and its MLflow run need of the sweep: the grid's name, its folder
-    (the only checkpoint store), torch threads, the plugins to import first and what it records
-    of the plan it serves (`bench.findings.prereg.record`). Ray hands it to the worker as it is
+    (the only checkpoint store), torch threads, the plugins to import first, what it records
+    of the plan it serves (`bench.findings.prereg.record`) and its variant as the report names
+    it (`shown`: `bench.experiment.layouts.display_name`, "multi-head" for `fixed` under a
+    talking-heads table), which its run's name and group carry (the registry key stays in the
+    config, the run's model.variant param). Ray hands it to the worker as it is
     (`tune.with_parameters`): a Tune config would flatten a dataclass."""
 
     values: dict[str, Any]  # this trial's value of each grid key, in the grid's order
@@ -37,6 +40,7 @@ class Trial:
     probes: tuple[str, ...] | None
     identity: dict | None  # what its corpus is (`Corpus.identity()`); None: not built
     plan: dict[str, str]  # {}: a plan that records nothing (a dry run, a rename)
+    shown: str  # its variant as the report names it
 
     @property
     def seed(self) -> int:
@@ -55,21 +59,24 @@ class Trial:
 
     @property
     def name(self) -> str:
-        return trial_name(self.values, self.cfg)
+        """Its run's name: `trial_name` with the variant as the report names it."""
+        return trial_name(self.values, self.cfg, self.shown)
 
     @property
     def setting(self) -> str:
         """Its setting, what its seeds share: `setting_name`."""
-        return setting_name(self.values, self.cfg.model.variant)
+        return setting_name(self.values, self.shown)
 
 
 def setting_name(values: dict[str, Any], variant: str) -> str:
     """<variant>-<varied values>, e.g. talking-heads-n_heads=8: a trial's name without its
-    seed, the label of its seeds' group in MLflow's runs table."""
+    seed, the label of its seeds' group in MLflow's runs table (`variant`: as the report names
+    it)."""
     varied = [f"{k.rsplit('.', 1)[-1]}={v}" for k, v in values.items() if k != "model.variant"]
     return "-".join([variant, *varied])
 
 
-def trial_name(values: dict[str, Any], cfg: Config) -> str:
-    """<variant>-<varied values>-s<seed>, e.g. talking-heads-n_heads=8-s0."""
-    return f"{setting_name(values, cfg.model.variant)}-s{cfg.train.seed}"
+def trial_name(values: dict[str, Any], cfg: Config, shown: str | None = None) -> str:
+    """<variant>-<varied values>-s<seed>, e.g. talking-heads-n_heads=8-s0 (`shown`: the
+    variant as the report names it; default its registry key)."""
+    return f"{setting_name(values, shown or cfg.model.variant)}-s{cfg.train.seed}"

@@ -36,6 +36,7 @@ from mlflow import MlflowClient
 from mlflow.entities import Metric, Param
 
 from bench.experiment.claims import METRICS, PROBE_METRIC
+from bench.experiment.layouts import display_name
 from bench.experiment.open import Overrides, open_grid, read_grid_file, to_text
 from bench.findings import prereg
 from bench.findings import render as report
@@ -100,7 +101,8 @@ def logged_sweep(uri: str, folder: Path, out: Path) -> str:
     parent = writer.start_sweep(client, exp, source, f"python -m bench.run {grid_file}",
                                 page.Look(grid.name, first, 1, len(looks), looks[0]),
                                 to_text(grid))
-    settings = [setting_name({a: _value(r[a]) for a in axes}, r["model.variant"])
+    settings = [setting_name({a: _value(r[a]) for a in axes},
+                             display_name(r["model.variant"], grid.report.table))
                 for _, r in runs.iterrows()]
     view.share_view(client, exp, axes, [c.metric for c in grid.claims],
                     [c.id for c in grid.claims], list(dict.fromkeys(settings)))
@@ -225,7 +227,8 @@ def printed_address(browser, base: str, run, out: Path) -> None:
     from selenium.webdriver.common.by import By
 
     browser.get(store.ui_url(run.info.experiment_id, base))
-    settings = [f"Group: {v}-n_heads={h}" for v in ("fixed", "talking-heads") for h in (2, 4, 8)]
+    settings = [f"Group: {v}-n_heads={h}" for v in ("multi-head", "talking-heads")
+                for h in (2, 4, 8)]
     until(browser, "the sweep's row first, then every setting's group collapsed",
           lambda d: len(table := rows(d)) == 8 and run.info.run_name in table[1]
           and all(s in " ".join(table[2:]) for s in settings), out / "runs.png")

@@ -14,7 +14,7 @@ from scipy.stats import permutation_test, quantile_test
 
 from bench import run
 from bench.experiment import claims
-from bench.findings import bounds, sequential, verdicts
+from bench.findings import bounds, runpage, sequential, verdicts
 from bench.findings.samples import derive
 from tests.test_grid import write_grid
 
@@ -642,8 +642,12 @@ def test_a_comparison_the_data_cannot_make_is_inconclusive_with_its_reason(mh, t
     not, inconclusive, the reason saying so, never reproduced."""
     c = claim(rows=TH, baseline=MH, metric="test_probe_bpc.recall", expect=expect,
               margin=margin, test="sign", log_offset=0.005)
-    row = by_claim(verdicts.evaluate([c], probe_runs(mh, th)))["c"]
+    table = verdicts.evaluate([c], probe_runs(mh, th))
+    row = by_claim(table)["c"]
+    line = next(x for x in runpage.claim_lines(table) if x.startswith("| c |"))  # the page's
     if answerable:
         assert row["verdict"] == "reproduced" and "unanswerable" not in row["reason"]
+        assert "| reproduced |" in line
     else:
         assert row["verdict"] == "inconclusive" and "unanswerable" in row["reason"]
+        assert "| inconclusive (unanswerable: " in line

@@ -32,7 +32,7 @@ def readme_sha256(name: str) -> str:
 def uniform_bpc(split: np.ndarray, vocab_size: int, batch_size: int, block: int) -> float:
     """bpc of equal logits over the vocab, summed over eval_batches like the real evaluation."""
     nats, count = 0.0, 0
-    for x, y in data.eval_batches(split, batch_size, block):
+    for x, y, _ in data.eval_batches(split, batch_size, block):
         logits = torch.zeros(*x.shape, vocab_size)
         nats += F.cross_entropy(logits.flatten(0, 1), y.flatten(), reduction="sum").item()
         count += int((y != -100).sum())
@@ -58,7 +58,10 @@ def test_eval_batches_cover_every_target_once(batch_size, block, context):
     of the text before it) in its own stream; streams are consecutive text, padding last."""
     n = 101
     positions = np.arange(n)  # token value = its position
-    xs, ys = zip(*data.eval_batches(positions, batch_size, block, context), strict=True)
+    xs, ys, ats = zip(*data.eval_batches(positions, batch_size, block, context), strict=True)
+    for x, at in zip(xs, ats, strict=True):  # the text position of each stream's first input
+        inside = at < len(positions)
+        assert torch.equal(x[inside, 0], at[inside])
     assert all(x.shape == y.shape == (batch_size, block) for x, y in zip(xs, ys, strict=True))
     x, y = torch.cat(xs, 1).numpy(), torch.cat(ys, 1).numpy()
     valid = y != -100
@@ -81,7 +84,8 @@ def test_train_batches_rows_are_consecutive_and_wrap():
     rows = 1000 // 3
     prev_y = None
     for step in range(2 * (rows // 7) + 1):
-        pos, x, y = next(batches)
+        pos, x, y, at = next(batches)
+        assert torch.equal(at, x[:, 0])  # the text position of each row's first input
         assert x.dtype == y.dtype == torch.int64 and x.shape == (3, 7)
         assert torch.equal(x[:, 1:], y[:, :-1]) and torch.equal(y, x + 1)
         assert torch.equal(x[:, 0], torch.arange(3) * rows + pos)
@@ -89,7 +93,7 @@ def test_train_batches_rows_are_consecutive_and_wrap():
             assert torch.equal(x[:, 0], prev_y[:, -1])
         assert pos == 7 * (step % ((rows - 1) // 7))  # wraps to 0 when a row is exhausted
         prev_y = y
-    pos, x, _ = next(data.train_batches(positions, 3, 7, start=14))
+    pos, x, _, _ = next(data.train_batches(positions, 3, 7, start=14))
     assert pos == 14 and torch.equal(x[:, 0], torch.arange(3) * rows + 14)
 
 

@@ -245,9 +245,13 @@ def test_a_footnote_is_written_for_the_columns_it_explains():
     from bench.findings.tables import note
 
     th = note(["Model", "h", "#Params", "Multiplies/token", "dev", "test", "n"])
-    assert "Multiplies/token:" in th and "#FLOPS" not in th and "dev <probe>" not in th
-    as1 = note(["Model", "Avg. span", "#FLOPS", "dev", "dev copy", "copy floor", "n"])
-    assert "#FLOPS:" in as1 and "Multiplies/token" not in as1 and "dev <probe>" in as1
+    assert "Multiplies/token:" in th and "#FLOPS" not in th and "test <probe>" not in th
+    assert "tokens/s" not in th and "dev, test: bits per character" in th
+    as1 = note(["Model", "Avg. span", "#FLOPS", "dev", "test copy", "copy floor", "tokens/s",
+                "peak RSS MB", "n"])
+    assert "#FLOPS:" in as1 and "Multiplies/token" not in as1 and "test <probe>" in as1
+    assert "peak RSS MB: the process's peak" in as1 and "peak CUDA MB" not in as1
+    assert "not comparable across machines" in as1
 
 
 @pytest.mark.slow

@@ -10,7 +10,7 @@ from bench.training.loop import _onto
 
 
 def a_batch() -> tuple[torch.Tensor, torch.Tensor]:
-    _, x, y = next(train_batches(torch.arange(400).numpy() % 7, 4, 16))
+    _, x, y, _ = next(train_batches(torch.arange(400).numpy() % 7, 4, 16))
     return x, y
 
 

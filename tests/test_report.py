@@ -17,12 +17,12 @@ from scipy.stats import ttest_rel
 import variants
 from bench import report as report_cli
 from bench.experiment.layouts import CLAIMS_FIGURE, FIGURES
-from bench.experiment.open import GridText, open_grid
+from bench.experiment.open import GridText, open_grid, read_grid_file
 from bench.findings import figures, perseed, tables
 from bench.findings import render as report
 from bench.findings.judge import judge
 from bench.findings.numbers import si_format
-from bench.findings.runs import Sweep, _derive, machine_line
+from bench.findings.runs import Sweep, _derive, csv_sweep, machine_line
 from bench.findings.verify import verify
 from bench.record import RunResult
 from bench.tracking.names import TRIALS
@@ -666,8 +666,10 @@ def test_rows_from_more_than_one_kernel_level_or_precision_are_labelled(tmp_path
 
 def test_tables_show_each_probes_bits_beside_its_floor(tmp_path):
     """Probe answers are what separates the variants: the table adds, per probe the runs scored
-    (not `rest`), its dev bpc as mean ± std over seeds (paired against the baseline) and the
-    floor at the model's reach."""
+    (not `rest`), its bits per answer on the test split, the claims' metric (not the dev
+    split's), as mean ± std over seeds (paired against the baseline) and the floor at the
+    model's reach; then tokens/s and peak memory as the runs measured them (CUDA's where
+    logged), mean ± std over seeds, with a caption saying they are this machine's."""
     uri = f"sqlite:///{tmp_path / 'mlflow.db'}"
     client = MlflowClient(uri)
     exp, parent = new_sweep(client, tmp_path, "lr_sweep", GRIDS["lr_sweep"])
@@ -675,16 +677,77 @@ def test_tables_show_each_probes_bits_beside_its_floor(tmp_path):
     for lr, bits in answers.items():
         for seed, b in enumerate(bits):
             log_trial(client, exp, parent, {"model.variant": "fixed", "train.lr": lr},
-                      {"final_dev_bpc": 2.0 + b, "final_test_bpc": 2.0, "probe_bpc.recall": b,
-                       "probe_floor.recall": 0.0, "probe_bpc.rest": 2.5,
-                       "probe_floor.rest": 2.4}, seed=seed, grid_keys="train.lr")
+                      {"final_dev_bpc": 2.0 + b, "final_test_bpc": 2.0, "probe_bpc.recall": 9.0,
+                       "test_probe_bpc.recall": b, "probe_floor.recall": 0.0,
+                       "probe_bpc.rest": 2.5, "test_probe_bpc.rest": 2.5,
+                       "probe_floor.rest": 2.4, "final_tokens_per_s": 1000.0 + 100 * seed,
+                       "final_peak_rss_mb": 700.0 + seed, "final_peak_cuda_mb": 50.0},
+                      seed=seed, grid_keys="train.lr")
     render((uri, client, tmp_path), "lr_sweep", tmp_path / "out")
     header, rows = md_rows(tmp_path / "out" / "generic.md")
-    assert header[-3:] == ["dev recall", "recall floor", "n"] and "dev rest" not in header
-    recall, floor = header.index("dev recall"), header.index("recall floor")
+    assert header[-6:] == ["test recall", "recall floor", "tokens/s", "peak RSS MB",
+                           "peak CUDA MB", "n"]
+    assert "test rest" not in header and "dev recall" not in header
+    recall, floor = header.index("test recall"), header.index("recall floor")
     assert rows["fixed lr=0.1"][recall] == "0.320 ± 0.020"
     assert rows["fixed lr=0.03"][recall] == "**0.020 ± 0.010**"  # significant: no †
     assert rows["fixed lr=0.1"][floor] == rows["fixed lr=0.03"][floor] == "0.000"
+    assert rows["fixed lr=0.1"][-4:-1] == ["1.1K ± 0.1K", "701 ± 1", "50 ± 0"]
+    text = (tmp_path / "out" / "generic.md").read_text()
+    assert "the metric and split the claims read" in text
+    assert "measured on the machine the Machine line names" in text
+    assert "peak CUDA MB: the peak allocated by tensors on the GPU" in text
+
+
+def test_a_committed_tables_probe_columns_are_what_its_claims_read():
+    """Every committed paper-style table beside its runs.csv and grid file shows, per row,
+    each probe's bits per answer as the claims read them (test_probe_bpc.<probe>: its seeds'
+    mean and std), never the dev split's, and the runs' tokens/s and peak RSS: what
+    `bench.report --runs` draws from the runs.csv."""
+    unreadable = {"span_pilot"}  # its fixed rows leave the ramp R blank (not their option)
+    checked = 0
+    for grid_file in sorted((Path(__file__).resolve().parents[1] / "results").rglob("grid.yaml")):
+        folder = grid_file.parent
+        grid = open_grid(read_grid_file(grid_file), imports=False)
+        table = folder / f"{grid.report.table}.csv"
+        if not (folder / "runs.csv").exists() or not table.exists() or (
+                folder.name in unreadable):
+            continue
+        runs = csv_sweep(perseed.read(folder / "runs.csv", grid), grid).runs
+        nums = pd.read_csv(table).set_index("Model")
+        probes = [c.split(".", 1)[1] for c in runs if c.startswith("test_probe_bpc.")
+                  and c != "test_probe_bpc.rest"]
+        for src, head in [*((f"test_probe_bpc.{p}", f"test {p}") for p in probes),
+                          ("tokens_per_s", "tokens/s"), ("peak_rss_mb", "peak RSS MB")]:
+            want = runs.groupby("label")[src].agg(["mean", "std"]).loc[nums.index]
+            assert np.allclose(nums[f"{head} mean"], want["mean"]), (table, head)
+            assert np.allclose(nums[f"{head} std"], want["std"], equal_nan=True), (table, head)
+        assert not any(c.startswith(tuple(f"dev {p} " for p in probes)) for c in nums), table
+        checked += 1
+    assert checked >= 20
+
+
+def test_the_sweeps_page_shows_table_1_in_the_claims_metric():
+    """The main job's MLflow page (`sweep_page`, from its committed report): its Table 1 gives
+    the claims' metric (test_probe_bpc.recall, bits per answer) per row as the seeds' mean ±
+    std, under the report's names (multi-head, not the registry's `fixed`), never the dev
+    split's recall."""
+    from bench.findings.runpage import sweep_page
+
+    folder = Path(__file__).resolve().parents[1] / "results" / "heads_grid" / "seeds600"
+    runs, findings = pd.read_csv(folder / "runs.csv"), pd.read_csv(folder / "findings.csv")
+    assert set(findings["metric"]) == {"test_probe_bpc.recall"}
+    shown = sweep_page(runs, [folder / "findings.md", folder / "th_table1.md"], findings, folder)
+    table = next(p.markdown for p in shown.parts if "Talking-heads Table 1" in p.what)
+    lines = [line for line in table.splitlines() if line.startswith("|")]
+    header = [c.strip() for c in lines[0].strip("|").split("|")]
+    rows = {r[0]: r for r in ([c.strip() for c in line.strip("|").split("|")]
+                              for line in lines[2:])}
+    assert "test recall" in header and "dev recall" not in table and "fixed h=" not in table
+    h8 = runs[(runs["model.variant"] == "fixed") & (runs["model.n_heads"] == 8)]
+    bits = h8["test_probe_bpc.recall"]
+    cell = rows["multi-head h=8"][header.index("test recall")].strip("*†")
+    assert cell == f"{bits.mean():.3f} ± {bits.std():.3f}"
 
 
 def test_learning_curves_legend_fits_and_axis_names_the_evaluated_prefix(monkeypatch):

@@ -72,6 +72,26 @@ def test_a_trial_is_built_whole_once_and_crosses_to_ray_as_it_is(tmp_path):
         assert crossed == t and crossed.name == t.name and crossed.hash == t.hash
 
 
+def test_runs_and_groups_carry_the_reports_names_and_keep_the_registry_key(tmp_path, store_at):
+    """Under a talking-heads table, `fixed` is "multi-head" in the report; its trial's MLflow
+    run name and group (the chart's bars) say so too, while the run's model.variant param keeps
+    the registry key. Without such a table the key is the name."""
+    text = (ROOT / "ablations" / "smoke.yaml").read_text()
+    (tmp_path / "th.yaml").write_text(text + "report: {table: th_table1}\n")
+    shown = resolve_trials(open_grid(tmp_path / "th.yaml"), dry_run=False)
+    assert [t.setting for t in shown] == ["multi-head", "talking-heads"]
+    assert [t.setting for t in smoke_trials([])] == ["fixed", "talking-heads"]
+    uri = store_at(tmp_path / "mlflow.db")
+    client = store.open_store(uri)
+    exp = store.experiment_id(client, "th", uri)
+    parent = client.create_run(exp).info.run_id
+    run = writer.TrialRun.open(writer.Where(uri, exp, parent, "th.yaml"), shown[0], {})
+    logged = client.get_run(run.run_id)
+    assert logged.info.run_name == "multi-head-s0" == shown[0].name
+    assert logged.data.tags[names.SETTING] == "multi-head"
+    assert logged.data.params["model.variant"] == "fixed"
+
+
 def test_stale_results_name_their_commits(tmp_path, store_at):
     """Finished runs from another commit, or from other uncommitted changes, are stale; the
     current commit's, unfinished ones and runs without a recorded commit are not."""

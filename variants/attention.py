@@ -15,8 +15,11 @@ class Attention(nn.Module):
     """Causal windowed attention over [cache; x] with relative positions.
 
     Query t attends to itself and the S - 1 positions before it (distances 0..S-1), so no row is
-    ever empty. forward(x (B, M, D), cache (B, C, D) | None) -> (B, M, D); the caller keeps the
-    last `cache_size` inputs as the next block's cache (Transformer-XL, no gradient through it).
+    ever empty. forward(x (B, M, D), cache (B, C, D) | None, start (B,) | None) -> (B, M, D);
+    the caller keeps the last `cache_size` inputs as the next block's cache (Transformer-XL, no
+    gradient through it). `start`, the text position of each row's first query, is read only by
+    a positional span policy (`SpanPolicy.mask_at`); without it such a policy masks with what
+    any position may keep (a benchmark, a FLOP count: the same work).
     Masks are applied after the pre-softmax mixing P_l, so mixing never sees -inf.
 
     Built from a `LayerSpec` (`variants.spec`: the shape, dropout, the layer's own options and
@@ -55,7 +58,8 @@ class Attention(nn.Module):
     def cache_size(self) -> int:
         return self.span_policy.cache_size
 
-    def forward(self, x: Tensor, cache: Tensor | None = None) -> Tensor:
+    def forward(self, x: Tensor, cache: Tensor | None = None, start: Tensor | None = None
+                ) -> Tensor:
         M = x.size(1)
         W = self.span_policy.prepare(x)
         cached = 0 if cache is None else min(cache.size(1), W - 1)
@@ -76,9 +80,19 @@ class Attention(nn.Module):
             logits = self.mixing.logits(qi, kv, i, W)
             if valid is not None:
                 logits = logits.masked_fill(~valid[rows], float("-inf"))
-            m = self.span_policy.mask(dist, rows)
+            m = self._mask(dist, rows, start, M)
             outs.append(self.mixing.attend(self.drop(self._weights(logits, m)), qi, kv, i))
         return self.mixing.output(torch.cat(outs, dim=2))
+
+    def _mask(self, dist: Tensor, rows: slice, start: Tensor | None, M: int) -> Tensor | None:
+        """The span policy's mask of the queries `rows`; a positional policy's at each key's
+        text position: query i of a row sits at start + i, its key at distance x at
+        start + i - x."""
+        if start is None or not self.span_policy.positional:
+            return self.span_policy.mask(dist, rows)
+        i = torch.arange(M, device=dist.device)[rows, None]
+        pos = start.view(-1, 1, 1, 1) + i - distances(dist.numel(), dist.device)  # (B,1,c,W)
+        return self.span_policy.mask_at(dist, rows, pos)
 
     @staticmethod
     def _weights(logits: Tensor, m: Tensor | None) -> Tensor:

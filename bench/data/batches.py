@@ -19,13 +19,14 @@ def train_batches(
     block: int,
     start: int = 0,
     device: str | torch.device = "cpu",
-) -> Iterator[tuple[int, torch.Tensor, torch.Tensor]]:
-    """Endless (pos, x, y) over `batch_size` parallel streams, each a contiguous row of data.
+) -> Iterator[tuple[int, torch.Tensor, torch.Tensor, torch.Tensor]]:
+    """Endless (pos, x, y, at) over `batch_size` parallel streams, each a contiguous row of data.
 
     x = rows[:, pos:pos+block], y = rows[:, pos+1:pos+block+1], both (B, block) int64, so
-    consecutive yields continue each row (the cache carries over). When a row runs out the
-    position wraps to 0, and a yielded pos of 0 tells the caller to reset its cache. `start`
-    resumes at a position.
+    consecutive yields continue each row (the cache carries over); at (B,) int64: the index in
+    data of x[:, 0] (what a positional mask reads). When a row runs out the position wraps to
+    0, and a yielded pos of 0 tells the caller to reset its cache. `start` resumes at a
+    position.
     """
     if batch_size < 1 or block < 1 or start < 0 or len(data) // batch_size < block + 1:
         raise DataError(
@@ -34,6 +35,7 @@ def train_batches(
         )
     n = len(data) // batch_size
     rows = data[: batch_size * n].reshape(batch_size, n)
+    first = torch.arange(batch_size, device=device) * n
     pos = start
     while True:
         if pos + block + 1 > n:
@@ -42,6 +44,7 @@ def train_batches(
             pos,
             _tensor(rows[:, pos : pos + block], device),
             _tensor(rows[:, pos + 1 : pos + block + 1], device),
+            first + pos,
         )
         pos += block
 
@@ -52,8 +55,9 @@ def eval_batches(
     block: int,
     context: int = 0,
     device: str | torch.device = "cpu",
-) -> Iterator[tuple[torch.Tensor, torch.Tensor]]:
-    """(x, y) blocks, (B, block) int64, whose targets y != -100 are each of data[1:] once.
+) -> Iterator[tuple[torch.Tensor, torch.Tensor, torch.Tensor]]:
+    """(x, y, at) blocks, (B, block) int64, whose targets y != -100 are each of data[1:] once;
+    at (B,) int64: the index in data of x[:, 0] (past the end in a padded stream's tail).
 
     The targets are cut into `batch_size` contiguous streams of m = ceil((N - 1 - c) / B)
     (c = min(context, N - 1)); stream b reads data[b*m : b*m + c + m + 1]: its first c inputs
@@ -82,4 +86,5 @@ def eval_batches(
         target = offset[1:] - 1  # the target's offset in its stream, 0-based
         scored = (target < length) & ((target >= c) | (first == 0)) & (index[:, 1:] <= n - 1)
         y[~scored] = -100
-        yield _tensor(tokens[:, :-1], device), torch.from_numpy(y).to(device)
+        yield (_tensor(tokens[:, :-1], device), torch.from_numpy(y).to(device),
+               _tensor(index[:, 0], device))

@@ -1,8 +1,10 @@
 """The papers' tables as data: a grid file names one (`report: {table: ...}`), and the report
 fills its columns from the runs. Each column is (header, source column of the runs, kind);
 kinds: text (as is), bpc (mean ± std, bold minimum, significance marker), count (K/M/G), flops
-(K/M/G, bold minimum), span (characters), floor (a bpc the setup fixes). The table adds, after
-them, each probe's dev bpc and floor where the runs scored probes."""
+(K/M/G, bold minimum), span (characters), floor (a bpc the setup fixes), rate and MB (this
+machine's throughput and memory: K/M/G, whole MB). The table adds, after them, each probe's
+test bits per answer (what the claims read) and floor where the runs scored probes, then the
+runs' tokens/s and peak memory (`bench.findings.tables`)."""
 
 DEV, TEST = ("dev", "final_dev_bpc", "bpc"), ("test", "final_test_bpc", "bpc")
 PARAMS, MODEL = ("#Params", "params", "count"), ("Model", "label", "text")
@@ -24,8 +26,17 @@ LAYOUTS = {  # name: (title, columns)
 
 # How a paper's table names a registered variant, by layout (display only: records, trial
 # hashes and grid files keep the registry's name): talking-heads' baseline is multi-head
-# attention, the registry's `fixed` (the fixed window, no mixing). Figures use the table's names.
+# attention, the registry's `fixed` (the fixed window, no mixing). Figures and MLflow's run
+# names, groups and charts use the table's names (`display_name`).
 PAPER_NAMES = {"th_table1": {"fixed": "multi-head"}, "th_table3": {"fixed": "multi-head"}}
+
+
+def display_name(variant: str, layout: str) -> str:
+    """A registered variant as the report names it under a grid whose table is `layout`
+    (`PAPER_NAMES`; else its registry key): the one mapping that tables, figures and the
+    MLflow run names, groups and charts share."""
+    return PAPER_NAMES.get(layout, {}).get(variant, variant)
+
 
 # The first figure of every report with claims (`bench.findings.figures.fig_claims`): each
 # seed's value of a claim's metric, paired across the variants at each setting, with the verdicts

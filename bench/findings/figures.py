@@ -17,7 +17,7 @@ from matplotlib.figure import Figure
 from matplotlib.ticker import EngFormatter
 
 from bench.experiment.claims import Claim, num
-from bench.experiment.layouts import CLAIMS_FIGURE, FIGURES, PAPER_NAMES
+from bench.experiment.layouts import CLAIMS_FIGURE, FIGURES, display_name
 from bench.metrics import SEEDS
 from bench.tracking import reader
 
@@ -251,7 +251,6 @@ def fig_claims(sweep: Sweep, fig: Figure, verdicts: Mapping[str, str]) -> bool:
     seed = next((s for s in SEEDS if s in runs), None)
     if key is None or not metrics or seed is None:
         return False
-    names = PAPER_NAMES.get(sweep.report.table, {})
     pairs = [v for v in sweep.axes.get(key, runs[key].unique()) if (runs[key] == v).any()]
     others = [k for k in sweep.keys if k != key]
     settings = [dict(zip(others, vs, strict=True)) for vs in product(
@@ -273,8 +272,8 @@ def fig_claims(sweep: Sweep, fig: Figure, verdicts: Mapping[str, str]) -> bool:
                              linewidth=0.6, ax=ax)
                 sns.scatterplot(cell, x="x", y=metric, hue=key, hue_order=pairs, legend=False,
                                 ax=ax, zorder=3)
-            ax.set_xticks(range(len(pairs)), labels=[names.get(str(v), num(v)) for v in pairs],
-                          rotation=20)
+            ax.set_xticks(range(len(pairs)), rotation=20, labels=[
+                display_name(num(v), sweep.report.table) for v in pairs])
             ax.set(xlim=(-0.4, len(pairs) - 0.6), xlabel=None, ylabel=metric,
                    title=", ".join(f"{SHORT.get(k, k.rsplit('.', 1)[-1])}={num(v)}"
                                    for k, v in at.items()) or None)

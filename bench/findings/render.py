@@ -23,8 +23,8 @@ from bench.tracking import reader, writer
 from . import perseed, prereg, stats
 from .figures import write_figures
 from .judge import judge
-from .runpage import interval, sweep_page
-from .runs import Sweep, claim_runs, load_sweep, machine_line, missing_lines
+from .runpage import interval, said, sweep_page
+from .runs import Sweep, claim_runs, csv_sweep, load_sweep, machine_line, missing_lines
 from .shared import shared_line
 from .tables import DATA_COLUMNS, data_line, write_tables
 
@@ -64,12 +64,13 @@ FINDINGS_NOTE = (
 
 
 def per_seed(sweep: Sweep, runs: pd.DataFrame) -> pd.DataFrame:
-    """runs.csv: one row per finished run: grid keys, seed, trial hash, precision, every
-    final metric and what the claims read, enough to recompute findings.csv
-    (`verdicts.evaluate` over it gives the same table)."""
+    """runs.csv: one row per finished run: grid keys, seed, trial hash, precision, machine
+    (cpu, gpu: what a table regenerated from it names), every final metric and what the claims
+    read, enough to recompute findings.csv (`verdicts.evaluate` over it gives the same table)
+    and the paper-style table (`findings_from_runs_csv`)."""
     metrics = sorted(c for c in runs if c in METRICS or PROBE_METRIC.match(c)
                      or c.startswith(("layer.", "dataset.planted", "dataset.no_recall")))
-    keys = [k for k in [*sweep.axes, *SEEDS, "trial", "precision", "cpu_capability",
+    keys = [k for k in [*sweep.axes, *SEEDS, "trial", "precision", "cpu_capability", "cpu", "gpu",
                         *DATA_COLUMNS, "model.span", "floor_bpc", "head_spans", "start_time",
                         *prereg.RECORDS] if k in runs]
     out = runs[list(dict.fromkeys([*keys, *metrics]))].copy()
@@ -164,15 +165,18 @@ def write_findings(name: str, grid: Grid, runs: pd.DataFrame, missing: pd.DataFr
 
 
 def findings_from_runs_csv(runs_csv: Path, grid_file: Path, out_dir: Path) -> list[Path]:
-    """The findings of a grid file's claims recomputed from a runs.csv (a committed result's
-    per-seed values, no MLflow store), into out_dir with the grid file beside them;
-    ConfigError for a runs.csv that is not the grid's (`perseed.read`). The grid file is read
-    once: the grid copied is the text the findings were computed from."""
+    """The findings of a grid file's claims and its paper-style table recomputed from a
+    runs.csv (a committed result's per-seed values, no MLflow store), into out_dir with the
+    grid file beside them; ConfigError for a runs.csv that is not the grid's
+    (`perseed.read`). The grid file is read once: the grid copied is the text the findings
+    were computed from. The table's machine line names what runs.csv records of the machine
+    (its kernels and precision; not the CPU's model, a param of the store's runs)."""
     source = read_grid_file(grid_file)
     grid = open_grid(source, imports=False)  # the runs hold what the findings read
     runs = perseed.read(runs_csv, grid)
     out_dir.mkdir(parents=True, exist_ok=True)
     paths, _, md = write_findings(grid.name, grid, runs, pd.DataFrame(), out_dir, grid_file)
+    paths += write_tables(csv_sweep(runs, grid), out_dir)
     print(f"findings ({paths[0]}):\n{md}")
     if grid_file.resolve() != (out_dir / "grid.yaml").resolve():
         paths.append(out_dir / "grid.yaml")
@@ -231,8 +235,8 @@ def render_sweep(uri: str, experiment: str, out_dir: Path, sweep: str | None = N
         print(f"\nfindings ({written[0]}):\n{md}")
     claims = None if table is None else table[table["claim"].isin(
         [c.id for c in data.claims])]  # the claims, not their parts
-    verdicts_of = {} if claims is None else dict(zip(claims["claim"], claims["verdict"],
-                                                     strict=True))
+    verdicts_of = {} if claims is None else {  # as the figure states them: with the reason
+        r.claim: said(r.verdict, r.reason) for r in claims.itertuples()}  # one cannot be made
     paths += write_tables(data, out_dir) + write_figures(data, out_dir, verdicts_of)
     if found.sweep is not None:
         writer.log_report(found.client, found.sweep, paths,

@@ -27,6 +27,13 @@ def interval(lo: float, hi: float) -> str:
         f"[{num(lo)}, {num(hi)}]")
 
 
+def said(verdict: str, reason: object) -> str:
+    """A claim's verdict as the page and the claims' figure state it: with its reason where
+    the data cannot make the comparison, 'inconclusive (unanswerable: ...)'."""
+    why = reason.split(";")[0] if isinstance(reason, str) else ""
+    return f"{verdict} ({why})" if why.startswith("unanswerable") else verdict
+
+
 def _cells(*cells: str) -> str:
     """A Markdown table row, a `|` in a cell escaped."""
     return "| " + " | ".join(c.replace("|", "\\|") for c in cells) + " |"
@@ -35,7 +42,7 @@ def _cells(*cells: str) -> str:
 def claim_lines(table: pd.DataFrame) -> list[str]:
     """A line per claim of the findings (`table`: a row per claim, verdicts.COLUMNS) as a
     Markdown table: header, rule, then claim, verdict, effect with its interval, p against the
-    rule of its look, evidence."""
+    rule of its look, evidence (`said`: with the reason a comparison cannot be made)."""
     def given(v: object) -> bool:
         return isinstance(v, str) and v != "" or isinstance(v, float) and not np.isnan(v)
 
@@ -45,7 +52,7 @@ def claim_lines(table: pd.DataFrame) -> list[str]:
         bound = interval(r.ci_low, r.ci_high)
         effect = f"{r.effect:.4g}" + (f" ({bound})" if bound else "") if given(r.effect) else ""
         p = f"{r.p:.3g}" + (f" (rule {r.rule})" if given(r.rule) else "") if given(r.p) else ""
-        rows.append(_cells(r.claim, r.verdict, effect, p,
+        rows.append(_cells(r.claim, said(r.verdict, r.reason), effect, p,
                            r.evidence if given(r.evidence) else ""))
     return rows
 

@@ -11,7 +11,7 @@ from mlflow import MlflowClient
 
 from bench.experiment.claims import HEAD_SPAN_METRICS, Claim, num
 from bench.experiment.grid import Grid, ReportSpec
-from bench.experiment.layouts import PAPER_NAMES
+from bench.experiment.layouts import display_name
 from bench.metrics import FAILURE, GRID_KEYS, PLAN, SEEDS, STOPPED
 from bench.provenance import identity, short_commit
 from bench.record import RunResult
@@ -30,7 +30,7 @@ class Sweep:
     missing: pd.DataFrame  # the other trials: label, status, failure
     keys: list[str]  # the grid keys, without the seed
     grid: Grid | None  # the grid file the sweep ran (None: an experiment without one)
-    client: MlflowClient
+    client: MlflowClient | None  # None: runs read from a runs.csv, no store behind them
 
     @property
     def axes(self) -> dict[str, list[Any]]:
@@ -65,13 +65,13 @@ def grid_keys(df: pd.DataFrame, axes: dict[str, list[Any]]) -> list[str]:
     return [k for k in keys if k not in SEEDS and k in df]
 
 
-def _label(row: pd.Series, keys: list[str], precisions: bool, names: dict[str, str]) -> str:
-    """variant (as the paper's table names it: `names`) and grid values; `[precision]` where
-    the sweep's runs ran in more than one; `(@commit)` for a result from other code than this
-    checkout's, so that each is a row of its own in every table."""
+def _label(row: pd.Series, keys: list[str], precisions: bool, layout: str) -> str:
+    """variant (as the grid's table `layout` names it: `layouts.display_name`) and grid
+    values; `[precision]` where the sweep's runs ran in more than one; `(@commit)` for a result
+    from other code than this checkout's, so that each is a row of its own in every table."""
     if pd.isna(row["model.variant"]):  # a trial that failed before logging its config
         return f"run {row['run_id'][:8]}"
-    parts = [names.get(str(row["model.variant"]), str(row["model.variant"]))]
+    parts = [display_name(str(row["model.variant"]), layout)]
     parts += [f"{SHORT.get(k, k.rsplit('.', 1)[-1])}={num(row[k])}" for k in keys
               if k != "model.variant"]
     if precisions:
@@ -103,17 +103,16 @@ def machine_line(runs: pd.DataFrame) -> str:
     return f"Machine: {text}."
 
 
-def _derive(df: pd.DataFrame, keys: list[str], names: dict[str, str] | None = None
-            ) -> pd.DataFrame:
-    """Columns the tables share: label (variants as `names` calls them, the paper's table's
-    names: `layouts.PAPER_NAMES`), and what each run's layer said it is (`layer.*`, logged by
+def _derive(df: pd.DataFrame, keys: list[str], layout: str = "") -> pd.DataFrame:
+    """Columns the tables share: label (variants as the grid's table `layout` names them:
+    `layouts.display_name`), and what each run's layer said it is (`layer.*`, logged by
     the trainer from `Attention.describe()`): policies, heads and head widths, P_l and P_w;
     multiplies per token."""
     df = df.copy()
     if "model.variant" not in df:
         df["model.variant"] = "model"
     precisions = df.get("precision", pd.Series(dtype=object)).nunique() > 1
-    df["label"] = df.apply(_label, axis=1, keys=keys, precisions=precisions, names=names or {})
+    df["label"] = df.apply(_label, axis=1, keys=keys, precisions=precisions, layout=layout)
     for k in ("span_policy", "mixing", "h_k", "h", "h_v", "d_k", "d_v", "P_l", "P_w"):
         df[k] = df.get(f"layer.{k}", pd.Series(np.nan, df.index))
     for k in ("P_l", "P_w"):
@@ -159,8 +158,8 @@ def load_sweep(found: reader.SweepRuns, grid: Grid | None) -> Sweep:
     df = found.runs
     axes = grid.grid if grid else {}
     keys = grid_keys(df, axes)
-    names = PAPER_NAMES.get(grid.report.table, {}) if grid else {}
-    df = order(_derive(df, keys, names), keys, axes).reset_index(drop=True)
+    df = order(_derive(df, keys, grid.report.table if grid else ""), keys, axes
+               ).reset_index(drop=True)
     final = df.get("final_dev_bpc", pd.Series(np.nan, df.index))
     df = df.assign(done=(df["status"] == "FINISHED") & final.notna())
     newest = df.sort_values("start_time", ascending=False, kind="stable")
@@ -168,6 +167,15 @@ def load_sweep(found: reader.SweepRuns, grid: Grid | None) -> Sweep:
     missing = newest[~newest["trial"].isin(runs["trial"])].drop_duplicates("trial").sort_index()
     return Sweep(found.experiment, runs.reset_index(drop=True), missing.reset_index(drop=True),
                  keys, grid, found.client)
+
+
+def csv_sweep(runs: pd.DataFrame, grid: Grid) -> Sweep:
+    """A committed result's runs (runs.csv, each a finished trial: `perseed.read`) as the report
+    sees a sweep's, labelled and in the grid's order, with no store behind them: what its table
+    is drawn from."""
+    keys = grid_keys(runs, grid.grid)
+    df = order(_derive(runs, keys, grid.report.table), keys, grid.grid).reset_index(drop=True)
+    return Sweep(grid.name, df, pd.DataFrame(columns=["label", "status"]), keys, grid, None)
 
 
 def missing_lines(sweep: Sweep) -> list[str]:

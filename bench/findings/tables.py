@@ -60,15 +60,36 @@ def _cell(kind: str, m: float, s: float) -> str:
         return f"{m:.3f}"
     if kind == "span":
         return f"{m:.0f}" + (f" ± {s:.1f}" if pd.notna(s) and s > 0 else "")
+    if kind == "rate":  # a machine's measure: the spread over seeds is its own noise
+        return si_format(m) + (f" ± {si_format(s, m)}" if pd.notna(s) else "")
+    if kind == "MB":
+        return f"{m:,.0f}" + (f" ± {s:,.0f}" if pd.notna(s) else "")
     return si_format(m) + (f" ± {si_format(s, m)}" if pd.notna(s) and s > 0 else "")
+
+
+def probe_columns(probes: list[str]) -> list[tuple[str, str, str]]:
+    """Each probe's columns: bits per answer on the whole test split (test_probe_bpc.<probe>,
+    what the claims read: a claim on the dev split is refused) and the floor beside it."""
+    return [col for p in probes for col in (
+        (f"test {p}", f"test_probe_bpc.{p}", "bpc"), (f"{p} floor", f"probe_floor.{p}", "floor"))]
+
+
+MEASURED = {"tokens_per_s": ("tokens/s", "rate"), "peak_rss_mb": ("peak RSS MB", "MB"),
+            "peak_cuda_mb": ("peak CUDA MB", "MB")}
+
+
+def measured_columns(runs: pd.DataFrame) -> list[tuple[str, str, str]]:
+    """Throughput and memory as the runs measured them on their machine, where they recorded
+    them: tokens/s, the process's peak RSS (every device) and, on CUDA, the peak allocated by
+    tensors."""
+    return [(head, src, kind) for src, (head, kind) in MEASURED.items()
+            if src in runs and runs[src].notna().any()]
 
 
 def build_table(sweep: Sweep, layout: str) -> tuple[pd.DataFrame, pd.DataFrame, pd.DataFrame]:
     """(numbers for the CSV, formatted cells with † markers, bold mask) with one row per
     configuration, in the columns of `layout`."""
-    _, cols = LAYOUTS[layout]
-    cols = [*cols, *[col for p in sweep.probes for col in (
-        (f"dev {p}", f"probe_bpc.{p}", "bpc"), (f"{p} floor", f"probe_floor.{p}", "floor"))]]
+    cols = [*LAYOUTS[layout][1], *probe_columns(sweep.probes), *measured_columns(sweep.runs)]
     runs = sweep.runs.assign(**{src: np.nan for _, src, _ in cols if src not in sweep.runs})
     g = runs.groupby("label", sort=False)
     first, n = g.first(), g.size()
@@ -131,16 +152,29 @@ COLUMN_NOTES = {
     "FLOPs/token": "FLOPs/token: multiply-adds per predicted token, fvcore-counted where logged "
                    "(q.p included), else analytic at the executed windows.",
 }
-PROBE_NOTE = ("dev <probe>: dev bpc on a capability probe's answers (bits per answer), beside "
+PROBE_NOTE = ("test <probe>: bits per answer on a capability probe's answers over the whole "
+              "test split (test_probe_bpc.<probe>, the metric and split the claims read), beside "
               "the lowest reachable at the model's reach (<probe> floor).")
+MEASURED_NOTES = {"tokens/s": "tokens/s: training throughput over all steps",
+                  "peak RSS MB": "peak RSS MB: the process's peak resident memory, imports and "
+                                 "data included",
+                  "peak CUDA MB": "peak CUDA MB: the peak allocated by tensors on the GPU"}
 
 
 def note(headers: list[str]) -> str:
     """The footnote of a table with these column headers: the shared note, then what each of
-    its cost columns means, then the probe columns' meaning if it has any."""
+    its cost columns means, then the splits', the probe columns' and the measured columns'
+    meaning where it has them."""
     parts = [NOTE, *(text for head, text in COLUMN_NOTES.items() if head in headers)]
-    if any(h.startswith("dev ") for h in headers):
+    if splits := [h for h in ("dev", "test") if h in headers]:
+        parts.append(f"{', '.join(splits)}: bits per character over the whole "
+                     f"{' and '.join(splits)} split" + (" (dev chose each run's checkpoint)"
+                                                        if "dev" in splits else "") + ".")
+    if any(h.startswith("test ") for h in headers):
         parts.append(PROBE_NOTE)
+    if measured := [text for head, text in MEASURED_NOTES.items() if head in headers]:
+        parts.append("; ".join(measured) + ": measured on the machine the Machine line names, "
+                     "so not comparable across machines.")
     return " ".join(parts)
 
 

@@ -265,8 +265,9 @@ def precision_systems(cfgs: dict[str, Config], nanogpt: ModuleType,
 
 
 def batches(corpus: data.Corpus, cfg: Config, n: int, dev: torch.device
-            ) -> list[tuple[int, torch.Tensor, torch.Tensor]]:
-    """The first n (pos, x, y) training batches, x and y (B, M) on `dev`, made before timing."""
+            ) -> list[tuple[int, torch.Tensor, torch.Tensor, torch.Tensor]]:
+    """The first n (pos, x, y, at) training batches, x and y (B, M) on `dev`, made before
+    timing (`at`, the text positions, unread: no outside model has a positional mask)."""
     t = cfg.train
     return list(islice(data.train_batches(corpus.train, t.batch_size, t.block, device=dev), n))
 
@@ -275,17 +276,18 @@ def time_steps(system: System, chunk: list, dev: torch.device) -> float:
     """Seconds for `system` to step through `chunk` (the device synced at both ends)."""
     sync(dev)
     tic = time.perf_counter()
-    for pos, x, y in chunk:
+    for pos, x, y, _ in chunk:
         system.step(x, y, pos == 0)
     sync(dev)
     return time.perf_counter() - tic
 
 
-def step_flops(system: System, batch: tuple[int, torch.Tensor, torch.Tensor]) -> int:
-    """FLOPs of one training step of `system` on `batch` (pos, x, y), as FlopCounterMode counts
+def step_flops(system: System, batch: tuple[int, torch.Tensor, torch.Tensor, torch.Tensor]
+               ) -> int:
+    """FLOPs of one training step of `system` on `batch` (pos, x, y, at), as FlopCounterMode counts
     them: the matmuls of forward and backward, fused attention included (`CPU_SDPA`), 2 FLOPs per
     multiply-add; the step is taken (the weights move)."""
-    pos, x, y = batch
+    pos, x, y, _ = batch
     with FlopCounterMode(display=False, custom_mapping=CPU_SDPA) as counter:
         system.step(x, y, pos == 0)
     return counter.get_total_flops()

@@ -44,13 +44,15 @@ class Block(nn.Module):
         self.ln1, self.ln2 = nn.LayerNorm(m.d_model), nn.LayerNorm(m.d_model)
         self.pre = m.norm == "pre"
 
-    def forward(self, h: Tensor, cache: Tensor | None) -> tuple[Tensor, Tensor]:
-        """h (B, M, D) -> (B, M, D), and this layer's attention input (B, M, D) for the cache."""
+    def forward(self, h: Tensor, cache: Tensor | None, start: Tensor | None = None
+                ) -> tuple[Tensor, Tensor]:
+        """h (B, M, D) -> (B, M, D), and this layer's attention input (B, M, D) for the cache;
+        start (B,): the text position of each row's first symbol (`Attention`)."""
         if self.pre:
             a = self.ln1(h)
-            h = h + self.attn(a, cache)
+            h = h + self.attn(a, cache, start)
             return h + self.ff(self.ln2(h)), a
-        h2 = self.ln1(h + self.attn(h, cache))
+        h2 = self.ln1(h + self.attn(h, cache, start))
         return self.ln2(h2 + self.ff(h2)), h
 
 
@@ -58,8 +60,10 @@ class TransformerLM(nn.Module):
     """Character LM: embedding, L blocks, output softmax over the vocab.
 
     Built from its config `m` (`bench.config.ModelConfig`, validated there) over `vocab_size`
-    symbols. forward(idx (B, M), cache) -> logits (B, M, V), new cache; the cache is a list of L
-    tensors (B, C_l, D) holding each layer's last `cache_size` attention inputs, detached.
+    symbols. forward(idx (B, M), cache, start) -> logits (B, M, V), new cache; the cache is a
+    list of L tensors (B, C_l, D) holding each layer's last `cache_size` attention inputs,
+    detached; start (B,) int64, the text position of idx[:, 0] (its index in the split), is read
+    by span policies whose masks see absolute positions (`SpanPolicy.mask_at`).
     `m.shared_pe`: one relative-position table `key_pe` (S, d_k) for every layer, as in the
     adaptive-span reference and the paper's parameter counts; False: a table per layer.
     """
@@ -78,13 +82,13 @@ class TransformerLM(nn.Module):
         self.ln_f = nn.LayerNorm(m.d_model) if m.norm == "pre" else nn.Identity()
         self.head = nn.Linear(m.d_model, vocab_size)
 
-    def forward(self, idx: Tensor, cache: list[Tensor] | None = None
-                ) -> tuple[Tensor, list[Tensor]]:
+    def forward(self, idx: Tensor, cache: list[Tensor] | None = None,
+                start: Tensor | None = None) -> tuple[Tensor, list[Tensor]]:
         h = self.emb(idx)
         new_cache = []
         for layer, block in enumerate(self.blocks):
             c = None if cache is None else cache[layer]
-            h, a = block(h, c)
+            h, a = block(h, c, start)
             keep = block.attn.cache_size
             mem = a if c is None else torch.cat([c, a], dim=1)
             new_cache.append(mem[:, mem.size(1) - min(keep, mem.size(1)):].detach())

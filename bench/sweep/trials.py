@@ -28,6 +28,7 @@ from bench.config import (
     untaken,
 )
 from bench.experiment.grid import Grid, excluded, seed_list
+from bench.experiment.layouts import display_name
 from bench.experiment.open import SECTIONS
 from bench.model import create_model
 from bench.training import precision
@@ -159,7 +160,8 @@ def resolve_trials(grid: Grid, dry_run: bool, *, results_dir: Path = provenance.
             values, cfg, hashed, precision_name, vocab, grid=grid.name,
             out_dir=trials_dir / hashed, threads=max(1, int(grid.resources.cpu)),
             plugins=tuple(grid.plugins), ignored=tuple(ignored), probes=probes,
-            identity=identity, plan=dict(plan or {})))
+            identity=identity, plan=dict(plan or {}),
+            shown=display_name(cfg.model.variant, grid.report.table)))
     return trials
 
 

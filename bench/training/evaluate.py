@@ -71,9 +71,9 @@ def evaluate(model: TransformerLM, split: np.ndarray, how: Reading,
     span_sum = [torch.zeros(b.attn.spans().numel(), device=device, dtype=torch.float64)
                 for b in model.blocks]
     widest = [0] * len(model.blocks)
-    for x, y in data.eval_batches(split, batch_size, block, model.reach, device=device):
+    for x, y, at in data.eval_batches(split, batch_size, block, model.reach, device=device):
         with precision.autocast(device, amp):
-            logits, cache = model(x, cache)
+            logits, cache = model(x, cache, at)
         scored = y != -100
         nll = F.cross_entropy(logits.flatten(0, 1).float(), y.flatten(), ignore_index=-100,
                               reduction="none").double()

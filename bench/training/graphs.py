@@ -29,12 +29,13 @@ import torch.nn.functional as F
 from . import precision
 from .step import Learner, clip_, scheduled_lr, train_step
 
-Step = Callable[[torch.Tensor, torch.Tensor, list | None, int], tuple[torch.Tensor, float, list]]
+Step = Callable[[torch.Tensor, torch.Tensor, list | None, int, torch.Tensor | None],
+                tuple[torch.Tensor, float, list]]
 WARMUP = 3  # eager steps at the steady shape before capture
 
 
 def make_step(lrn: Learner, device: torch.device) -> Step:
-    """The trainer's step, `(x, y, cache, step) -> (loss, lr, new cache)`: captured as a CUDA
+    """The trainer's step, `(x, y, cache, step, at) -> (loss, lr, new cache)`: captured as a CUDA
     graph where train.compile is "graphs" and the device is CUDA, else the eager `train_step`
     (saying why where graphs were asked for)."""
     if lrn.t.compile == "graphs" and device.type == "cuda":
@@ -43,8 +44,9 @@ def make_step(lrn: Learner, device: torch.device) -> Step:
         print(f"train.compile=graphs: CUDA graphs need a CUDA device, not {device.type}; "
               "running eagerly", file=sys.stderr)
 
-    def eager(x: torch.Tensor, y: torch.Tensor, cache: list | None, step: int):
-        return train_step(lrn, x, y, cache, step)
+    def eager(x: torch.Tensor, y: torch.Tensor, cache: list | None, step: int,
+              at: torch.Tensor | None = None):
+        return train_step(lrn, x, y, cache, step, at)
 
     return eager
 
@@ -52,7 +54,8 @@ def make_step(lrn: Learner, device: torch.device) -> Step:
 class CapturedStep:
     """One training step replayed from a CUDA graph once the cache's shape is steady.
 
-    x, y: (B, M) token ids; cache: per layer (B, C_l, D) or None. Returns the step's loss (a
+    x, y: (B, M) token ids; cache: per layer (B, C_l, D) or None; at (B,): the text position of
+    x[:, 0] (a positional mask's; a static buffer like x). Returns the step's loss (a
     device scalar, not read: the trainer reads a span of steps' losses at once), the scheduled
     learning rate, and the new cache (the graph's own buffers: hand them back unchanged, or any
     other cache, which is copied in)."""
@@ -65,42 +68,43 @@ class CapturedStep:
         self.warm = 0
 
     def __call__(self, x: torch.Tensor, y: torch.Tensor, cache: list | None,
-                 step: int) -> tuple[torch.Tensor, float, list]:
+                 step: int, at: torch.Tensor | None = None) -> tuple[torch.Tensor, float, list]:
         lr = scheduled_lr(self.t, step)
         shape = None if cache is None else tuple(c.shape for c in cache)
         if self.graph is None and shape is not None and shape == self.shape and \
                 self.warm >= WARMUP:
-            self._capture(x, y, cache)
+            self._capture(x, y, cache, at)
         if self.graph is not None and shape == self.shape:
-            return self._replay(x, y, cache, lr)
-        loss, new = self._eager(x, y, cache, step)
+            return self._replay(x, y, cache, lr, at)
+        loss, new = self._eager(x, y, cache, step, at)
         if self.graph is None:  # count the eager steps at a steady shape (in = out)
             steady = shape is not None and shape == tuple(c.shape for c in new)
             self.warm = self.warm + 1 if steady and shape == self.shape else int(steady)
             self.shape = shape if steady else None
         return loss, lr, new
 
-    def _eager(self, x, y, cache, step):
+    def _eager(self, x, y, cache, step, at):
         """The eager step, on a side stream (torch's warm-up before capture)."""
         side = torch.cuda.Stream()
         side.wait_stream(torch.cuda.current_stream())
         with torch.cuda.stream(side):
-            loss, _, new = train_step(self.lrn, x, y, cache, step)
+            loss, _, new = train_step(self.lrn, x, y, cache, step, at)
         torch.cuda.current_stream().wait_stream(side)
         return loss, new
 
-    def _capture(self, x, y, cache) -> None:
+    def _capture(self, x, y, cache, at) -> None:
         """Record the step on static buffers; nothing runs until the first replay."""
         for g in self.opt.param_groups:  # a restored optimiser may hold its lr as a float
             if not torch.is_tensor(g["lr"]):
                 g["lr"] = torch.tensor(g["lr"], device=x.device)
         self.x, self.y = torch.empty_like(x), torch.empty_like(y)
+        self.at = None if at is None else torch.empty_like(at)
         self.cache = [torch.empty_like(c) for c in cache]
         self.opt.zero_grad(set_to_none=True)  # the graph's backward allocates the grads
         self.graph = torch.cuda.CUDAGraph()
         with torch.cuda.graph(self.graph):
             with precision.autocast(x.device, self.amp, cache=False):
-                logits, new = self.model(self.x, self.cache)
+                logits, new = self.model(self.x, self.cache, self.at)
                 self.loss = F.cross_entropy(logits.flatten(0, 1).float(), self.y.flatten())
             (self.loss + self.model.span_penalty()).backward()
             clip_(self.opt, self.t)
@@ -109,9 +113,11 @@ class CapturedStep:
             for c, n in zip(self.cache, new, strict=True):
                 c.copy_(n)
 
-    def _replay(self, x, y, cache, lr):
+    def _replay(self, x, y, cache, lr, at):
         self.x.copy_(x)
         self.y.copy_(y)
+        if self.at is not None:
+            self.at.copy_(at)
         if cache is not self.cache:
             for c, n in zip(self.cache, cache, strict=True):
                 c.copy_(n)

@@ -62,11 +62,11 @@ def train(cfg: Config, out_dir: Path, *, report: Report | None = None, progress:
     stopped_early = False
     pending, tic = [], time.perf_counter()  # losses are read (a wait for a GPU) at each record
     while state.step < t.steps and not stopped_early:
-        pos, x, y = next(batches)
-        x, y = onto(x), onto(y)
+        pos, x, y, at = next(batches)
+        x, y, at = onto(x), onto(y), onto(at)
         if pos == 0:
             cache = None  # start of the streams: no preceding text
-        loss, lr, cache = step(x, y, cache, state.step)
+        loss, lr, cache = step(x, y, cache, state.step, at)
         pending.append(loss.detach())
         state.advance(pos + t.block, x.numel())
         bar.update(1)

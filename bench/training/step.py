@@ -93,12 +93,12 @@ class Learner:
 
 
 def train_step(lrn: Learner, x: torch.Tensor, y: torch.Tensor, cache: list | None,
-               step: int) -> tuple[torch.Tensor, float, list]:
-    """One optimiser step on x (B, M) -> y after `cache`: loss plus span penalty, backward, the
-    clipped step, the span clamp. Returns the LM loss (fp32, unsynced), learning rate, new
-    cache."""
+               step: int, at: torch.Tensor | None = None) -> tuple[torch.Tensor, float, list]:
+    """One optimiser step on x (B, M) -> y after `cache` (at (B,): the text position of
+    x[:, 0]): loss plus span penalty, backward, the clipped step, the span clamp. Returns the LM
+    loss (fp32, unsynced), learning rate, new cache."""
     with precision.autocast(x.device, lrn.amp):
-        logits, cache = lrn.forward(x, cache)
+        logits, cache = lrn.forward(x, cache, at)
         loss = F.cross_entropy(logits.flatten(0, 1).float(), y.flatten())
     lrn.opt.zero_grad(set_to_none=True)
     (loss + lrn.model.span_penalty()).backward()

@@ -28,6 +28,12 @@ class SpanPolicy(nn.Module):
     (`set_spans`). The constructor takes the layer's `Shape` (a policy reads its softmax heads
     `h`, the span limit S = `span`, and `d_model`) and the policy's options, an instance of its
     `Options` (a frozen dataclass: model.attn.<option>).
+
+    A mask that depends on where a key lies in the text (global tokens, a text's first symbols
+    kept as sinks) overrides `mask_at(dist, rows, pos)`, which sees each key's absolute
+    position; its `mask` is then what any position may keep (spans, window and cost are read
+    off it), and `mask_at` keeps a subset of it (`positional`). Keys further than the window
+    are never computed: such a token is seen from at most S - 1 positions on.
     """
 
     Options: type = NoOptions
@@ -72,6 +78,18 @@ class SpanPolicy(nn.Module):
 
     def mask(self, dist: Tensor, rows: slice) -> Tensor | None:
         return None
+
+    def mask_at(self, dist: Tensor, rows: slice, pos: Tensor) -> Tensor | None:
+        """The mask of the queries `rows` where pos (B, 1, len(rows), W) int64 is each band
+        key's position in the text (its index in the split; negative: before the text).
+        By default positions do not matter: `mask(dist, rows)`."""
+        return self.mask(dist, rows)
+
+    @property
+    def positional(self) -> bool:
+        """Does the mask read absolute positions (`mask_at` overridden)? Then the layer
+        computes each key's position and a forward needs the text position of its block."""
+        return type(self).mask_at is not SpanPolicy.mask_at
 
     def loss(self) -> Tensor:
         return torch.zeros(())
@@ -145,8 +163,9 @@ def kept_spans(m: Tensor | None, heads: int, span: int) -> Tensor:
 def check_spans(policy: SpanPolicy) -> None:
     """Refuse a policy whose `spans()` disagree with its mask, naming both: each head's span s
     must keep the distances x < s and no other (s within one distance above the largest distance
-    the mask keeps nonzero, at most S). A policy whose spans depend on the input (`prepare`)
-    must say so with `spans()` and `trace()`, which are not read off a mask."""
+    the mask keeps nonzero, at most S); a positional policy's `mask_at` may keep no key its
+    `mask` does not. A policy whose spans depend on the input (`prepare`) must say so with
+    `spans()` and `trace()`, which are not read off a mask."""
     cls = type(policy)
     name = f"span_policy={cls.__name__}"
     if cls.prepare is not SpanPolicy.prepare:
@@ -155,6 +174,8 @@ def check_spans(policy: SpanPolicy) -> None:
                              "its spans cannot be read off the mask: add spans() (per head, or "
                              "NaN as DynamicSpan) and trace() (per query of the last forward)")
         return
+    if policy.positional:
+        _check_positions(policy)
     with torch.no_grad():
         said = policy.spans().float().cpu()
         m = policy.mask(distances(policy.S).float(), slice(None))
@@ -167,6 +188,21 @@ def check_spans(policy: SpanPolicy) -> None:
             f"{policy.S}), but its spans() say {_listed(said)}: each span must be 1 + the "
             "largest distance its head's mask keeps nonzero (or finer, within one distance). "
             "Fix one, or leave spans() out: by default it is read off the mask")
+
+
+def _check_positions(policy: SpanPolicy) -> None:
+    """Refuse a positional policy whose `mask_at` keeps a key its `mask` (what any position
+    may keep, which its spans and cost are read off) does not: at query positions 0 .. 3S."""
+    dist = distances(policy.S)
+    q = torch.arange(3 * policy.S + 1)[None, None, :, None]
+    with torch.no_grad():
+        at = policy.mask_at(dist.float(), slice(None), q - dist)  # (1, 1, 3S + 1, S)
+        m = policy.mask(dist.float(), slice(None))
+    kept = torch.ones((), dtype=torch.bool) if at is None else torch.as_tensor(at) != 0
+    if m is not None and bool((kept & (torch.as_tensor(m) == 0)).any()):
+        raise ValueError(f"span_policy={type(policy).__name__}: its mask_at keeps keys its mask "
+                         "does not; mask must keep what any position may keep (spans, window "
+                         "and cost are read off it)")
 
 
 def _listed(t: Tensor) -> str:

@@ -711,7 +711,7 @@ def test_a_committed_tables_probe_columns_are_what_its_claims_read():
         grid = open_grid(read_grid_file(grid_file), imports=False)
         table = folder / f"{grid.report.table}.csv"
         if not (folder / "runs.csv").exists() or not table.exists() or (
-                folder.name in unreadable):
+                grid.name in unreadable):
             continue
         runs = csv_sweep(perseed.read(folder / "runs.csv", grid), grid).runs
         nums = pd.read_csv(table).set_index("Model")

@@ -1,5 +1,6 @@
-"""Write docs/grids.md, the table of every grid file in ablations/: its experiment, its status,
-its committed results folders and their verdicts, generated, never written by hand.
+"""Write the pages of the committed results, generated, never written by hand: each experiment
+folder's README (results/<experiment>/README.md: its grids, claims, runs, their verdicts and
+evidence, figures) and their index, docs/grids.md.
 
 python -m bench.grids [--check]
 
@@ -11,23 +12,24 @@ import sys
 
 from bench.cli import about, generated
 from bench.config import ConfigError
-from bench.experiment.catalogue import entries, render
+from bench.experiment.catalogue import entries
+from bench.findings.folders import pages
 from bench.provenance import RESULTS, ROOT
-
-TABLE = ROOT / "docs" / "grids.md"
 
 
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(prog="python -m bench.grids", description=about(__doc__))
-    p.add_argument("--check", action="store_true", help="write nothing; exit 1 if the "
-                   "committed docs/grids.md is not what the grid files and results give")
+    p.add_argument("--check", action="store_true", help="write nothing; exit 1 if a committed "
+                   "page (docs/grids.md, a results/<experiment>/README.md) is not what the "
+                   "grid files and results give")
     args = p.parse_args(argv)
     try:
-        text = render(entries(ROOT / "ablations", RESULTS), ROOT)
+        found = pages(entries(ROOT / "ablations", RESULTS), ROOT)
     except ConfigError as err:
         print(f"bench.grids: {err}", file=sys.stderr)
         return 2
-    return generated(TABLE, text, args.check, "python -m bench.grids")
+    return max(generated(path, text, args.check, "python -m bench.grids")
+               for path, text in found.items())
 
 
 if __name__ == "__main__":

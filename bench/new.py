@@ -8,7 +8,8 @@ python -m bench.new gbma --data enwik8 --expect not-worse --out ablations/gbma_t
 The probe's setting is the main job's (ablations/heads_grid.yaml: its model, corpus and
 training) at h = 4; a text corpus gets the tiny preset and 1000 steps. Then:
 python -m bench.pilot FILE (does each arm learn?), python -m bench.run FILE --dry-run (time
-and power here), commit the file, python -m bench.run FILE --results-dir results.
+and power here), commit the file, python -m bench.run FILE --out results/NAME/seedsSTART
+(the committed run's folder, docs/grids.md).
 """
 
 import argparse
@@ -118,7 +119,7 @@ def main(argv: list[str] | None = None) -> int:
     args.out.write_text(text)
     print(f"wrote {args.out}. Next: python -m bench.pilot {args.out}; python -m bench.run "
           f"{args.out} --dry-run; git add {args.out} && git commit; python -m bench.run "
-          f"{args.out} --results-dir results")
+          f"{args.out} --out results/{grid.name}/seeds{args.seed_start}")
     return 0
 
 

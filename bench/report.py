@@ -3,7 +3,7 @@ MLflow (the findings room, `bench.findings`).
 
 python -m bench.report ablations/span_limit.yaml          # or an experiment (grid) name
 python -m bench.report span_limit --tracking-uri sqlite:///runs/mlflow.db --out DIR
-python -m bench.report ablations/heads_grid.yaml --runs results/heads_grid/runs.csv
+python -m bench.report ablations/heads_grid.yaml --runs results/heads_grid/seeds100/runs.csv
 
 The report covers the trials of one sweep, as the runner recorded them on the sweep's run: the
 experiment's newest sweep, or `--sweep RUN_ID`. A grid file given as the target supplies the

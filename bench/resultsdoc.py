@@ -8,7 +8,8 @@ python -m bench.resultsdoc [--check]
 Outside the generated tables a verdict word in a table row or a numbered item must stand where
 it is checked (`stale`): "`claim`: verdict" (an item's verdict in italics) for a claim of the
 folder its row names, else of the folder the paragraph's bold lead names; or a folder's summary
-"`results/X/`: 3 reproduced, 1 inconclusive (unverified)", as docs/grids.md writes it.
+"`results/X/`: 3 reproduced, 1 inconclusive (unverified)", as an experiment's README writes
+it (bench.grids).
 """
 
 import argparse
@@ -19,6 +20,7 @@ import pandas as pd
 
 from bench.cli import about
 from bench.experiment.catalogue import verdicts
+from bench.findings.folders import table
 from bench.provenance import ROOT
 
 PAGE = ROOT / "docs" / "results.md"
@@ -31,39 +33,6 @@ SUMMARY = re.compile(r"`(results/[\w./-]+?)/?`: ([^;|]*)")
 PAIR = re.compile(rf"((?:`[^`]+`(?:, | and )?)+): \*?((?:{WORDS})(?: \(exploratory\))?)\b\*?")
 ITEM = re.compile(r"^\d+\. ")
 LEAD = re.compile(r"^\*\*(.*?)\*\*")
-
-
-def _fraction(p: float, n: float) -> str:
-    """An exact test's p as a count over 2^n ('3/4096'), else to 3 significant digits."""
-    count = p * 2 ** int(n)
-    return f"{round(count)}/{2 ** int(n)}" if abs(count - round(count)) < 1e-6 else f"{p:.3g}"
-
-
-def _number(x: float) -> str:
-    """An effect, signed: 3 significant digits, or whole with thousands separated."""
-    return "" if pd.isna(x) else f"{x:+,.0f}" if abs(x) >= 1000 else f"{x:+.3g}"
-
-
-def table(folders: list[str], root: Path = ROOT) -> str:
-    """The verdict table of `folders` (each 'results/...'), a row per claim (and per part) of
-    each findings.csv, the folders' rows of one claim together in the order given."""
-    found = [(f, pd.read_csv(root / f / "findings.csv")) for f in folders]
-    claims = list(dict.fromkeys(c for _, t in found for c in t["claim"]))
-    head = ["claim", "seeds", "test", "effect", "rule, level", "verdict", "p (look)", "evidence"]
-    rows = []
-    for claim in claims:
-        for _, t in found:
-            for r in t[t["claim"] == claim].itertuples():
-                tested = not pd.isna(r.p)
-                rows.append([f"`{claim}`", "" if pd.isna(r.seed_range) else r.seed_range,
-                             "" if pd.isna(r.test) else r.test, _number(r.effect),
-                             f"{r.rule}, {r.level:.3g}" if tested else "", r.verdict,
-                             f"{_fraction(r.p, r.n)} ({r.look})" if tested else "",
-                             "" if pd.isna(r.evidence) else r.evidence])
-    names = " and ".join(f"`{f}/findings.csv`" for f in folders)
-    lines = [head, ["---"] * len(head), *rows]
-    return (f"Verdicts of {names} (generated: `{COMMAND}`):\n\n"
-            + "".join(f"| {' | '.join(cells)} |\n" for cells in lines))
 
 
 def fill(text: str, root: Path = ROOT) -> str:

@@ -3,7 +3,7 @@ then its table, figures and findings (the sweep room, `bench.sweep`).
 
 python -m bench.run ablations/heads_grid.yaml [--set train.steps=500] [--preset small]
     [--data enwik8] [--seeds 0,1,2 | --seed-start 20] [--dry-run] [--address HOST:PORT]
-    [--force]
+    [--force] [--out results/<experiment>/<run>]
 
 Every trial config is resolved and validated before Ray or MLflow start; a user error exits 2.
 """
@@ -41,7 +41,11 @@ def _parser() -> argparse.ArgumentParser:
     add_tracking_uri(p, "<results-dir>/mlflow.db")
     p.add_argument("--results-dir", type=Path, default=LOCAL,
                    help="where <grid>/ and the default MLflow db go (default runs/, which git "
-                   "ignores; the committed results are written with --results-dir results)")
+                   "ignores)")
+    p.add_argument("--out", type=Path, metavar="DIR",
+                   help="the run's folder, its results and trials, instead of <results-dir>/"
+                   "<grid>/; a committed run: results/<experiment>/<run>, e.g. --out "
+                   "results/heads_grid/seeds600 (the names: docs/grids.md)")
     p.add_argument("--force", action="store_true", help="rerun finished trials too, from scratch")
     p.add_argument("--rerun-stale", action="store_true",
                    help="rerun, from scratch, finished trials whose result comes from other "
@@ -107,7 +111,7 @@ def main(argv: list[str] | None = None) -> int:
                               args.seed_start)
         grid = open_grid(source, overrides)  # its plugins, $ATTNBENCH_PLUGINS first
         trials = resolve_trials(  # a dry run records no plan: it runs nothing
-            grid, args.dry_run, results_dir=args.results_dir,
+            grid, args.dry_run, results_dir=args.results_dir, out=args.out,
             plan=None if args.dry_run else _plan(written, args.grid, grid, overrides))
         feasible.check(grid.claims, grid.grid, trials)
         feasible.check_restated(grid)
@@ -138,7 +142,7 @@ def main(argv: list[str] | None = None) -> int:
     return sweep(grid, trials, SweepOptions(
         source, args.results_dir, command, tracking_uri=args.tracking_uri,
         address=args.address, force=args.force, rerun_stale=args.rerun_stale,
-        report=not args.no_report, gpu=packed.share, mps=mps))
+        report=not args.no_report, gpu=packed.share, mps=mps, out=args.out))
 
 
 

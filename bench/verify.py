@@ -1,7 +1,7 @@
 """Recompute a committed result's verdicts from its folder and git alone, and check its
 pre-registration, as a reviewer would (the findings room, `bench.findings.verify`).
 
-python -m bench.verify results/heads_grid          # one result
+python -m bench.verify results/heads_grid/seeds100          # one result
 python -m bench.verify results --allow-unverified  # every result below (what CI runs)
 
 One line per claim: its verdict and whether it is confirmatory, exploratory or unverified, and

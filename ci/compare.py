@@ -17,17 +17,18 @@ COLUMNS = ["verdict", "look", "effect", "p"]
 
 
 def confirmation(name: str) -> Path | None:
-    """The committed CPU result a run of grid `name` is compared with: the folder under results/
-    named `name` whose grid.yaml plans the seeds ablations/`name`.yaml plans now (for heads_grid,
-    results/seeds600/heads_grid: looks of 4, 8, 12 from 600), with findings; None where there
-    is none (a grid not shipped, or not yet run on its plan's seeds)."""
+    """The committed CPU result a run of grid `name` is compared with: the run folder under
+    results/ whose grid.yaml is grid `name` and plans the seeds ablations/`name`.yaml plans now
+    (for heads_grid, results/heads_grid/seeds600: looks of 4, 8, 12 from 600), with findings;
+    None where there is none (a grid not shipped, or not yet run on its plan's seeds)."""
     plan = ROOT / "ablations" / f"{name}.yaml"
     if not plan.exists():
         return None
     seeds = yaml.safe_load(plan.read_text()).get("seeds")
-    found = sorted(p.parent for p in (ROOT / "results").glob(f"**/{name}/grid.yaml")
+    found = sorted(p.parent for p in (ROOT / "results").glob("**/grid.yaml")
                    if (p.parent / "findings.csv").exists()
-                   and yaml.safe_load(p.read_text()).get("seeds") == seeds)
+                   and (copy := yaml.safe_load(p.read_text())).get("name") == name
+                   and copy.get("seeds") == seeds)
     return found[0].relative_to(ROOT) if found else None
 
 

@@ -1,6 +1,6 @@
 """MLflow's UI as a person sees it: headless Chromium (Debian's `chromium` and
 `chromium-driver`, driven by selenium) on `mlflow server` over HTTP, serving a store with the
-main job's shape: results/seeds300/heads_grid (48 trials of talking-heads Table 1, 5 claims,
+main job's shape: results/heads_grid/seeds300 (48 trials of talking-heads Table 1, 5 claims,
 2 looks), its trials logged as the runner logs them from their committed per-seed values
 (runs.csv: nothing is trained) under a sweep run that the sweep's own code starts, covers and
 reports on (`writer.start_sweep`, `writer.log_trials_covered`, `view.share_view`, `render_sweep`).
@@ -47,7 +47,7 @@ from bench.trial import setting_name
 from tests.test_run import mlflow_server, slow
 
 ROOT = Path(__file__).resolve().parents[1]
-RESULT = ROOT / "results" / "seeds300" / "heads_grid"
+RESULT = ROOT / "results" / "heads_grid" / "seeds300"
 CHROMIUM, DRIVER = shutil.which("chromium"), shutil.which("chromedriver")
 FLAGS = ("--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
          "--disable-background-networking", "--disable-component-update", "--disable-sync",

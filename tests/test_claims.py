@@ -578,8 +578,8 @@ def test_dry_run_refuses_claims_the_setup_decides_or_the_corpus_does_not_score(t
 
 def test_a_restated_claim_reusing_an_id_whose_seeds_ran_is_refused(tmp_path, capsys):
     """The main job's headline claim with another offset, under its id: its confirmation seeds
-    ran (results/heads_grid/, confirmatory), so the dry run exits 2 asking for a new id; under
-    a new id the same grid is accepted."""
+    ran (results/heads_grid/seeds100/, unverified), so the dry run exits 2 asking for a new id;
+    under a new id the same grid is accepted."""
     from tests.test_grid import ROOT
 
     raw = yaml.safe_load((ROOT / "ablations" / "heads_grid.yaml").read_text())
@@ -589,7 +589,7 @@ def test_a_restated_claim_reusing_an_id_whose_seeds_ran_is_refused(tmp_path, cap
     assert run.main([str(path), "--dry-run"]) == 2
     err = capsys.readouterr().err
     assert "claims.0 (th_beats_mh_at_8): a claim with this id, tested otherwise, has " \
-        "run on confirmation seeds (results/heads_grid)" in err
+        "run on confirmation seeds (results/heads_grid/seeds100)" in err
     raw["claims"][0]["id"] = "th_beats_mh_at_8_offset_0.01"
     path.write_text(yaml.safe_dump(raw))
     assert run.main([str(path), "--dry-run"]) == 0

@@ -196,7 +196,7 @@ def test_the_readme_is_a_front_door():
     ci = (ROOT / ".ci" / "run").read_text()
     command = re.search(r"^(\.venv/bin/python -m pytest[^#\n]*?)\s*(#.*)?$", ci, re.M)[1]
     assert command in first  # the test command as .ci/run calls it
-    assert "results/seeds600/heads_grid/findings.md" in first  # the verdicts to expect
+    assert "[results/heads_grid/](results/heads_grid/README.md)" in first  # every run, verdicts
 
 
 def test_the_worked_example_in_docs_is_the_plugin_file():
@@ -324,14 +324,14 @@ def test_help_describes_each_command_in_whole_sentences(name, capsys):
 
 def test_the_readmes_verdict_column_is_the_committed_findings():
     """The README's main-job table states, claim by claim in the registered order, the verdict,
-    p and seeds of the confirmation it names (results/seeds600/heads_grid/findings.csv): a
+    p and seeds of the confirmation it names (results/heads_grid/seeds600/findings.csv): a
     verdict restated by hand, or findings regenerated with another verdict, fails here."""
     text = (ROOT / "README.md").read_text()
     section = text.split("## What the main job finds", 1)[1].split("\n## ", 1)[0]
     said = [row.split("|")[-2].strip() for row in section.splitlines()
             if row.startswith("|") and re.search(r"\| (reproduced|contradicted|inconclusive|"
                                                  r"futile|withdrawn|not tested)\b", row)]
-    found = pd.read_csv(ROOT / "results" / "seeds600" / "heads_grid" / "findings.csv")
+    found = pd.read_csv(ROOT / "results" / "heads_grid" / "seeds600" / "findings.csv")
     assert len(said) == len(found)
     for cell, row in zip(said, found.itertuples(), strict=True):
         verdict, _, rest = cell.partition(", ")

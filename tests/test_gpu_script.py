@@ -84,7 +84,7 @@ def test_the_comparison_counts_the_same_decisions_and_says_first_what_keeps_them
     said to have none."""
     here = tmp_path / "results" / "heads_grid"
     here.mkdir(parents=True)
-    assert compare.confirmation("heads_grid") == Path("results/seeds600/heads_grid")  # its plan
+    assert compare.confirmation("heads_grid") == Path("results/heads_grid/seeds600")  # its plan
     found = pd.read_csv(ROOT / compare.confirmation("heads_grid") / "findings.csv")
     found.loc[0, "verdict"] = "contradicted"
     found.to_csv(here / "findings.csv", index=False)
@@ -93,7 +93,7 @@ def test_the_comparison_counts_the_same_decisions_and_says_first_what_keeps_them
     assert text.index("A rehearsal on the CPU") < text.index("**Warning:** MPS failed") < \
         text.index("## heads_grid (partial: cut at its deadline): "
                    f"{len(found) - 1} of {len(found)} decisions the same as "
-                   "`results/seeds600/heads_grid`")
+                   "`results/heads_grid/seeds600`")
     assert "| contradicted " in text and "verdict (rehearsal)" in text
     assert "## span_limit: no findings to compare (rehearsal: False, CPU: True)" in text
     assert "verdict (GPU)" in compare.compare(tmp_path, ["heads_grid"], False, [])

@@ -137,7 +137,7 @@ def test_committed_trials_keep_their_hashes(monkeypatch):
     """A committed grid's trials resolve to the hashes its runs.csv recorded (its variants at
     today's names), in
     the precision the records name (bf16 autocast), on any machine: one identity per trial."""
-    folder = ROOT / "results" / "design" / "adaptive_vs_dynamic-r32"
+    folder = ROOT / "results" / "adaptive_vs_dynamic" / "pilot-seeds0-r32"
     logged = pd.read_csv(folder / "runs.csv")
     assert set(logged["precision"]) == {"bf16-autocast"}
     monkeypatch.setattr(precision, "bf16_unsupported", lambda device: None)

@@ -1,8 +1,12 @@
-"""Every grid says what it is (`status:`), and docs/grids.md, the table of every grid with its
-experiment, status, results and verdicts, is generated from the grid files, never stale."""
+"""Every grid says what it is (`status:`); every committed run lies in its experiment's folder
+(results/<experiment>/<run>/); each experiment's README and their index, docs/grids.md, are
+generated from the grid files and the findings, never stale."""
 
+import re
+import shutil
 from pathlib import Path
 
+import pandas as pd
 import pytest
 import yaml
 
@@ -11,18 +15,19 @@ from bench import run
 from bench.config import ConfigError
 from bench.experiment import catalogue
 from bench.experiment.open import open_grid
-from bench.findings import sequential
+from bench.findings import folders, sequential
 from bench.findings.stats import ALPHA
 from bench.provenance import RESULTS
 from bench.sweep import feasible
+from bench.sweep.trials import resolve_trials
 
 ROOT = Path(__file__).resolve().parents[1]
 SMOKE = ROOT / "ablations" / "smoke.yaml"
 
 
-def test_the_committed_table_is_what_the_grids_give(capsys):
-    """docs/grids.md is generated: a grid file or a result added without rerunning
-    `python -m bench.grids` fails here."""
+def test_the_committed_pages_are_what_the_grids_give(capsys):
+    """docs/grids.md and every results/<experiment>/README.md are generated: a grid file or a
+    result added without rerunning `python -m bench.grids` fails here."""
     assert command.main(["--check"]) == 0, capsys.readouterr().out
 
 
@@ -40,16 +45,93 @@ def test_every_grid_declares_its_status_and_each_experiment_has_one_primary():
                                      "span_enwik8_adamw"], "span_enwik8_floor")
 
 
-def test_the_table_lists_results_folders_and_their_verdicts():
-    text = (ROOT / "docs" / "grids.md").read_text()
-    row = next(line for line in text.splitlines() if line.startswith("| span_enwik8_floor | "
-                                                                       "[`span_enwik8`]"))
-    assert "superseded by `span_enwik8_floor`" in row
-    assert "`results/enwik8-prefix/span_enwik8/`: 3 reproduced, 1 inconclusive" in row
-    main = next(line for line in text.splitlines() if line.startswith("| heads_grid | "
-                                                                        "[`heads_grid`]"))
-    assert "`results/seeds600/heads_grid/`: 5 reproduced (confirmatory)" in main
-    assert "`results/design/heads_grid/`: 5 holds (exploratory)<br>" in main  # said once
+def test_every_committed_run_lies_in_its_experiments_folder():
+    """results/<experiment>/<run>/: every folder holding a runs.csv or findings.csv (results/speed
+    and results/baselines aside, no grid's runs) is a run folder two levels down, in the folder
+    of its grid's experiment, named as catalogue.RUN_NAMES says: `pilot-` exactly where its
+    findings are exploratory (or its grid is a pilot), its first seed, the grid where not the
+    primary's."""
+    found = catalogue.entries(ROOT / "ablations", RESULTS)
+    experiment = catalogue.experiments(found)
+    owner = {f: e.grid for e in found for f in e.folders}
+    held = {p.parent for n in ("runs.csv", "findings.csv") for p in RESULTS.rglob(n)}
+    assert held <= set(owner), sorted(held - set(owner))
+    for folder, grid in owner.items():
+        assert folder.parent.parent == RESULTS and folder.parent.name == experiment[grid.name]
+        m = re.fullmatch(r"(pilot-)?seeds(\d+)(-[\w.-]+)?", folder.name)
+        assert m, folder
+        if (folder / "runs.csv").is_file():
+            seeds = pd.read_csv(folder / "runs.csv")["seed"]
+            assert int(m[2]) == seeds.min(), folder
+        tag = grid.name.removeprefix(f"{experiment[grid.name]}_")
+        assert grid.name == experiment[grid.name] or (m[3] or "").startswith(f"-{tag}"), folder
+        if (folder / "findings.csv").is_file() or grid.status == "pilot":
+            exploratory = grid.status == "pilot" or set(
+                pd.read_csv(folder / "findings.csv")["evidence"].dropna()) == {"exploratory"}
+            assert bool(m[1]) == exploratory, folder
+
+
+def test_the_main_jobs_readme_shows_every_run_its_verdicts_and_figures():
+    """One click from the top README: results/heads_grid/README.md names the main job's grids,
+    its claims in their tested order, a row per run with the verdicts its findings.csv gives
+    (catalogue.verdicts), and links to files that exist."""
+    top = (ROOT / "README.md").read_text()
+    assert "(results/heads_grid/README.md)" in top
+    folder = RESULTS / "heads_grid"
+    text = (folder / "README.md").read_text()
+    grid = open_grid(ROOT / "ablations" / "heads_grid.yaml", imports=False)
+    ids = [c.id for c in grid.claims]
+    assert [text.index(f"{i}. `{c}`:") for i, c in enumerate(ids, 1)] == sorted(
+        text.index(f"{i}. `{c}`:") for i, c in enumerate(ids, 1))
+    runs = sorted(p for p in folder.iterdir() if p.is_dir())
+    assert len(runs) == 9
+    for one in runs:
+        row = next(line for line in text.splitlines() if line.startswith(f"| [`{one.name}/`]"))
+        said = catalogue.verdicts(one) or "no findings: descriptive"
+        assert row.endswith(f"| {said} |"), row
+    assert "| [`seeds600/`](seeds600/) | `heads_grid` | 600-611 (12) | 5 reproduced " \
+        "(confirmatory) |" in text
+    assert "Headline figures ([`seeds600/`](seeds600/))" in text
+    links = re.findall(r"\]\(([^)#]+)\)", text)
+    assert [link for link in links if not (folder / link).exists()] == []
+    index = (ROOT / "docs" / "grids.md").read_text()
+    assert "| [heads_grid](../results/heads_grid/README.md) | [`heads_grid`]" in index
+
+
+def test_a_findings_change_makes_the_readme_stale(tmp_path):
+    """The pages are regenerated from the findings: a verdict changed in a run's findings.csv
+    changes its experiment's README row (what `bench.grids --check` compares), and a run folder
+    added appears in the index's count."""
+    (tmp_path / "ablations").mkdir()
+    shutil.copy(ROOT / "ablations" / "window.yaml", tmp_path / "ablations")
+    shutil.copytree(RESULTS / "window", tmp_path / "results" / "window")
+    found = catalogue.entries(tmp_path / "ablations", tmp_path / "results")
+    before = folders.pages(found, tmp_path)
+    readme = tmp_path / "results" / "window" / "README.md"
+    assert before[readme] == (RESULTS / "window" / "README.md").read_text()
+    path = tmp_path / "results" / "window" / "seeds100" / "findings.csv"
+    table = pd.read_csv(path)
+    table["verdict"] = "inconclusive"
+    table.to_csv(path, index=False)
+    (tmp_path / "results" / "window" / "seeds200").mkdir()
+    (tmp_path / "results" / "window" / "seeds200" / "NOTES.md").write_text("planned\n")
+    found = catalogue.entries(tmp_path / "ablations", tmp_path / "results")
+    after = folders.pages(found, tmp_path)
+    assert "| 1 inconclusive (confirmatory) |" in after[readme] != before[readme]
+    assert "| [`seeds200/`](seeds200/) | `window` |  | no findings: descriptive |" in after[readme]
+    assert "| [window](../results/window/README.md) | [`window`](../ablations/window.yaml) " \
+        "primary | 2 |" in after[tmp_path / "docs" / "grids.md"]
+
+
+def test_a_committed_run_goes_where_out_names(tmp_path):
+    """bench.run --out DIR: the run's folder (its trials, then its report) is DIR, not
+    <results-dir>/<grid>/; without it, <results-dir>/<grid>/."""
+    grid = open_grid(SMOKE, imports=False)
+    out = tmp_path / "results" / "smoke" / "seeds0"
+    trials = resolve_trials(grid, True, results_dir=tmp_path / "runs", out=out)
+    assert {t.out_dir.parent for t in trials} == {out / "trials"}
+    trials = resolve_trials(grid, True, results_dir=tmp_path / "runs")
+    assert {t.out_dir.parent for t in trials} == {tmp_path / "runs" / "smoke" / "trials"}
 
 
 def grid_file(folder: Path, name: str, **status) -> Path:

@@ -711,7 +711,7 @@ def test_a_committed_tables_probe_columns_are_what_its_claims_read():
         grid = open_grid(read_grid_text(grid_file), imports=False)
         table = folder / f"{grid.report.table}.csv"
         if not (folder / "runs.csv").exists() or not table.exists() or (
-                folder.name in unreadable):
+                grid.name in unreadable):
             continue
         runs = csv_sweep(perseed.read(folder / "runs.csv", grid), grid).runs
         nums = pd.read_csv(table).set_index("Model")
@@ -734,7 +734,7 @@ def test_the_sweeps_page_shows_table_1_in_the_claims_metric():
     split's recall."""
     from bench.findings.runpage import sweep_page
 
-    folder = Path(__file__).resolve().parents[1] / "results" / "seeds600" / "heads_grid"
+    folder = Path(__file__).resolve().parents[1] / "results" / "heads_grid" / "seeds600"
     runs, findings = pd.read_csv(folder / "runs.csv"), pd.read_csv(folder / "findings.csv")
     assert set(findings["metric"]) == {"test_probe_bpc.recall"}
     shown = sweep_page(runs, [folder / "findings.md", folder / "th_table1.md"], findings, folder)
@@ -853,7 +853,8 @@ COMMITTED = sorted(p for p in (Path(__file__).resolve().parents[1] / "results").
                    if (p.parent / "findings.csv").exists())  # a pilot has no claims
 
 
-@pytest.mark.parametrize("path", COMMITTED, ids=[str(p.parent.name) for p in COMMITTED])
+@pytest.mark.parametrize("path", COMMITTED, ids=[f"{p.parent.parent.name}/{p.parent.name}"
+                                                 for p in COMMITTED])
 def test_committed_findings_recompute_from_their_per_seed_values(path):
     """Every committed findings.csv is what `python -m bench.verify` recomputes from the
     runs.csv and grid.yaml beside it and git: the claims' verdicts and the pre-registration."""
@@ -869,7 +870,7 @@ def test_verify_exits_2_on_a_folder_it_cannot_read(tmp_path, capsys):
     from bench import report as report_cmd
     from bench import verify as verify_cmd
 
-    root = Path(__file__).resolve().parents[1] / "results" / "heads_grid"
+    root = Path(__file__).resolve().parents[1] / "results" / "heads_grid" / "seeds100"
     bad = tmp_path / "heads_grid"
     bad.mkdir()
     (bad / "grid.yaml").write_bytes((root / "grid.yaml").read_bytes())
@@ -898,7 +899,7 @@ def test_verify_exits_4_for_unverified_results_unless_allowed(capsys):
     --allow-unverified (CI), exit 0 where the findings agree."""
     from bench import verify as verify_cmd
 
-    folder = str(Path(__file__).resolve().parents[1] / "results" / "heads_grid")
+    folder = str(Path(__file__).resolve().parents[1] / "results" / "heads_grid" / "seeds100")
     assert verify_cmd.main([folder]) == 4
     assert "th_beats_mh_at_8: reproduced, unverified" in capsys.readouterr().out
     assert verify_cmd.main([folder, "--allow-unverified"]) == 0
@@ -912,7 +913,7 @@ def test_findings_name_the_results_beside_them_that_share_their_trials(tmp_path)
     for name in ("adaptive_vs_dynamic", "span_limit"):
         (tmp_path / name).mkdir()
         for f in ("runs.csv", "grid.yaml"):
-            (tmp_path / name / f).write_bytes((root / name / f).read_bytes())
+            (tmp_path / name / f).write_bytes((root / name / "seeds400" / f).read_bytes())
     here = tmp_path / "adaptive_vs_dynamic"
 
     def findings() -> str:
@@ -922,6 +923,7 @@ def test_findings_name_the_results_beside_them_that_share_their_trials(tmp_path)
 
     line = "Shared runs: of these 20 trials, 12 are trials of {}span_limit too"
     assert line.format("") in findings()  # outside git: the folders beside it
-    assert line.format("results/") in (root / "adaptive_vs_dynamic" / "findings.md").read_text()
+    committed = (root / "adaptive_vs_dynamic" / "seeds400" / "findings.md").read_text()
+    assert line.format("results/") in committed  # written before the move to span_limit/seeds400
     (tmp_path / "span_limit" / "runs.csv").unlink()
     assert "Shared runs" not in findings()

@@ -10,6 +10,7 @@ import pandas as pd
 import pytest
 
 from bench import resultsdoc
+from bench.findings import folders
 
 ROOT = Path(__file__).resolve().parents[1]
 PAGE = ROOT / "docs" / "results.md"
@@ -43,8 +44,8 @@ def test_every_section_of_claims_names_its_findings():
     have one: both span_limit runs, both main-job ranges before the plan records."""
     text = PAGE.read_text()
     blocks = [m[2].split() for m in resultsdoc.BLOCK.finditer(text)]
-    assert ["results/seeds600/heads_grid"] in blocks and ["results/span_limit"] in blocks
-    assert ["results/heads_grid", "results/replication/heads_grid"] in blocks
+    assert ["results/heads_grid/seeds600"] in blocks and ["results/span_limit/seeds400"] in blocks
+    assert ["results/heads_grid/seeds100", "results/heads_grid/seeds200"] in blocks
     for m in resultsdoc.BLOCK.finditer(text):
         assert all(f"`{f}/findings.csv`" in m[3] for f in m[2].split())
 
@@ -60,11 +61,11 @@ def test_a_verdict_edited_by_hand_fails():
     item = "1. `adaptive_matches_fixed`: *reproduced* at look 1"
     assert item in text
     found = resultsdoc.stale(text.replace(item, item.replace("reproduced", "inconclusive")))
-    assert len(found) == 1 and "`adaptive_matches_fixed` is inconclusive; results/seeds800/" \
-        "span_limit/findings.csv says reproduced" in found[0]
-    summary = "`results/seeds300/heads_grid/`: 4 reproduced, 1 inconclusive (confirmatory)"
+    assert len(found) == 1 and "`adaptive_matches_fixed` is inconclusive; results/span_limit/" \
+        "seeds800/findings.csv says reproduced" in found[0]
+    summary = "`results/heads_grid/seeds300/`: 4 reproduced, 1 inconclusive (confirmatory)"
     assert summary in text
-    found = resultsdoc.stale(text.replace(summary, "`results/seeds300/heads_grid/`: 5 "
+    found = resultsdoc.stale(text.replace(summary, "`results/heads_grid/seeds300/`: 5 "
                                                    "reproduced (confirmatory)"))
     assert len(found) == 1 and "its findings '4 reproduced, 1 inconclusive" in found[0]
     cell = "`few_long_heads_above_R`: reproduced;"
@@ -76,13 +77,13 @@ def test_a_verdict_edited_by_hand_fails():
 def test_findings_regenerated_with_another_verdict_fail(results):
     text = PAGE.read_text()
     assert resultsdoc.stale(text, results) == []
-    _set(results, "results/seeds600/heads_grid", "th_beats_mh_at_8", "inconclusive")
-    _set(results, "results/seeds800/span_limit", "adaptive_matches_fixed", "contradicted")
+    _set(results, "results/heads_grid/seeds600", "th_beats_mh_at_8", "inconclusive")
+    _set(results, "results/span_limit/seeds800", "adaptive_matches_fixed", "contradicted")
     found = resultsdoc.stale(text, results)
     assert found[0].endswith("a generated table is stale: run python -m bench.resultsdoc")
-    assert any("`adaptive_matches_fixed` is reproduced; results/seeds800/span_limit/"
+    assert any("`adaptive_matches_fixed` is reproduced; results/span_limit/seeds800/"
                "findings.csv says contradicted" in f for f in found)
-    assert any("`results/seeds600/heads_grid` says '5 reproduced (confirmatory)', its findings "
+    assert any("`results/heads_grid/seeds600` says '5 reproduced (confirmatory)', its findings "
                "'1 inconclusive, 4 reproduced (confirmatory)'" in f for f in found)
     filled = resultsdoc.fill(text, results)
     assert "| `th_beats_mh_at_8` | 600-607 |" in filled and "| inconclusive | 1/256 (2 of 3) |" \
@@ -90,17 +91,17 @@ def test_findings_regenerated_with_another_verdict_fail(results):
 
 
 def test_a_claim_or_folder_the_findings_lack_fails():
-    found = resultsdoc.stale("**Lead: `results/seeds800/span_limit/`.**\n\n"
+    found = resultsdoc.stale("**Lead: `results/span_limit/seeds800/`.**\n\n"
                              "1. `no_such_claim`: *reproduced*\n"
                              "| `results/no_such/` | `x`: inconclusive |\n")
     assert found == [
-        "docs/results.md:3: `no_such_claim` is no claim of results/seeds800/span_limit/"
+        "docs/results.md:3: `no_such_claim` is no claim of results/span_limit/seeds800/"
         "findings.csv",
         "docs/results.md:4: `x`: inconclusive, but no findings.csv is named"]
 
 
 def test_p_is_written_exactly():
-    assert resultsdoc._fraction(3 / 4096, 12) == "3/4096"
-    assert resultsdoc._fraction(9 / 256, 8.0) == "9/256"
-    assert resultsdoc._fraction(0.145, 8) == "0.145"
-    assert resultsdoc._number(-12958.2) == "-12,958" and resultsdoc._number(0.926) == "+0.926"
+    assert folders._fraction(3 / 4096, 12) == "3/4096"
+    assert folders._fraction(9 / 256, 8.0) == "9/256"
+    assert folders._fraction(0.145, 8) == "0.145"
+    assert folders._number(-12958.2) == "-12,958" and folders._number(0.926) == "+0.926"

@@ -89,8 +89,9 @@ def flip_rates(tested, looks, sizes: np.ndarray, futility=0.5) -> dict:
 
 # the main job's shape: per-seed log ratios of its committed design runs (a few seeds
 # half-learn the probe), the magnitudes a sign-flip claim there sees
-DESIGN = pd.concat([pd.read_csv(p) for p in sorted((ROOT / "results" / "design").glob(
-    "heads_grid*/runs.csv"))])
+PILOTS = [ROOT / "results" / "heads_grid" / f for f in ("pilot-seeds0", "pilot-seeds0-avx2-fp32",
+                                                       "pilot-seeds20")]
+DESIGN = pd.concat([pd.read_csv(f / "runs.csv") for f in PILOTS])
 CELL = DESIGN.set_index(["model.variant", "model.n_heads", "seed"])["test_probe_bpc.recall"]
 RATIOS = (np.log(CELL.xs(("talking-heads", 2), level=[0, 1]) + C)
           - np.log(CELL.xs(("fixed", 2), level=[0, 1]) + C)).to_numpy()
@@ -391,10 +392,10 @@ def test_swapped_labels_of_the_main_job_are_contradicted():
     """The review's check: swap the two variants in the committed main job, so that
     talking-heads answers with about 10 times more bits at h = 8 in every seed; the headline
     claim now ends contradicted (it used to stop for futility) and the sequence stops."""
-    runs = perseed.read(ROOT / "results" / "heads_grid" / "runs.csv")
+    runs = perseed.read(ROOT / "results" / "heads_grid" / "seeds100" / "runs.csv")
     runs["model.variant"] = runs["model.variant"].map({"fixed": "talking-heads",
                                                        "talking-heads": "fixed"})
-    grid = open_grid(ROOT / "results" / "heads_grid" / "grid.yaml")  # the plan they ran
+    grid = open_grid(ROOT / "results" / "heads_grid" / "seeds100" / "grid.yaml")  # their plan
     table = verdicts.verdict_table(grid.claims, runs, looks=grid.looks,
                               design=grid.design_seeds, describe=False).set_index("claim")
     assert table.loc["th_beats_mh_at_8", "verdict"] == "contradicted"
@@ -448,8 +449,8 @@ def test_sign_flip_is_not_a_test_of_the_mean_for_a_skewed_shape():
 def test_offsets_say_where_a_verdict_stands():
     """The main job's claim 4 stands from offset 0.002 up and is inconclusive at 0.0005 and
     0.001 (the review's finding), read from its committed per-seed values."""
-    runs = perseed.read(ROOT / "results" / "heads_grid" / "runs.csv")
-    grid = open_grid(ROOT / "results" / "heads_grid" / "grid.yaml")  # the plan they ran
+    runs = perseed.read(ROOT / "results" / "heads_grid" / "seeds100" / "runs.csv")
+    grid = open_grid(ROOT / "results" / "heads_grid" / "seeds100" / "grid.yaml")  # their plan
     table = verdicts.verdict_table(grid.claims, runs, looks=grid.looks,
                               design=grid.design_seeds).set_index("claim")
     assert table.loc["th_not_worse_as_h_grows", "offsets"].startswith("0.002-0.05")
@@ -483,7 +484,7 @@ def test_design_seeds_make_every_finding_exploratory():
 def test_committed_design_runs_are_exploratory():
     """The main job's design runs (seeds 0-5 and 20-25), re-analysed with the claims written
     from them: every finding exploratory, none reproduced."""
-    for folder in sorted((ROOT / "results" / "design").glob("heads_grid*")):
+    for folder in PILOTS:
         table = pd.read_csv(folder / "findings.csv")
         tested = table[table["verdict"] != "not tested"]
         assert (tested["evidence"] == "exploratory").all(), folder
@@ -581,8 +582,7 @@ def test_the_main_job_design_can_decide_every_claim():
     with)."""
     from bench.sweep import feasible
 
-    folders = [ROOT / "results" / f for f in ("heads_grid", "replication/heads_grid",
-                                              "seeds300/heads_grid")]
+    folders = [ROOT / "results" / "heads_grid" / f for f in ("seeds100", "seeds200", "seeds300")]
     counts = np.array([claimed_side(f) for f in folders])
     assert counts[-1].tolist() == [8, 8, 8, 7, 7] and counts.sum(axis=0)[3:].tolist() == [23, 23]
     for path, least in ((ROOT / "ablations" / "heads_grid.yaml", 0.5),

@@ -159,7 +159,7 @@ def test_detectable_for_a_mean_agrees_with_scipys_t_power():
 
 @pytest.mark.parametrize("alpha", [0.05, 0.01, 0.003, 0.001, 1e-6])
 def test_detectable_never_crashes_and_is_empty_where_the_seeds_cannot_reject(alpha):
-    """An inconclusive 2-seed sign-flip part (results/design/heads_grid's shape) at any alpha:
+    """An inconclusive 2-seed sign-flip part (results/heads_grid/pilot-seeds0's shape) at any alpha:
     its exact test cannot reject with 2 seeds (2^-2 > alpha), so no effect is detectable
     (NaN: "not detectable at this n", no crash of brentq's bracket); the seeds that would
     detect what it saw are still counted, never fewer than can reject at all."""

@@ -460,7 +460,7 @@ def test_bad_input_exits_2_naming_the_file_and_what_was_expected(tmp_path, capsy
     confirmation: bench.verify and bench.report --runs exit 2 with one line naming the file
     and the line or column, never a traceback or a silent verdict."""
     folder = tmp_path / "heads_grid"
-    shutil.copytree(ROOT / "results" / "seeds300" / "heads_grid", folder)
+    shutil.copytree(ROOT / "results" / "heads_grid" / "seeds300", folder)
     make, said = BAD[case]
     make(folder)
     commands = [lambda: verify_cmd.main([str(folder)])]
@@ -479,7 +479,7 @@ def test_the_committed_confirmation_keeps_its_registered_verdicts():
     code: bench.verify recomputes them with that code, taken from git (the committed findings
     agree: no difference), and says where today's code, whose family rule counts each claim's
     own contrary, decides otherwise."""
-    checked = verify(ROOT / "results" / "seeds300" / "heads_grid")
+    checked = verify(ROOT / "results" / "heads_grid" / "seeds300")
     assert checked.differ == [] and checked.evidence == "confirmatory"
     assert checked.lines[3] == "th_not_worse_as_h_grows: reproduced, confirmatory"
     assert any(line.startswith("today's analysis code: th_not_worse_as_h_grows: inconclusive")
@@ -495,7 +495,7 @@ def test_todays_checks_apply_to_a_result_registered_under_older_code():
     (ROOT / "runs").mkdir(exist_ok=True)
     with tempfile.TemporaryDirectory(dir=ROOT / "runs", prefix="relabelled-") as scratch:
         folder = Path(scratch) / "heads_grid"
-        shutil.copytree(ROOT / "results" / "seeds300" / "heads_grid", folder)
+        shutil.copytree(ROOT / "results" / "heads_grid" / "seeds300", folder)
         runs = pd.read_csv(folder / "runs.csv")
         runs.loc[runs["seed"] == 303, "seed"] = 308
         runs.to_csv(folder / "runs.csv", index=False)
@@ -513,7 +513,7 @@ def test_a_change_that_moves_a_verdict_is_caught(monkeypatch):
     from bench.findings import sequential
     from tests.test_sequential import old_rule
 
-    folder = ROOT / "results" / "span_limit"
+    folder = ROOT / "results" / "span_limit" / "seeds400"
     assert verify(folder).differ == []
     monkeypatch.setattr(sequential, "family", old_rule)
     assert "adaptive_matches_fixed: verdict 'inconclusive' committed, 'reproduced' recomputed" \

@@ -38,6 +38,7 @@ from bench.tracking.writer import Where
 from bench.trial import Trial
 
 from .plan import costliest_first
+from .trials import run_folder
 from .watch import make_watch
 from .workers import make_callback, start_ray, stop_ray, trainable
 
@@ -60,6 +61,7 @@ class SweepOptions:
     report: bool = True
     gpu: float = 0.0  # each trial's share of a GPU (`gpus.packing`; 0: none)
     mps: str | None = None  # whether NVIDIA's MPS serves the packed trials, in words
+    out: Path | None = None  # the run's folder (--out); None: <results_dir>/<grid>
 
 
 @dataclass
@@ -244,7 +246,7 @@ def tracked_sweep(grid: Grid, trials: list[Trial], options: SweepOptions, uri: s
     exp = store.experiment_id(client, grid.name, uri)
     writer.end_lost_sweeps(client, exp)
     run = Session(grid, options, uri, client, exp, provenance.identity(),
-                  options.results_dir.resolve() / grid.name,
+                  run_folder(options.results_dir, grid.name, options.out),
                   list(dict.fromkeys(t.setting for t in trials)))
     covered, interrupted = look_by_look(run, trials)
     table = summary(client, exp, covered, run.now)

@@ -128,18 +128,24 @@ def expand(grid: Grid) -> list[tuple[dict[str, Any], Config, list[str]]]:
     return list(found.values())
 
 
+def run_folder(results_dir: Path, grid: str, out: Path | None = None) -> Path:
+    """Where a run of `grid` goes, its results and trials: `out` (bench.run --out; a committed
+    run's is results/<experiment>/<run>/, docs/grids.md), else <results_dir>/<grid>/."""
+    return (out or results_dir / grid).resolve()
+
+
 def resolve_trials(grid: Grid, dry_run: bool, *, results_dir: Path = provenance.LOCAL,
-                   plan: dict[str, str] | None = None) -> list[Trial]:
+                   plan: dict[str, str] | None = None, out: Path | None = None) -> list[Trial]:
     """The grid's trials (a grid opened under the command line's overrides), each built whole:
     validated, its corpus built once per distinct data section (so a bad data option is a user
     error here, and a download happens once), identified by that corpus and its precision,
-    placed in <results_dir>/<grid>/trials/<hash> (default: the command line's, runs/), and
+    placed in <run folder>/trials/<hash> (`run_folder`: `out`, else <results_dir>/<grid>), and
     given the grid's threads and plugins and `plan`, what it records of the plan it serves
     (None: nothing). A dry run downloads nothing: a corpus not yet downloaded is planned with
     256 symbols and identified by its options."""
     seen: dict[str, tuple] = {}  # data options -> (vocabulary, identity, probes, needs)
     widths: dict[str, int] = {}  # model options -> the widest window a head can ever use
-    trials_dir = results_dir.resolve() / grid.name / "trials"
+    trials_dir = run_folder(results_dir, grid.name, out) / "trials"
     trials = []
     for values, cfg, ignored in expand(grid):
         d, tr = cfg.data, cfg.train

@@ -68,6 +68,7 @@ class Attention(nn.Module):
             mem = F.pad(mem, (0, 0, W - 1 - cached, 0))
         valid = valid_keys(M, W, cached, x.device) if cached < W - 1 else None
         dist = distances(W, x.device).to(x.dtype)
+        pos = self._positions(start, M, W, x.device)
         q, kv = self.mixing.query(x), self.mixing.memory(mem)
         # Queries in chunks of c: a chunk computes only its c x (c + W - 1) band of keys, not the
         # block's M x (M + W - 1), and on a CPU its intermediates stay small enough for the
@@ -80,19 +81,19 @@ class Attention(nn.Module):
             logits = self.mixing.logits(qi, kv, i, W)
             if valid is not None:
                 logits = logits.masked_fill(~valid[rows], float("-inf"))
-            m = self._mask(dist, rows, start, M)
+            m = self.span_policy.mask(dist, rows) if pos is None else \
+                self.span_policy.mask_at(dist, rows, pos[:, :, rows])
             outs.append(self.mixing.attend(self.drop(self._weights(logits, m)), qi, kv, i))
         return self.mixing.output(torch.cat(outs, dim=2))
 
-    def _mask(self, dist: Tensor, rows: slice, start: Tensor | None, M: int) -> Tensor | None:
-        """The span policy's mask of the queries `rows`; a positional policy's at each key's
-        text position: query i of a row sits at start + i, its key at distance x at
-        start + i - x."""
+    def _positions(self, start: Tensor | None, M: int, W: int, device: torch.device
+                   ) -> Tensor | None:
+        """(B, 1, M, W) each band key's text position, for a positional span policy (else
+        None): query i of a row sits at start + i, its key at distance x at start + i - x."""
         if start is None or not self.span_policy.positional:
-            return self.span_policy.mask(dist, rows)
-        i = torch.arange(M, device=dist.device)[rows, None]
-        pos = start.view(-1, 1, 1, 1) + i - distances(dist.numel(), dist.device)  # (B,1,c,W)
-        return self.span_policy.mask_at(dist, rows, pos)
+            return None
+        i = torch.arange(M, device=device)[:, None]
+        return start.view(-1, 1, 1, 1) + i - distances(W, device)
 
     @staticmethod
     def _weights(logits: Tensor, m: Tensor | None) -> Tensor:

@@ -76,11 +76,11 @@ def _rows(lines: list[list[str]]) -> str:
 
 def _seeds(run: Path) -> str:
     """The seeds a run's runs.csv holds, e.g. '600-611 (12)'; '' without one."""
-    path = run / "runs.csv"
-    col = next((s for s in SEEDS if path.is_file() and s in pd.read_csv(path, nrows=0)), None)
+    runs = pd.read_csv(run / "runs.csv") if (run / "runs.csv").is_file() else pd.DataFrame()
+    col = next((s for s in SEEDS if s in runs), None)
     if col is None:
         return ""
-    seeds = sorted(set(pd.read_csv(path, usecols=[col])[col].dropna().astype(int)))
+    seeds = sorted(set(runs[col].dropna().astype(int)))
     return f"{seeds[0]}-{seeds[-1]} ({len(seeds)})" if len(seeds) > 1 else str(seeds[0])
 
 

@@ -519,7 +519,7 @@ def test_a_span_statistic_without_its_floor_is_refused(tmp_path, capsys):
     declare."""
     from tests.test_grid import ROOT
 
-    raw = yaml.safe_load((ROOT / "ablations" / "span_enwik8_adamw.yaml").read_text())
+    raw = yaml.safe_load((ROOT / "ablations" / "span_enwik8_floor.span_enwik8_adamw.yaml").read_text())
     assert raw.pop("status") == "superseded" and raw.pop("superseded_by") and raw.pop("why")
     (tmp_path / "g.yaml").write_text(yaml.safe_dump(raw))
     assert run.main([str(tmp_path / "g.yaml"), "--dry-run"]) == 2
@@ -603,7 +603,7 @@ def test_dry_run_reads_the_seeds_an_observed_effect_needs(capsys):
     from bench.findings import sequential
     from tests.test_grid import ROOT
 
-    path = ROOT / "ablations" / "span_enwik8_layers.yaml"
+    path = ROOT / "ablations" / "span_enwik8_floor.span_enwik8_layers.yaml"
     assert run.main([str(path), "--dry-run", "--power-at", "0.75"]) == 0
     row = next(line for line in capsys.readouterr().out.splitlines()
                if line.startswith("| lower_layer_shorter_above_R | sign "))

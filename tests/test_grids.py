@@ -22,7 +22,7 @@ from bench.sweep import feasible
 from bench.sweep.trials import resolve_trials
 
 ROOT = Path(__file__).resolve().parents[1]
-SMOKE = ROOT / "ablations" / "smoke.yaml"
+SMOKE = ROOT / "examples" / "smoke.yaml"
 
 
 def test_the_committed_pages_are_what_the_grids_give(capsys):
@@ -165,7 +165,7 @@ def test_a_superseded_grid_is_refused_naming_its_replacement(tmp_path, capsys):
 
 
 def test_the_dry_run_prints_the_status(capsys):
-    assert run.main([str(ROOT / "ablations" / "heads_h8_long.yaml"), "--dry-run"]) == 0
+    assert run.main([str(ROOT / "ablations" / "heads_grid.heads_h8_long.yaml"), "--dry-run"]) == 0
     assert "grid heads_h8_long: pilot of heads_grid (docs/grids.md)" in capsys.readouterr().out
 
 

@@ -6,13 +6,16 @@ out in results/<experiment>/, a folder per run (RUN_NAMES); `python -m bench.gri
 one's README and the index docs/grids.md from these.
 """
 
+import os
 from collections import Counter
 from dataclasses import dataclass
 from pathlib import Path
 
 import pandas as pd
 
+from bench import plugins
 from bench.config import ConfigError
+from bench.provenance import GridText
 
 from .grid import Grid
 from .open import load_grid
@@ -53,6 +56,15 @@ AVX-512 and bf16 of the rest; `-r32`: another ramp; `-enwik8`: the enwik8 prefix
 def today(path: str) -> str:
     """A repository path (posix, from its top) as it is named today (MOVED)."""
     return MOVED.get(path, path)
+
+
+def as_today(path: Path, folder: Path, top: Path) -> dict:
+    """The grid a grid file states (`load_grid`), its plugin files as today's paths in
+    repository `top` (`today`), resolved from `folder`, where the file lay when it ran."""
+    grid = load_grid(GridText(path.read_text(), str(path), folder))
+    return grid.model_dump() | {"plugins": [
+        today(os.path.relpath(os.path.normpath(folder / p), top)) if plugins.is_file(p) else p
+        for p in grid.plugins]}
 
 
 def file_name(grid: str, experiment: str) -> str:

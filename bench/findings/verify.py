@@ -20,11 +20,9 @@ from pathlib import Path
 
 import numpy as np
 import pandas as pd
-import yaml
 
-from bench import plugins
 from bench.config import ConfigError
-from bench.experiment.catalogue import RUN_TIME, today
+from bench.experiment.catalogue import RUN_TIME, as_today, today
 from bench.experiment.open import open_grid
 
 from . import evidence, perseed, prereg
@@ -136,15 +134,6 @@ def _today(then: pd.DataFrame, registered: prereg.Registration) -> pd.DataFrame:
     return then
 
 
-def _as_run(text: str, folder: Path, top: Path) -> dict:
-    """A grid file's YAML with its plugin files as today's repository paths (`catalogue.today`),
-    resolved from `folder`, where the file lay when it ran."""
-    grid = yaml.safe_load(text) or {}
-    grid["plugins"] = [today(os.path.relpath(os.path.normpath(folder / p), top))
-                       if plugins.is_file(p) else p for p in grid.get("plugins", [])]
-    return grid
-
-
 def _grid_read(folder: Path, top: Path) -> Path:
     """The grid file the registered code reads: today's file of the grid where the runs say it
     lay (their `plan_file`, named as today: `catalogue.MOVED`), where it still holds the
@@ -156,9 +145,9 @@ def _grid_read(folder: Path, top: Path) -> Path:
         return own
     where = top / today(str(planned.iloc[0]))
     try:
-        same = where.is_file() and _as_run(where.read_text(), where.parent, top) == _as_run(
-            own.read_text(), (top / str(planned.iloc[0])).parent, top)
-    except yaml.YAMLError:
+        same = where.is_file() and as_today(where, where.parent, top) == as_today(
+            own, (top / str(planned.iloc[0])).parent, top)
+    except ConfigError:  # today's file no longer reads as a grid
         same = False
     return where if same else own
 

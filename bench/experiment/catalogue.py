@@ -24,9 +24,9 @@ FILES = """An experiment's files lie together, named after it: in ablations/ its
 `<experiment>.yaml`, each other grid (repeat, pilot, superseded) `<experiment>.<variation>.yaml`,
 the variation the grid's name less the experiment's, as in its run folders' names
 (`heads_grid.data7.yaml` holds heads_grid_data7, `span_limit.span_pilot.yaml` span_pilot), and a
-plugin its grids load beside them (`window.py`); in results/<experiment>/ the hand-written
-NOTES.md (design, prediction and log, a section per run), the generated README.md and a folder
-per run."""
+plugin its grids load beside them (`window.py`): `ls ablations/<experiment>.*` lists them all;
+in results/<experiment>/ the hand-written NOTES.md (design, prediction and log, a section per
+run), the generated README.md and a folder per run."""
 
 # files moved since trials recorded them (`plan_file`, plugin paths relative to it): old path
 # -> today's, for what reads today's tree (git reads the old path at the run's commit)

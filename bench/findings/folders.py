@@ -30,14 +30,14 @@ figures, and links its notes and plugin.
 
 {FILES}
 
-Each grid's `status:` says what its results are: the
-`primary` grid of an experiment, a `repeat` of one (its plan run again), a `pilot` for one
-(data its claims are designed from; findings exploratory whatever the seeds) or `superseded`
-(`bench.run` refuses it, naming the grid that replaces it); `replication` and `design`, their
-earlier spellings, are read as repeat and pilot. A run folder belongs to the grid its
-`grid.yaml` names (a folder without one: the experiment's primary grid); its verdicts are those
-of its `findings.csv` ([claims.md](claims.md#verdicts)). `results/speed/` and
-`results/baselines/` hold measurements, not a grid's runs ([speed.md](speed.md)).
+Each grid's `status:` says what its results are: the `primary` grid of an experiment, a
+`repeat` of one (its plan run again), a `pilot` for one (data its claims are designed from;
+findings exploratory whatever the seeds) or `superseded` (`bench.run` refuses it, naming the
+grid that replaces it); `replication` and `design`, their earlier spellings, are read as repeat
+and pilot. A run folder belongs to the grid its `grid.yaml` names (a folder without one: the
+experiment's primary grid); its verdicts are those of its `findings.csv`
+([claims.md](claims.md#verdicts)). `results/speed/` and `results/baselines/` hold
+measurements, not a grid's runs ([speed.md](speed.md)).
 
 {RUN_NAMES}
 """

@@ -2,7 +2,7 @@
 multi-head, on the main job's recall probe or on a text corpus? One claim, its test, and looks
 sized (`bench.sweep.sizing`) to power 0.8 at q 0.9, for you to read, commit and run.
 
-python -m bench.new window --plugin examples/window_plugin.py --out ablations/window.yaml
+python -m bench.new window --plugin ablations/window.py --out ablations/window.yaml
 python -m bench.new gbma --data enwik8 --expect not-worse --out ablations/gbma_text.yaml
 
 The probe's setting is the main job's (ablations/heads_grid.yaml: its model, corpus and

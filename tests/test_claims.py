@@ -451,8 +451,10 @@ def test_design_seeds_must_be_named_with_claims_and_be_seeds(tmp_path, capsys):
     assert "design_seeds.0" in capsys.readouterr().err
 
 
-SHIPPED = ["heads_grid", "span_limit", "adaptive_vs_dynamic", "projections", "span_enwik8",
-           "span_enwik8_restated", "span_enwik8_adamw", "span_enwik8_floor"]
+# the shipped grids with claims, each ablations/NAME.yaml
+SHIPPED = ["heads_grid", "span_limit", "adaptive_vs_dynamic", "projections",
+           "span_enwik8_floor.span_enwik8", "span_enwik8_floor.span_enwik8_restated",
+           "span_enwik8_floor.span_enwik8_adamw", "span_enwik8_floor"]
 
 
 GRID_FILES = sorted(p.relative_to(Path(__file__).resolve().parents[1]).as_posix()
@@ -519,7 +521,8 @@ def test_a_span_statistic_without_its_floor_is_refused(tmp_path, capsys):
     declare."""
     from tests.test_grid import ROOT
 
-    raw = yaml.safe_load((ROOT / "ablations" / "span_enwik8_adamw.yaml").read_text())
+    raw = yaml.safe_load((ROOT / "ablations" / "span_enwik8_floor.span_enwik8_adamw.yaml")
+                         .read_text())
     assert raw.pop("status") == "superseded" and raw.pop("superseded_by") and raw.pop("why")
     (tmp_path / "g.yaml").write_text(yaml.safe_dump(raw))
     assert run.main([str(tmp_path / "g.yaml"), "--dry-run"]) == 2
@@ -603,7 +606,7 @@ def test_dry_run_reads_the_seeds_an_observed_effect_needs(capsys):
     from bench.findings import sequential
     from tests.test_grid import ROOT
 
-    path = ROOT / "ablations" / "span_enwik8_layers.yaml"
+    path = ROOT / "ablations" / "span_enwik8_floor.span_enwik8_layers.yaml"
     assert run.main([str(path), "--dry-run", "--power-at", "0.75"]) == 0
     row = next(line for line in capsys.readouterr().out.splitlines()
                if line.startswith("| lower_layer_shorter_above_R | sign "))

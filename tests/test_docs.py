@@ -1,7 +1,9 @@
 """README.md and docs/*.md name only what exists: every repository path, relative link (and its
-#anchor), dotted module name and command-line option they name resolves in this checkout. A
-failure names the file and the line. Fast: the CLIs' parsers are captured as `main` builds them,
-before anything runs, and module names are resolved from the source files, not imported."""
+#anchor), dotted module name and command-line option they name resolves in this checkout; and
+every repository path and relative link in any Markdown file, grid file (its comments too) or
+notes (NOTES.md) exists, a committed run's records as it ran aside. A failure names the file and
+the line. Fast: the CLIs' parsers are captured as `main` builds them, before anything runs, and
+module names are resolved from the source files, not imported."""
 
 import argparse
 import ast
@@ -33,16 +35,22 @@ TOPS = ("bench", "variants", "ablations", "results", "examples", "docs", "tests"
         "runs")
 # Paths the commands write at run time, named in the docs but never committed.
 WRITTEN_AT_RUN_TIME = ("runs/", "results/mlflow.db", "results/mlartifacts/", "results/ray/")
+# The options whose argument is a folder the command makes.
+WRITES = ("--out ", "--results-dir ")
 # Options of other programs the docs quote (mlflow ui, ray start, the adaptive-span reference's
 # enwik8 script, pytest-xdist): not attnbench's to check.
 EXTERNAL_OPTIONS = {"--backend-store-uri", "--host", "--head", "--port", "--adapt-span-cache",
                     "--user-site", "--dist"}
 
 _TOPS = "|".join(re.escape(t) for t in TOPS)
-PATH = re.compile(rf"(?<![\w./$~(-])((?:{_TOPS})/[\w./-]*)")
+PATH = re.compile(rf"(?<![\w./$~-])(?<!\]\()((?:{_TOPS})/[\w./-]*)")  # not a link's target
 LINK = re.compile(r"\]\(([^)\s]+)\)")
 MODULE = re.compile(r"(?<![\w./-])((?:bench|variants|ci)(?:\.\w+)+)(?!\.?\w)")
 FILE_SUFFIXES = {"md", "py", "yaml", "json", "csv", "png", "pdf", "txt", "toml", "tex"}
+# The files that name repository paths: Markdown, grid files (comments included), notes.
+NAMING = ("*.md", "*.yaml", "*.yml")
+# A committed run's records as it ran (results/<experiment>/<run>/): what they name is history.
+RECORD = re.compile(r"results/[^/]+/[^/]+/(grid\.yaml|findings\.md)")
 COMMAND = re.compile(r"python -m ((?:bench|ci)\.\w+)([^`|#;&)]*)")
 OPTION = re.compile(r"(?<![\w-])(--[a-z][\w-]*)")
 
@@ -118,6 +126,34 @@ def module_ok(dotted: str) -> bool:
     return False
 
 
+def missing_paths(path: Path, line: str, where: str) -> list[str]:
+    """The repository paths and relative links (and their #anchors) one line of `path` names
+    that do not exist, each starting with `where` (the file and the line)."""
+    out = []
+    for m in PATH.finditer(line):
+        name = m.group(1).rstrip(".")
+        follows = line[m.end():m.end() + 3]
+        if follows.startswith(("<", "{", "*", "...")):
+            continue  # a pattern (results/<grid>/), not a path
+        if name.startswith(WRITTEN_AT_RUN_TIME) or name in WRITTEN_AT_RUN_TIME:
+            continue
+        if line[:m.start()].endswith(WRITES):
+            continue  # the folder a command makes (--out results/<experiment>/<new run>)
+        if not (ROOT / name).exists():
+            out.append(f"{where}: names `{name}`, which does not exist")
+    for m in LINK.finditer(line):
+        target = m.group(1)
+        if re.match(r"[a-z]+:", target):
+            continue  # http:, mailto:
+        file, _, anchor = target.partition("#")
+        dest = (path.parent / file).resolve() if file else path
+        if not dest.exists():
+            out.append(f"{where}: links to `{target}`, which does not exist")
+        elif anchor and dest.suffix == ".md" and anchor not in slugs(dest):
+            out.append(f"{where}: links to `{target}`: no heading `#{anchor}` in {file}")
+    return out
+
+
 def problems(path: Path, text: str | None = None) -> list[str]:
     """What `path` (or `text`, as if it were at `path`) names that does not exist, one line each,
     starting with the file and the line."""
@@ -126,25 +162,7 @@ def problems(path: Path, text: str | None = None) -> list[str]:
     out = []
     for no, line in logical_lines(path.read_text() if text is None else text):
         where = f"{rel}:{no}"
-        for m in PATH.finditer(line):
-            name = m.group(1).rstrip(".")
-            follows = line[m.end():m.end() + 3]
-            if follows.startswith(("<", "{", "*", "...")):
-                continue  # a pattern (results/<grid>/), not a path
-            if name.startswith(WRITTEN_AT_RUN_TIME) or name in WRITTEN_AT_RUN_TIME:
-                continue
-            if not (ROOT / name).exists():
-                out.append(f"{where}: names `{name}`, which does not exist")
-        for m in LINK.finditer(line):
-            target = m.group(1)
-            if re.match(r"[a-z]+:", target):
-                continue  # http:, mailto:
-            file, _, anchor = target.partition("#")
-            dest = (path.parent / file).resolve() if file else path
-            if not dest.exists():
-                out.append(f"{where}: links to `{target}`, which does not exist")
-            elif anchor and dest.suffix == ".md" and anchor not in slugs(dest):
-                out.append(f"{where}: links to `{target}`: no heading `#{anchor}` in {file}")
+        out += missing_paths(path, line, where)
         for m in MODULE.finditer(line):
             if m.group(1).rsplit(".", 1)[1] in FILE_SUFFIXES:
                 continue  # a file name (variants.md), not a module
@@ -166,6 +184,51 @@ def problems(path: Path, text: str | None = None) -> list[str]:
     return list(dict.fromkeys(out))
 
 
+def naming_files() -> list[Path]:
+    """Every file of the checkout (tracked, or new and not ignored) that names repository paths
+    (NAMING), a committed run's records (RECORD) aside."""
+    listed = subprocess.run(["git", "ls-files", "-z", "--cached", "--others", "--exclude-standard",
+                             "--", *NAMING], cwd=ROOT, capture_output=True, check=True)
+    return [ROOT / f for f in sorted(set(listed.stdout.decode().split("\0")))
+            if f and not RECORD.fullmatch(f) and (ROOT / f).is_file()]
+
+
+def stale_paths(path: Path, text: str | None = None) -> list[str]:
+    """Every repository path and relative link `path` (or `text`, as if it were at `path`) names
+    that does not exist, one line each, starting with the file and the line."""
+    rel = path.relative_to(ROOT)
+    return [problem for no, line in logical_lines(path.read_text() if text is None else text)
+            for problem in missing_paths(path, line, f"{rel}:{no}")]
+
+
+def test_every_path_named_in_markdown_grid_files_and_notes_exists():
+    files = naming_files()
+    assert ROOT / "ablations" / "heads_grid.yaml" in files  # grid files are read, comments too
+    assert ROOT / "results" / "heads_grid" / "NOTES.md" in files
+    assert ROOT / "results" / "heads_grid" / "seeds600" / "grid.yaml" not in files  # a record
+    found = [problem for path in files for problem in stale_paths(path)]
+    assert not found, "\n".join(found)
+
+
+def test_the_path_check_fails_on_a_stale_path():
+    """A stale path planted in a grid file's comment, in a notes file's parenthesis or link, is
+    named with its file and line; a run folder's grid.yaml and findings.md are records."""
+    grid = "# Design, prediction and log: results/heads_grid/seeds100/NOTES.md\nname: g\n"
+    assert stale_paths(ROOT / "ablations" / "g.yaml", grid) == [
+        "ablations/g.yaml:1: names `results/heads_grid/seeds100/NOTES.md`, which does not exist"]
+    notes = ("Its runs (results/seeds900/heads_grid_data7/) and [`seeds600/`](seeds600/),\n"
+             "[the grid](../../ablations/heads_grid_data7.yaml), `ablations/heads_grid.yaml`.\n")
+    assert stale_paths(ROOT / "results" / "heads_grid" / "NOTES.md", notes) == [
+        "results/heads_grid/NOTES.md:1: names `results/seeds900/heads_grid_data7/`, which does "
+        "not exist",
+        "results/heads_grid/NOTES.md:2: links to `../../ablations/heads_grid_data7.yaml`, which "
+        "does not exist"]
+    assert RECORD.fullmatch("results/heads_grid/seeds100/grid.yaml")
+    assert RECORD.fullmatch("results/heads_grid/seeds100/findings.md")
+    assert not RECORD.fullmatch("results/heads_grid/NOTES.md")
+    assert not RECORD.fullmatch("results/heads_grid/seeds100/th_table1.md")
+
+
 @pytest.mark.parametrize("path", DOCS, ids=lambda p: str(p.relative_to(ROOT)))
 def test_docs_name_only_what_exists(path):
     found = problems(path)
@@ -174,7 +237,7 @@ def test_docs_name_only_what_exists(path):
 
 def test_the_check_fails_on_what_does_not_exist():
     text = ("ok `bench/run.py`\nsee `bench/claims.py` and [x](missing.md)\n"
-            "```bash\npython -m bench.run ablations/smoke.yaml \\\n  --no-such-option\n"
+            "```bash\npython -m bench.run examples/smoke.yaml \\\n  --no-such-option\n"
             "```\n`bench.experiment.layouts.NO_SUCH` `--seeds` [y](claims.md#no-anchor)\n")
     found = problems(ROOT / "docs" / "_bad_for_test.md", text)
     assert found == [

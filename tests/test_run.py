@@ -33,7 +33,7 @@ from tests.plugins import hold
 from tests.test_grid import write_grid
 
 ROOT = Path(__file__).resolve().parents[1]
-SMOKE = ROOT / "ablations" / "smoke.yaml"
+SMOKE = ROOT / "examples" / "smoke.yaml"
 slow = pytest.mark.slow
 
 

@@ -624,7 +624,7 @@ def test_the_layers_claim_cannot_be_decided_within_reach():
         return float(sum(w * sequential.operating(looks, sign, x, 0.5, budget).ends[
             "reproduced"] for x, w in zip(q, weight, strict=True)))
 
-    grid = open_grid(ROOT / "ablations" / "span_enwik8_layers.yaml")
+    grid = open_grid(ROOT / "ablations" / "span_enwik8_floor.span_enwik8_layers.yaml")
     assert grid.status == "pilot" and tuple(grid.seeds.looks) == (14, 28)
     assert chance((14, 28)) == pytest.approx(0.62, abs=0.005)
     assert chance((40, 80)) < chance((60, 120)) < 0.8

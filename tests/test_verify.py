@@ -518,3 +518,19 @@ def test_a_change_that_moves_a_verdict_is_caught(monkeypatch):
     monkeypatch.setattr(sequential, "family", old_rule)
     assert "adaptive_matches_fixed: verdict 'inconclusive' committed, 'reproduced' recomputed" \
         in verify(folder).differ
+
+
+def test_a_result_whose_grid_and_plugin_moved_keeps_its_registered_verdict():
+    """results/window/seeds100 ran ablations/window.yaml with its plugin at
+    examples/window_plugin.py, which now lies beside the grid (ablations/window.py,
+    catalogue.MOVED): the registered code, taken from git, reads today's grid file where it
+    holds the grid that ran, its plugin found, and the verdict stays confirmatory."""
+    from bench.findings.verify import _grid_read
+
+    checked = verify(ROOT / "results" / "window" / "seeds100")
+    assert checked.differ == [] and checked.evidence == "confirmatory"
+    assert checked.lines == ["window_not_worse_than_fixed: reproduced, confirmatory"]
+    moved = ROOT / "results" / "heads_grid" / "seeds900-data7"  # plan_file heads_grid_data7.yaml
+    assert _grid_read(moved, ROOT) == ROOT / "ablations" / "heads_grid.data7.yaml"
+    assert _grid_read(ROOT / "results" / "heads_grid" / "seeds300", ROOT) == \
+        ROOT / "results" / "heads_grid" / "seeds300" / "grid.yaml"  # the grid changed since

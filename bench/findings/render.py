@@ -9,6 +9,7 @@ and the grid file, never the training code.
 import json
 import os
 import re
+import shlex
 from pathlib import Path
 
 import pandas as pd
@@ -27,6 +28,18 @@ from .runpage import interval, said, sweep_page
 from .runs import Sweep, claim_runs, csv_sweep, load_sweep, machine_line, missing_lines
 from .shared import shared_line
 from .tables import DATA_COLUMNS, data_line, write_tables
+
+# what changes the plan a grid file states, on bench.run's command line
+OVERRIDES = ("--set", "--preset", "--data", "--seeds", "--seed-start")
+
+
+def ran_as(command: str | None) -> str:
+    """The leading comment of a run's copy of its grid file (grid.yaml): the command line it
+    ran from, where an option there changed what the file plans (a corpus, a size, the seeds:
+    what the copy alone cannot say; `--data enwik8` and the file's synthetic corpus read alike),
+    else ''. A comment: what the copy plans, and its plan's hash, are the file's."""
+    words = shlex.split(command or "")
+    return f"# ran as: {command}\n" if any(w.split("=")[0] in OVERRIDES for w in words) else ""
 
 
 class ReportError(RuntimeError):
@@ -226,7 +239,8 @@ def render_sweep(uri: str, experiment: str, out_dir: Path, sweep: str | None = N
     text = source.text if source else found.grid_text
     if text is not None:  # what the sweep ran and tested
         paths.append(out_dir / "grid.yaml")
-        paths[-1].write_text(text)
+        paths[-1].write_text(ran_as(found.sweep.data.params.get("command") if found.sweep
+                                    else None) + text)
     table = None
     if data.claims:  # from runs.csv read back: what bench.verify recomputes them from
         written, table, md = write_findings(data.name, data.grid, perseed.read(paths[0]),

@@ -22,7 +22,7 @@ import numpy as np
 import pandas as pd
 
 from bench.config import ConfigError
-from bench.experiment.catalogue import RUN_TIME
+from bench.experiment.catalogue import RUN_TIME, as_today, today
 from bench.experiment.open import open_grid
 
 from . import evidence, perseed, prereg
@@ -134,18 +134,31 @@ def _today(then: pd.DataFrame, registered: prereg.Registration) -> pd.DataFrame:
     return then
 
 
+def _grid_read(folder: Path, top: Path) -> Path:
+    """The grid file the registered code reads: today's file of the grid where the runs say it
+    lay (their `plan_file`, named as today: `catalogue.MOVED`), where it still holds the
+    folder's grid (the same YAML, its plugins the same files), so that its plugins' relative
+    paths resolve; else the folder's grid.yaml."""
+    own = folder / "grid.yaml"
+    planned = pd.read_csv(folder / "runs.csv").get("plan_file", pd.Series(dtype=object)).dropna()
+    if not len(planned):
+        return own
+    where = top / today(str(planned.iloc[0]))
+    try:
+        same = where.is_file() and as_today(where, where.parent, top) == as_today(
+            own, (top / str(planned.iloc[0])).parent, top)
+    except ConfigError:  # today's file no longer reads as a grid
+        same = False
+    return where if same else own
+
+
 def registered_findings(folder: Path, commit: str) -> pd.DataFrame:
     """The folder's findings recomputed by the analysis code of `commit`: its bench/ and
     variants/ from git into a scratch folder, run there as `python -m bench.report GRID --runs
-    runs.csv`, GRID the grid file where the runs say it lay (their `plan_file`, where it still
-    holds the folder's text: its plugins' relative paths resolve as they did), else the
-    folder's grid.yaml; ConfigError where git cannot give that code or it fails."""
+    runs.csv`, GRID the grid file that holds the folder's grid where the runs say it lay
+    (`_grid_read`); ConfigError where git cannot give that code or it fails."""
     top = Path((prereg.git(folder, "rev-parse", "--show-toplevel") or ".").strip())
-    text = (folder / "grid.yaml").read_text()
-    planned = pd.read_csv(folder / "runs.csv").get("plan_file", pd.Series(dtype=object)).dropna()
-    where = top / str(planned.iloc[0]) if len(planned) else None
-    grid = where if where is not None and where.is_file() and where.read_text() == text \
-        else folder / "grid.yaml"
+    grid = _grid_read(folder, top)
     with tempfile.TemporaryDirectory(prefix="attnbench-registered-") as scratch:
         code, out = Path(scratch) / "code", Path(scratch) / "out"
         code.mkdir()

@@ -421,7 +421,7 @@ def test_futility_stops_only_where_neither_direction_leans():
     assert "stopped for futility at look 1 of 2" in table.loc["c", "reason"]
     assert table.loc["after", "reason"] == "sequence stopped at c"
     against = runs_of(np.ones(4))
-    assert [c.id for c in verdicts.undecided(tested, against, None, looks)] == ["c", "after"]
+    assert [c.id for c in verdicts.undecided(tested, against, None, looks, None)] == ["c", "after"]
     waits = verdicts.verdict_table(tested, against, looks=looks).set_index("claim")
     assert "look 2 not run" in waits.loc["c", "reason"]
     assert "could only stop for futility" in waits.loc["c", "reason"]

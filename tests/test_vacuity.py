@@ -90,7 +90,7 @@ def test_a_half_vacuous_reference_counts_only_its_informative_seeds_with_no_clif
     of 8) the reason says 4 of 8 seeds are vacuous and why."""
     c = claim(margin=0.693)
     for k in range(9):
-        mh = np.where(np.arange(8) < k, F * (1.0 + 0.01 * np.arange(8)), 0.05)
+        mh = np.where(np.arange(8) < k, F * (1.0 + 0.01 * np.arange(8)), 0.02)
         got = row(c, runs(np.full(8, 0.01), mh))
         assert got["p"] == pytest.approx(binom.sf(8 - k - 1, 8, 0.5)), k
         assert got["verdict"] == ("reproduced" if k <= 1 else "inconclusive"), k
@@ -157,10 +157,12 @@ def test_neither_arm_learning_is_unanswerable_and_one_arm_learning_is_answered()
 
 
 def zero_floor_grid(tmp_path: Path) -> Path:
-    """The main job's grid with its headline claimed on the repeated answers' bits."""
+    """The main job's grid, renamed, with its headline claimed on the repeated answers' bits."""
     raw = yaml.safe_load(MAIN.read_text())
-    raw["claims"] = [{**raw["claims"][0], "metric": "test_probe_bpc.recall_repeat"}]
-    path = tmp_path / "heads_grid.yaml"
+    raw["name"] = "repeats"
+    raw["claims"] = [{**raw["claims"][0], "id": "th_beats_mh_on_repeats",
+                      "metric": "test_probe_bpc.recall_repeat"}]
+    path = tmp_path / "repeats.yaml"
     path.write_text(yaml.safe_dump(raw))
     return path
 
@@ -172,8 +174,8 @@ def test_a_claim_on_a_part_whose_floor_is_0_is_refused_and_the_findings_agree(tm
     runs, naming the claim and the metric; the findings on such runs say every seed is
     vacuous, the pilot's refusal and the findings' inconclusive on the same grounds."""
     path = zero_floor_grid(tmp_path)
-    said = ("claims.0 (th_beats_mh_at_8): metric test_probe_bpc.recall_repeat: the no-recall "
-            "floor of recall_repeat is 0")
+    said = ("claims.0 (th_beats_mh_on_repeats): metric test_probe_bpc.recall_repeat: the "
+            "no-recall floor of recall_repeat is 0")
     assert run.main([str(path), "--dry-run"]) == 2
     assert said in capsys.readouterr().err
     assert pilot.main([str(path), "--results-dir", str(tmp_path / "r")]) == 2

@@ -40,32 +40,33 @@ def of_data(data: dict[str, Any]) -> dict[str, NoRecall]:
 
 @dataclass(frozen=True)
 class Floors:
-    """Each setting's probe costs without recall (`of_data`), by the values of the grid's
-    `data.` axes (`keys`): calling it with a cell (grid key -> value; a key it omits is at the
-    grid's first value) gives that cell's."""
+    """Each setting's probe costs without recall (`of_data`), listed by the values of the
+    grid's `data.` axes (`keys`; values may be lists or mappings, so matched by equality):
+    calling it with a cell (grid key -> value; a key it omits is at the grid's first value)
+    gives that cell's."""
 
     keys: tuple[str, ...]
-    by: dict[tuple, dict[str, NoRecall]]
+    by: list[tuple[tuple, dict[str, NoRecall]]]
     first: tuple = ()
 
     def __call__(self, cell: dict[str, Any]) -> dict[str, NoRecall]:
         at = tuple(cell.get(k, v) for k, v in zip(self.keys, self.first, strict=True))
-        return self.by.get(at, {})
+        return next((costs for values, costs in self.by if values == at), {})
 
 
 def same(data: dict[str, Any]) -> Floors:
     """Every cell on one data section (a runs table built without a grid file)."""
-    return Floors((), {(): of_data(data)})
+    return Floors((), [((), of_data(data))])
 
 
 def of_grid(grid: Grid) -> Floors:
     """The grid's cells' probe costs without recall (`Floors`), from its base's data section
     and its `data.` axes; ConfigError naming the key where they are not a corpus's options."""
     keys = tuple(k for k in grid.grid if k.startswith("data."))
-    by = {}
+    by = []
     for values in product(*(grid.grid[k] for k in keys)):
         tree: dict = {}
         for key, value in zip(keys, values, strict=True):
             set_dotted(tree, key.removeprefix("data."), value)
-        by[values] = of_data(merge(grid.base.data, tree))
+        by.append((values, of_data(merge(grid.base.data, tree))))
     return Floors(keys, by, tuple(grid.grid[k][0] for k in keys))

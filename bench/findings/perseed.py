@@ -137,7 +137,7 @@ def _floors(df: pd.DataFrame, path: Path, grid: Grid) -> None:
     if not recorded:
         return
     costs = floors.of_grid(grid)
-    for at, given in costs.by.items():
+    for at, given in costs.by:
         rows = df[match(df, dict(zip(costs.keys, at, strict=True)))]
         for col in recorded:
             want = given.get(col[len(RECORDED):])

@@ -1,6 +1,7 @@
 """The per-seed values a claim's tests are about, read from a sweep's finished runs: the derived
-metrics, the runs of one cell (grid values), a part's values per seed (differences, or slopes
-along the trend axis, on the claim's scale), and why a part cannot be computed."""
+metrics, the runs of one cell (grid values), the raw values of the cells a part reads (`Arms`),
+a part's values per seed (differences, or slopes along the trend axis, on the claim's scale:
+`per_seed`, what `vacuity` also reads), and why a part cannot be computed."""
 
 import json
 from dataclasses import dataclass

@@ -4,11 +4,12 @@ One rule, decided per seed from the claim's own geometry, for the findings, the 
 dry run:
 
 - a claim whose margin is on the side against its expectation (not worse than a reference, or
-  a value against a margin) or an equivalence: a seed is vacuous where the claimed arm at the
-  no-recall floor (learned nothing) lands on the same side of the margin as at 0 bits (learned
-  it), on the claim's scale, its other arms as measured; for a trend of one row the reference
-  is its point at the smallest value along the axis, and the rest is the arm that could have
-  learned nothing;
+  a value against a margin) or an equivalence: a seed is vacuous where the claimed arm anywhere
+  from 0 bits (it learned the probe) to the no-recall floor (it learned nothing) lands on the
+  same side of the margin (an equivalence: all inside it, or none of it reaching inside), on
+  the claim's scale, its other arms as measured (`_extremes`); for a trend of one row the
+  reference is its point at the smallest value along the axis, and the rest is the arm that
+  could have learned nothing;
 - any other claim (margin 0 or on the side of its expectation, against a baseline or along an
   axis): a seed is vacuous where every arm it reads answers at the no-recall floor within the
   probe's noise, at or above floor - Z standard errors of a test mean (`bar`), a rule

@@ -19,6 +19,7 @@ import pandas as pd
 from bench.cli import VERDICTS, about, add_tracking_uri, add_trial_args
 from bench.config import ConfigError, parse_sets
 from bench.experiment import grid as grids
+from bench.experiment.floors import Floors
 from bench.experiment.grid import Grid
 from bench.experiment.open import Overrides, load_grid, open_grid, read_grid_text
 from bench.findings import prereg
@@ -58,9 +59,10 @@ def _parser() -> argparse.ArgumentParser:
 
 
 def _dry_run(grid: Grid, trials: list[Trial], levels: pd.DataFrame,
-             power_at: tuple[float, ...], slots: int | None) -> None:
+             power_at: tuple[float, ...], slots: int | None, costs: Floors) -> None:
     """What --dry-run prints: the first look's trials and cost, each claim's rules, rates and
-    the family's bound, what later looks may add, and the time it all takes here."""
+    the family's bound, when a seed of a claim on a probe is vacuous (`costs`: the cells'
+    no-recall floors), what later looks may add, and the time it all takes here."""
     print(f"grid {grid.name}: {grid.status_line} (docs/grids.md)")
     looks = grid.look_seeds()
     first = [t for t in trials if t.seed in looks[0]]
@@ -68,6 +70,8 @@ def _dry_run(grid: Grid, trials: list[Trial], levels: pd.DataFrame,
     print_plan(first, grid, levels, rates)
     if grid.claims:
         print(feasible.worst_line(grid.claims, grid.grid, grid.seeds))
+    if rules := feasible.vacuity_rules(grid.claims, grid.grid, costs):
+        print("\nVacuous seeds (counted on neither side; docs/claims.md):", *rules, sep="\n")
     later = {t.setting for t in trials if serves_claims(grid.claims, grid.grid, t.values)}
     if len(looks) > 1:
         more = [t for t in trials if t.seed not in looks[0] and t.setting in later]
@@ -114,6 +118,7 @@ def main(argv: list[str] | None = None) -> int:
             grid, args.dry_run, results_dir=args.results_dir, out=args.out,
             plan=None if args.dry_run else _plan(written, args.grid, grid, overrides))
         feasible.check(grid.claims, grid.grid, trials)
+        costs = feasible.check_floors(grid)
         feasible.check_restated(grid)
         levels = feasible.by_look(grid.claims, grid.grid, grid.seeds)
         feasible.check_looks(levels)
@@ -134,7 +139,7 @@ def main(argv: list[str] | None = None) -> int:
           cpus), *filter(None, [feasible.eager_graphs(trials, packed.share)]), sep="\n")
     if args.dry_run:
         _dry_run(grid, trials, levels, tuple(args.power_at), feasible.slots(
-            grid.resources.cpu, packed.share, gpus_there, cpus))
+            grid.resources.cpu, packed.share, gpus_there, cpus), costs)
         return 0
     command = shlex.join(["python", "-m", "bench.run", *(sys.argv[1:] if argv is None
                                                           else map(str, argv))])

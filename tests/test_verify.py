@@ -440,6 +440,13 @@ BAD = {
                               "grid.yaml: a list, not a mapping"),
     "an empty findings.csv": (lambda f: (f / "findings.csv").write_text(""),
                               "findings.csv: empty"),
+    "a no-recall floor edited to 0": (
+        lambda f: _cell(f, "dataset.no_recall.recall", "0"),
+        "line 2, column dataset.no_recall.recall: 0.0 recorded, expected 0.4225554806839766 "
+        "from the grid's data"),
+    "a no-recall floor edited up": (
+        lambda f: _cell(f, "dataset.no_recall.recall", "5"),
+        "line 2, column dataset.no_recall.recall: 5.0 recorded, expected 0.4225554806839766"),
 }
 
 

@@ -28,6 +28,7 @@ from bench.declare import option
 from .corpus import SPLITS, STANDARD_FRACTIONS, Corpus, DataError, sha256_of, split_sizes
 from .frames import Frames, entropy
 from .probes import PROBES, Probe
+from .probes.base import unit_length
 from .registry import register
 
 
@@ -98,7 +99,7 @@ class Synthetic:
                  + f * self.frames.copy_loss(reach)
                  + sum(q.rate * (q.bits() + sum(loss.values()))
                        for q, loss in zip(self.probes, losses, strict=True)))
-        length = f * F + sum(q.rate * q.length for q in self.probes)
+        length = unit_length(self.probes, F)
         bits = {"copy": f * self.frames.copy_loss(reach),
                 **{s: q.rate * b for q, loss in zip(self.probes, losses, strict=True)
                    for s, b in loss.items()}}
@@ -130,14 +131,8 @@ class Synthetic:
     def no_recall_floors(self) -> dict[str, float]:
         """Per probe's target set (all its answers, then each part), the bits per answer of the
         best model that sees every episode whole but never matches a query to its record
-        (`Probe.without_recall`)."""
-        out = {}
-        for p in self.probes:
-            bits, count = p.without_recall(), p.counts()
-            for t in dict.fromkeys((p.name, *p.sets)):
-                out[t] = float(sum(bits[s] for s in self.members(t))
-                               / sum(count[s] for s in self.members(t)))
-        return out
+        (`Probe.no_recall`: what the findings compute from a grid, `bench.experiment.floors`)."""
+        return {t: cost.floor for p in self.probes for t, cost in p.no_recall().items()}
 
     def stream(self, n: int, split: str = "train") -> SyntheticStream:
         """n symbols of the split's stream (independent per split, the same P), with true bits.

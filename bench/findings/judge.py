@@ -1,18 +1,19 @@
 """A result's verdicts as the findings state them: the claims' tests on the runs of the plan's
-seeds (`verdicts`), labelled by whether the trials served a plan registered before they ran
-(`prereg`) and whether they are the plan's trials (`perseed.coverage`): rows on seeds the plan
-never runs, or rows that contradict themselves (a seed label that is not the trial's seed,
-a later look's trial started before an earlier look's: `perseed.contradictions`), make a result
-exploratory; a setting short of a seed of the look it reached, or a
-sweep stopped before the look its claims wait for, unverified; a grid registered as a pilot
-grid (status pilot, once spelled design) is exploratory whatever its seeds. Each names what it
-found."""
+seeds (`verdicts`; each cell's probe floors without recall from the grid, `floors.of_grid`),
+labelled by whether the trials served a plan registered before they ran (`prereg`) and whether
+they are the plan's trials (`perseed.coverage`): rows on seeds the plan never runs, or rows
+that contradict themselves (a seed label that is not the trial's seed, a later look's trial
+started before an earlier look's: `perseed.contradictions`), make a result exploratory; a
+setting short of a seed of the look it reached, or a sweep stopped before the look its claims
+wait for, unverified; a grid registered as a pilot grid (status pilot, once spelled design) is
+exploratory whatever its seeds. Each names what it found."""
 
 from dataclasses import dataclass, replace
 from pathlib import Path
 
 import pandas as pd
 
+from bench.experiment import floors
 from bench.experiment.grid import Grid
 
 from . import evidence, perseed, prereg, verdicts
@@ -45,7 +46,8 @@ def judge(grid: Grid, runs: pd.DataFrame, missing: pd.DataFrame, grid_file: Path
     registered = prereg.check(grid_file, grid, runs)
     start = perseed.start_of(grid, runs) if grid.claims else None
     looks = grid.looks.model_copy(update={"start": start}) if grid.looks else None
-    found = verdicts.judge_sequence(grid.claims, runs, missing, looks, grid.design_seeds)
+    found = verdicts.judge_sequence(grid.claims, runs, missing, looks, grid.design_seeds,
+                                    verdicts.Reading(floors.of_grid(grid)))
     if grid.claims and set(grid.grid) <= set(runs):
         cover = perseed.coverage(grid, runs, start)
         if cover.missing:

@@ -3,8 +3,9 @@ one line naming the file, the line or column and what was expected where they ca
 read as the grid's runs: an empty file or a header alone, no seed column, a grid axis or a
 claim's metric missing, a value that is not one of the axis's values, text where a number or
 a time belongs, a metric that is not finite or below its least value (`lowest`), a seed that
-is not a whole number, a trial or a (setting, seed) held twice. Only an empty field is a missing
-value: "NA", "n/a" and "None" are text, refused where a number belongs."""
+is not a whole number, a trial or a (setting, seed) held twice, a no-recall floor that is not
+the one the grid's data give (`_floors`). Only an empty field is a missing value: "NA", "n/a"
+and "None" are text, refused where a number belongs."""
 
 import json
 from dataclasses import dataclass
@@ -16,6 +17,7 @@ import numpy as np
 import pandas as pd
 
 from bench.config import ConfigError
+from bench.experiment import floors
 from bench.experiment.claims import DERIVED, HEAD_SPAN_METRICS, METRICS, PROBE_METRIC, num
 from bench.experiment.grid import Grid, excluded
 from bench.metrics import SEEDS
@@ -27,6 +29,7 @@ NEEDS = {"gap_to_floor": ("final_test_bpc", "floor_bpc"),
          "span_fraction": ("mean_span", "model.span"),
          **{m: ("head_spans",) for m in HEAD_SPAN_METRICS},
          "covering_head_fraction": ("head_spans", "dataset.planted")}
+RECORDED = "dataset.no_recall."  # a run's no-recall floor per probe target, as it recorded it
 
 
 def _numeric(col: str) -> bool:
@@ -125,6 +128,32 @@ def _metrics(df: pd.DataFrame, path: Path, grid: Grid) -> None:
                               f"({c.id}) reads ({c.metric})")
 
 
+def _floors(df: pd.DataFrame, path: Path, grid: Grid) -> None:
+    """Every no-recall floor runs.csv records (`dataset.no_recall.<target>`) the one the grid's
+    data give its row's setting in closed form (`floors.of_grid`), else ConfigError naming the
+    line, the column and both values: the findings read the grid's, and a runs.csv that says
+    otherwise is not the grid's runs."""
+    recorded = [c for c in df if c.startswith(RECORDED)]
+    if not recorded:
+        return
+    costs = floors.of_grid(grid)
+    for at, given in costs.by:
+        rows = df[match(df, dict(zip(costs.keys, at, strict=True)))]
+        for col in recorded:
+            want = given.get(col[len(RECORDED):])
+            got = pd.to_numeric(rows[col], errors="coerce").to_numpy(dtype=float)
+            ok = np.zeros(len(rows), bool) if want is None else np.isclose(
+                got, want.floor, rtol=1e-9, atol=1e-12)
+            if (bad := rows[col].notna().to_numpy() & ~ok).any():
+                i = int(rows.index[bad][0])
+                cell = df.at[i, col]
+                shown = repr(cell) if isinstance(cell, str) else repr(float(cell))
+                expected = "none: the grid's data score no such probe" if want is None else (
+                    f"{want.floor!r} from the grid's data")
+                raise ConfigError(f"{path}: line {i + 2}, column {col}: {shown} recorded, "
+                                  f"expected {expected} (the no-recall floor in closed form)")
+
+
 def read(path: Path, grid: Grid | None = None) -> pd.DataFrame:
     """runs.csv back as the verdicts read runs (head spans as lists), checked against `grid`
     (its axes, its claims' metrics; None: only the file's own form): ConfigError naming what
@@ -148,6 +177,7 @@ def read(path: Path, grid: Grid | None = None) -> pd.DataFrame:
     if grid is not None:
         _axes(df, path, grid)
         _metrics(df, path, grid)
+        _floors(df, path, grid)
     _once(df, path, [*grid.grid, seed] if grid else [])
     if "head_spans" in df:
         df["head_spans"] = df["head_spans"].map(lambda v: json.loads(v) if isinstance(v, str)

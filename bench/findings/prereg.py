@@ -5,13 +5,14 @@ The plan is what a verdict depends on beyond the data: the claims, the looks and
 the seeds' start, the design seeds, alpha, the trials the grid runs (any command-line override
 makes another plan) and the version of the analysis code: every module that can move a verdict
 from the per-seed values (`ANALYSIS`: reading runs.csv, the claims, the statistics, the
-sequence, this check), hashed as code, its docstrings and comments aside (`analysis_version`),
-so that a reworded docstring or comment changes no plan. When a sweep starts, its
-driver records with every trial (`record`): `plan_sha` (the plan's hash), `seed_start`,
-`plan_file` (the grid file, relative to its repository), `run_commit` (HEAD) and `run_clean`
-(whether what can change a run was as committed there: the tracked files, results/ and runs/
-aside, and the untracked files a trial imports or reads as its plan, `uncommitted`; a notes file
-or a scratch grid beside them changes nothing); MLflow records each trial's `start_time`.
+no-recall floors and vacuity, the sequence, this check), hashed as code, its docstrings and
+comments aside (`analysis_version`), so that a reworded docstring or comment changes no plan.
+When a sweep starts, its driver records with every trial (`record`): `plan_sha` (the plan's
+hash), `seed_start`, `plan_file` (the grid file, relative to its repository), `run_commit`
+(HEAD) and `run_clean` (whether what can change a run was as committed there: the tracked
+files, results/ and runs/ aside, and the untracked files a trial imports or reads as its plan,
+`uncommitted`; a notes file or a scratch grid beside them changes nothing); MLflow records
+each trial's `start_time`.
 
 `check` reads those columns of the runs. The findings are:
 - `confirmatory` where (a) every trial on a seed outside the design seeds ran clean from a
@@ -58,7 +59,11 @@ ROOT = Path(__file__).resolve().parents[2]
 # whose output the plan holds as data)
 ANALYSIS = (*(f"bench/findings/{m}.py" for m in (
     "verdicts", "evidence", "sequential", "stats", "samples", "bounds", "numbers", "perseed",
-    "prereg", "judge", "verify", "registered")), "bench/experiment/claims.py", "bench/metrics.py")
+    "prereg", "judge", "verify", "registered", "vacuity")), "bench/experiment/claims.py",
+    "bench/metrics.py",
+    # the no-recall floors and their noise bars, closed forms of the grid's data (`vacuity`)
+    "bench/experiment/floors.py", "bench/data/corpus.py",
+    *(f"bench/data/probes/{m}.py" for m in ("base", "recall", "conjunctive", "mqar")))
 # what plans recorded before the analysis was hashed as code held: these files' bytes
 ANALYSIS_BYTES = tuple(f"bench/findings/{m}.py" for m in ("verdicts", "sequential", "stats",
                                                           "samples", "bounds"))

@@ -71,7 +71,9 @@ FINDINGS_NOTE = (
     "`detectable`: for a mean, the smallest effect beyond the margin the seeds could detect "
     "(80% power), for a median the smallest share of seeds satisfying the claim; `seeds`: how "
     "many would detect what was seen. `unlearned`: in how many seeds each cell answered a probe "
-    "with more than a tenth of the bits a model without recall pays. `fixed`: in how many "
+    "at the no-recall floor within noise, and how many of the test's seeds were vacuous (their "
+    "outcome could not tell a variant that learned the probe from one that learned nothing: "
+    "counted on neither side; `reason` says why). `fixed`: in how many "
     "seeds the span's floor R fixed a raw span statistic. The per-seed values are in runs.csv "
     "beside this file.")
 

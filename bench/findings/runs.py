@@ -9,6 +9,7 @@ import numpy as np
 import pandas as pd
 from mlflow import MlflowClient
 
+from bench.experiment import floors
 from bench.experiment.claims import HEAD_SPAN_METRICS, Claim, num
 from bench.experiment.grid import Grid, ReportSpec
 from bench.experiment.layouts import display_name
@@ -205,7 +206,8 @@ def waiting(uri: str, experiment: str, grid: Grid, trials: list[str]) -> list[Cl
     if grid.looks is None:
         return []
     data = load_sweep(reader.sweep_runs(uri, experiment, identity(), trials=set(trials)), grid)
-    return verdicts.undecided(grid.claims, claim_runs(data), data.missing, grid.looks)
+    return verdicts.undecided(grid.claims, claim_runs(data), data.missing, grid.looks,
+                              floors.of_grid(grid))
 
 
 def head_spans(sweep: Sweep) -> pd.Series:

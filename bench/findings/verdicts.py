@@ -20,10 +20,12 @@ the standard).
   overlap the grid's `design_seeds` (or of a grid that does not name them, or whose grid file
   was not committed before its first confirmation trial started: `prereg`) is exploratory, its
   verdicts `holds (exploratory)` / `fails (exploratory)`, never reproduced or contradicted.
-- A claim with a log offset reports the offsets of a fixed ladder at
-  which its verdict stands; an inconclusive part what its seeds could detect and the seeds that
-  would detect what it saw; a claim on a probe's bits per answer in how many seeds each cell
-  did not learn the probe; a raw span statistic in how many seeds its floor fixed it.
+- On a probe's bits per answer, a seed whose outcome could not tell learning from none is
+  vacuous (`vacuity`, from each cell's no-recall floor as the grid gives it): on neither side.
+- A claim with a log offset reports the offsets of a fixed ladder at which its verdict stands;
+  an inconclusive part what its seeds could detect and the seeds that would detect what it saw;
+  a claim on a probe's bits per answer its cells' unlearned seeds and its vacuous ones; a raw
+  span statistic in how many seeds its floor fixed it.
 A test whose outcome the setup decides (`bounds`) is `not tested`, with the reason; a claim all
 of whose tests are is skipped by the sequence.
 """
@@ -35,9 +37,10 @@ import numpy as np
 import pandas as pd
 
 from bench.experiment.claims import EXACT, MIN_SEEDS, Claim, cells, expectation
+from bench.experiment.floors import Floors
 from bench.experiment.grid import Looks
 
-from . import samples, sequential, stats
+from . import samples, sequential, stats, vacuity
 from .bounds import SPAN_METRICS, decided
 from .evidence import EXPLORATORY, evidence_of, seed_range
 from .samples import Unavailable
@@ -50,7 +53,6 @@ NOT_TESTED = "not tested"
 WITHDRAWN = "withdrawn"  # a verdict the span's floor R decides: never counted, stops the sequence
 # "a few long heads": the claims that also need the heads not alike (`_alike`)
 SPECIALISED = {("long_head_fraction", "less"), ("head_span_spread", "greater")}
-UNLEARNED = 0.1  # a seed above this share of the no-recall bits per answer did not learn
 OFFSETS = (0.0005, 0.001, 0.002, 0.005, 0.01, 0.02, 0.05)  # the log offsets a verdict is tried at
 
 
@@ -66,15 +68,25 @@ class Plan:
 
 
 @dataclass(frozen=True)
+class Reading:
+    """How the verdicts read the runs: each cell's probe costs without recall (`floors`, the
+    grid's: `floors.of_grid`; None: unknown, no claim on one computed); `describe` (`Plan`)."""
+
+    floors: Floors | None = None
+    describe: bool = True
+
+
+@dataclass(frozen=True)
 class Seen:
-    """What one look reads: the finished runs (derived metrics added), the sweep's other
-    trials, the look's seeds, and whether they are confirmatory (`evidence`, and `why` not)."""
+    """What one look reads: the finished runs (derived metrics added), the sweep's other trials,
+    the look's seeds, whether confirmatory (`evidence`; `why` not), the cells' `floors`."""
 
     runs: pd.DataFrame
     missing: pd.DataFrame
     seeds: list[Any]
     evidence: str = "confirmatory"
     why: str = ""
+    floors: Floors | None = None
 
 
 class Design:
@@ -98,9 +110,9 @@ class Design:
 
 
 def _part(c: Claim, margin: float | None, pairs: list, seen: Seen, alpha: float) -> dict:
-    """One part's numbers at these seeds (effect, the interval at `alpha`, p both ways, n, the
-    per-seed values), or `not tested` where the setup decides it; raises Unavailable with the
-    reason it cannot be computed."""
+    """One part's numbers at these seeds (effect, the interval at `alpha`, p both ways, n; its
+    vacuous seeds on neither side), or `not tested` where the setup decides it; raises
+    Unavailable with the reason it cannot be computed."""
     if not pairs:
         raise Unavailable(f"the runs have no trials for {', '.join(c.rows)}")
     if margin is None:
@@ -116,22 +128,21 @@ def _part(c: Claim, margin: float | None, pairs: list, seen: Seen, alpha: float)
         if why := samples.one_precision(runs, c, rows, base):
             raise Unavailable(why)
     values, shape = samples.sample(c, runs, missing, pairs, seeds)
-    est = stats.estimate(values, c.expect, margin, exact=c.metric in EXACT, test=c.test,
-                         alpha=alpha)
+    vac = vacuity.of_test(c, margin, pairs, samples.arms(c, runs, missing, pairs, seeds),
+                          seen.floors)  # None: not a claim on a probe's bits per answer
+    est = vacuity.estimate(c, margin, values.to_numpy(dtype=float), vac, alpha)
     out = {"effect": est.effect, "ci_low": est.ci_low, "ci_high": est.ci_high, "p": est.p,
            "p_opposite": est.p_opposite, "n": est.n, "sd": est.sd, "share": est.share,
-           "values": values.to_numpy(dtype=float), "reason": shape}
-    if learned := samples.learning(c, runs, pairs, seeds, UNLEARNED):
-        out["unlearned"] = samples.unlearned(learned)
-        out["unanswerable"] = samples.unanswerable(c, learned, pairs)
+           "unlearned": vac.counted if vac else None}
     out |= _floor(c, margin, pairs, seen, (values, est, alpha))
     out["floor_decided"] = bool(out.get("decided_by_floor"))
     out |= _alike(c, pairs, seen)
-    out["reason"] = "; ".join(filter(None, [out.get("unanswerable"), shape,
-                                            out.pop("decided_by_floor", ""),
+    vacuous = vac.reason if vac else ""
+    out["reason"] = "; ".join(filter(None, [vacuous, shape, out.pop("decided_by_floor", ""),
                                             out.pop("alike_said", "")]))
     if est.n < MIN_SEEDS:  # the numbers are shown, the verdict waits
-        return out | {"reason": f"{est.n} paired seeds; a verdict needs {MIN_SEEDS}"}
+        return out | {"reason": "; ".join(filter(None, [vacuous, f"{est.n} paired seeds; a "
+                                                        f"verdict needs {MIN_SEEDS}"]))}
     return out | {"usable": True}
 
 
@@ -223,8 +234,6 @@ def _judge(parts: list[dict], d: Design) -> str:
         return "unavailable"
     if any(t.get("floor_decided") for t in counted):
         return WITHDRAWN
-    if any(t.get("unanswerable") for t in counted):  # the data cannot make the comparison
-        return "inconclusive" if d.last else "undecided"
     p, p_opp = (np.array([t[key] for t in counted]) for key in ("p", "p_opposite"))
     state = str(sequential.judge(p, p_opp, d.look, d.against, d.last, d.futility))
     if state == "reproduced" and any(t.get("alike_p", 0.0) > d.look.level * (
@@ -343,7 +352,7 @@ class SequenceResult:
 
 def verdict_table(claims: list[Claim], runs: pd.DataFrame, missing: pd.DataFrame | None = None,
                   looks: Looks | None = None, design: list[int] | None = (),
-                  describe: bool = True) -> pd.DataFrame:
+                  reading: Reading = Reading()) -> pd.DataFrame:
     """One row per test (and one summary row per claim with several tests), in COLUMNS.
 
     runs: the finished trials, one row each, with grid-key columns, a seed column and metrics
@@ -351,17 +360,18 @@ def verdict_table(claims: list[Claim], runs: pd.DataFrame, missing: pd.DataFrame
     failure tags) so an inconclusive verdict can say what happened; looks: the grid's
     group-sequential design, whose look k reads seeds start .. start + looks[k] - 1 (None: one
     look at every seed the runs have); design: the seeds the claims were designed from (None:
-    not named); describe: compute what the verdicts do not need (offsets, what an
-    inconclusive test could detect), the slow part. Never raises on data.
+    not named); reading: each cell's probe costs without recall (from the grid) and whether to
+    compute what the verdicts do not need (offsets, what an inconclusive test could detect),
+    the slow part. Never raises on data.
     """
-    return judge_sequence(claims, runs, missing, looks, design, describe).table
+    return judge_sequence(claims, runs, missing, looks, design, reading).table
 
 
 def undecided(claims: list[Claim], runs: pd.DataFrame, missing: pd.DataFrame | None,
-              looks: Looks) -> list[Claim]:
+              looks: Looks, floors: Floors | None) -> list[Claim]:
     """The claims that wait for the next look: the one the sequence is at, if it is undecided
-    at the last look the runs complete, and every claim after it."""
-    return judge_sequence(claims, runs, missing, looks, (), False).waiting
+    at the last look the runs complete, and every claim after it (`floors`: the grid's)."""
+    return judge_sequence(claims, runs, missing, looks, (), Reading(floors, False)).waiting
 
 
 def _looks(runs: pd.DataFrame, missing: pd.DataFrame, looks: Looks | None
@@ -383,19 +393,19 @@ def _looks(runs: pd.DataFrame, missing: pd.DataFrame, looks: Looks | None
 
 def judge_sequence(claims: list[Claim], runs: pd.DataFrame, missing: pd.DataFrame | None = None,
                    looks: Looks | None = None, design: list[int] | None = (),
-                   describe: bool = True) -> SequenceResult:
+                   reading: Reading = Reading()) -> SequenceResult:
     """The fixed sequence over the looks the runs reach (`verdict_table` says what the arguments
     are): every test row, and the claims still waiting for seeds."""
     missing = pd.DataFrame() if missing is None else missing
     runs = samples.derive(runs)
     seeds, plan, reached = _looks(runs, missing, looks)
-    plan = Plan(plan.looks, plan.futility, describe)
+    plan = Plan(plan.looks, plan.futility, reading.describe)
     budgets = sequential.family([contrary(c, len(_tests(c, runs, missing)) or 1)
                                  for c in claims], plan.looks)
     out: list[dict] = []
     i = 0
     for k, n in enumerate(reached):
-        seen = Seen(runs, missing, seeds[:n], *evidence_of(seeds[:n], design))
+        seen = Seen(runs, missing, seeds[:n], *evidence_of(seeds[:n], design), reading.floors)
         while i < len(claims):
             c = claims[i]
             parts, d = _parts(c, seen, plan, k, budgets[i])

@@ -1,22 +1,26 @@
 """What a grid can do where it will run, checked before Ray or MLflow start: a claim naming a
-probe metric its corpus does not score, none of whose tests the data could decide (the setup
-fixes the outcome: `bench.findings.bounds`), on a span statistic without the floor it is
+probe metric its corpus does not score, or a probe part whose no-recall floor is 0 (nothing to
+learn without recall: `bench.findings.vacuity`), none of whose tests the data could decide (the
+setup fixes the outcome: `bench.findings.bounds`), on a span statistic without the floor it is
 measured above, or none of whose looks can reject (its exact test's rule at the last look is
-empty) is refused, naming the claim; what each look can decide, the design's exact rates and
-the claims that imply one another are printed; GPUs the grid asks for and the machine or
-cluster lacks, naming resources.gpu."""
+empty) is refused, naming the claim; what each look can decide, the design's exact rates, the
+rule that makes a seed of a claim on a probe vacuous and the claims that imply one another are
+printed; GPUs the grid asks for and the machine or cluster lacks, naming resources.gpu."""
 
 from pathlib import Path
 from typing import Any
 
+import numpy as np
 import pandas as pd
 import torch
 
 from bench.config import ConfigError
+from bench.experiment import floors
 from bench.experiment.claims import EXACT, PROBE_METRIC, SPAN_SHAPE, Claim, cells
+from bench.experiment.floors import Floors
 from bench.experiment.grid import Grid, Seeds, plan_of
 from bench.experiment.open import load_grid
-from bench.findings import sequential
+from bench.findings import samples, sequential, vacuity
 from bench.findings.bounds import Spans, decided
 from bench.findings.stats import ALPHA, min_seeds
 from bench.provenance import RESULTS
@@ -62,6 +66,45 @@ def check(claims: list[Claim], axes: dict[str, list[Any]], trials: list[Trial]) 
             why.append(decided(c, c.margin, *map(spans, found), *[None] * (base is None)))
         if why and all(why):
             raise ConfigError(f"{where}: {why[0]}; no test of the claim is left to the data")
+
+
+def check_floors(grid: Grid) -> Floors:
+    """The grid's cells' probe costs without recall (`floors.of_grid`), after refusing, with a
+    ConfigError naming it, a claim on a probe part whose no-recall floor is 0
+    (`vacuity.refused`: nothing to learn without recall)."""
+    costs = floors.of_grid(grid)
+    for i, c in enumerate(grid.claims):
+        found = [costs(cell) for _, *pair in cells(c, grid.grid) for cell in pair if cell]
+        if why := vacuity.refused(c, found):
+            raise ConfigError(f"claims.{i} ({c.id}): {why}")
+    return costs
+
+
+def vacuity_rules(claims: list[Claim], axes: dict[str, list[Any]], costs: Floors) -> list[str]:
+    """Per claim on a probe's test bits per answer (per part where they differ), the rule that
+    makes one of its seeds vacuous, with its numbers (`vacuity.words`: what the findings decide
+    by)."""
+    out = []
+    for c in claims:
+        if (t := vacuity.target(c.metric)) is None or c.margin == "planted":
+            continue
+        tests: dict[str, list] = {}
+        for label, rows, base in cells(c, axes):
+            tests.setdefault(label, []).append((rows, base))
+        said: dict[str, list[str]] = {}
+        for label, pairs in tests.items():
+            rows = [costs(r).get(t) for r, _ in pairs]
+            base = None if pairs[0][1] is None else [costs(b).get(t) for _, b in pairs]
+            if None in rows + (base or []):
+                continue
+            names = ([samples.label(r) for r, _ in pairs],
+                     None if base is None else [samples.label(b) for _, b in pairs])
+            x = np.array([float(r[c.along]) for r, _ in pairs]) if c.along else None
+            rule, _ = vacuity.words(c, float(c.margin), x, vacuity.Costs(t, rows, base, names))
+            said.setdefault(rule, []).append(label)
+        out += [c.id + (f" [{'; '.join(parts)}]" if len(said) > 1 else "") + f": {rule}"
+                for rule, parts in said.items()]
+    return out
 
 
 def _parts(c: Claim, axes: dict[str, list[Any]]) -> int:

@@ -58,7 +58,8 @@ ROOT = Path(__file__).resolve().parents[2]
 # whose output the plan holds as data)
 ANALYSIS = (*(f"bench/findings/{m}.py" for m in (
     "verdicts", "evidence", "sequential", "stats", "samples", "bounds", "numbers", "perseed",
-    "prereg", "judge", "verify", "registered")), "bench/experiment/claims.py", "bench/metrics.py")
+    "prereg", "judge", "verify", "registered", "costs", "said")), "bench/experiment/claims.py",
+    "bench/metrics.py")
 # what plans recorded before the analysis was hashed as code held: these files' bytes
 ANALYSIS_BYTES = tuple(f"bench/findings/{m}.py" for m in ("verdicts", "sequential", "stats",
                                                           "samples", "bounds"))

@@ -13,7 +13,7 @@ import pandas as pd
 import torch
 
 from bench.config import ConfigError
-from bench.experiment.claims import EXACT, PROBE_METRIC, SPAN_SHAPE, Claim, cells
+from bench.experiment.claims import PROBE_METRIC, SPAN_SHAPE, Claim, cells, fixed
 from bench.experiment.grid import Grid, Seeds, plan_of
 from bench.experiment.open import load_grid
 from bench.findings import sequential
@@ -52,7 +52,7 @@ def check(claims: list[Claim], axes: dict[str, list[Any]], trials: list[Trial]) 
             scored = sorted({p for t in trials for p in t.probes or []}) or ["none"]
             raise ConfigError(f"{where}: metric {c.metric!r}: the runs' corpus scores no probe "
                               f"{probe[3]!r} (it scores: {', '.join(scored)})")
-        if c.type == "trend" or c.margin == "planted":
+        if c.type in ("trend", "cost") or c.margin == "planted":
             continue
         why = []
         for _, rows, base in cells(c, axes):
@@ -73,7 +73,7 @@ def family(claims: list[Claim], axes: dict[str, list[Any]], seeds: Seeds
            ) -> tuple[list[sequential.Contrary], list[sequential.Budget]]:
     """Each claim's contrary and its share of the family's alpha (`sequential.family`)."""
     plan, _ = plan_of(seeds)
-    contraries = [sequential.Contrary(c.test, c.metric in EXACT, _parts(c, axes),
+    contraries = [sequential.Contrary(c.test, fixed(c), _parts(c, axes),
                                       c.expect == "equivalent") for c in claims]
     return contraries, sequential.family(contraries, plan)
 
@@ -114,7 +114,8 @@ def rates(claims: list[Claim], axes: dict[str, list[Any]], seeds: Seeds,
     rows = []
     for c, o, b in zip(claims, contraries, budgets, strict=True):
         if o.exact:
-            rows.append({"claim": c.id, "test": "none: a value fixed by the config"})
+            rows.append({"claim": c.id, "test": "none: decided from the cost measurement" if
+                         c.type == "cost" else "none: a value fixed by the config"})
             continue
         one = sequential.Contrary(o.test, parts=1, equivalent=o.equivalent)
         alone = sequential.Budget(b.claim, b.contrary / o.parts)
@@ -163,7 +164,7 @@ def uncontradictable(claims: list[Claim], axes: dict[str, list[Any]], seeds: See
     return [f"claims.{i} ({c.id}): cannot come out contradicted with {plan[-1]} seeds: any "
             f"alpha for its contrary would leave the claim itself unable to reject"
             for i, (c, b) in enumerate(zip(claims, budgets, strict=True))
-            if b.contrary == 0 and c.metric not in EXACT]
+            if b.contrary == 0 and not fixed(c)]
 
 
 def implied(claims: list[Claim]) -> list[str]:

@@ -146,6 +146,8 @@ class Claim(Strict):
         if (self.type == "trend") != (self.along is not None):
             raise ValueError("`along` (the grid key on the x axis) is required by type trend "
                              "and only allowed there")
+        if self.type == "cost":
+            self._cost()
         if self.expect == "equivalent" and (self.margin == "planted" or self.margin <= 0):
             raise ValueError("expect: equivalent needs margin > 0 (the equivalence bound)")
         if self.test == "sign-flip" and (self.margin != 0 or self.expect == "equivalent"):
@@ -162,8 +164,6 @@ class Claim(Strict):
         if self.baseline is not None and all(self.rows.get(k) == v
                                              for k, v in self.baseline.items()):
             raise ValueError("baseline selects the same rows as `rows`")
-        if self.type == "cost":
-            self._cost()
 
     def _cost(self) -> None:
         """A cost claim's rules: a ratio of COSTS against a baseline, by a margin > 0."""

@@ -182,12 +182,13 @@ def part(c: Claim, cells: tuple[dict, dict], cost: pd.DataFrame | None, runs: pd
                           "python -m bench.cost FOLDER measures a finished one)")
     r = ratio(c.metric, comparison(cost, *cells), runs, seeds)
     margin = float(c.margin)
+    side = "<" if c.expect == "less" else ">"
     if r.basis == "per seed":
         est = stats.estimate(r.values, c.expect, margin, test="sign", alpha=alpha)
         return {"effect": est.effect, "ci_low": est.ci_low, "ci_high": est.ci_high,
                 "p": est.p, "p_opposite": est.p_opposite, "n": est.n, "sd": est.sd,
-                "share": est.share, "reason": f"per seed: learned spans ({FROM_RUNS[c.metric]} "
-                                              "of the runs)"}
+                "share": est.share, "test": "sign, per seed",
+                "reason": f"per seed: learned spans ({FROM_RUNS[c.metric]} of the runs)"}
     every = bool(np.all(stats.holds(r.values, c.expect, margin)))
     none = not np.any(stats.holds(r.values, c.expect, margin)) and not np.any(r.values == margin)
     if r.basis == "measured":
@@ -199,10 +200,15 @@ def part(c: Claim, cells: tuple[dict, dict], cost: pd.DataFrame | None, runs: pd
     else:
         why = (f"decided by construction: {r.shown()}, fixed by the configuration (no alpha "
                "spent)")
+    measured = r.basis == "measured"
     return {"effect": r.median, "ci_low": r.low, "ci_high": r.high, "p": 0.0 if every else 1.0,
             "p_opposite": 0.0 if none else 1.0, "n": len(r.values), "sd": 0.0,
             "share": float(np.mean(stats.holds(r.values, c.expect, margin))), "reason": why,
-            "settled": True}
+            "settled": True, "test": r.basis,
+            "about": "every repetition's ratio" if measured else "the configured ratio",
+            "null": "a repetition's ratio on the bound or beyond" if measured else
+                    "the ratio on the bound or beyond",
+            "rule": f"{'every' if measured else 'the'} ratio {side} {margin:g}"}
 
 
 def reads_measurement(c: Claim, runs: pd.DataFrame) -> bool:

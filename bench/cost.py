@@ -4,6 +4,7 @@ the cost block of its findings.md (`bench.findings.costs`), nothing else of it r
 result whose sweep did not measure it (committed before), or to measure again on a quiet machine.
 
 python -m bench.cost results/window/seeds100 [results/heads_grid/seeds600 ...] [--reps 9]
+python -m bench.cost results          # every result folder below (those with findings.csv)
 
 The arms are the grid file's trials (grid.yaml, its plugins found where the runs say it lay),
 built and timed here, alone: run it on an idle machine, one folder after another. Then
@@ -20,6 +21,7 @@ from bench.cli import about
 from bench.config import ConfigError
 from bench.experiment.open import open_grid
 from bench.findings import costs
+from bench.findings.verify import folders
 from bench.measure import cost as measured
 from bench.sweep import estimate
 from bench.sweep.trials import resolve_trials
@@ -49,7 +51,8 @@ def put_block(page: str, block: str) -> str:
 
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(prog="python -m bench.cost", description=about(__doc__))
-    p.add_argument("folders", nargs="+", type=Path, help="result folders (grid.yaml, runs.csv)")
+    p.add_argument("paths", nargs="+", type=Path, help="result folders (grid.yaml, runs.csv, "
+                   "findings.md), or folders above them")
     p.add_argument("--reps", type=int, default=measured.REPS,
                    help=f"interleaved repetitions (default {measured.REPS})")
     args = p.parse_args(argv)
@@ -57,7 +60,7 @@ def main(argv: list[str] | None = None) -> int:
         p.error(f"--reps: expected at least 2 (got {args.reps})")
     try:  # every folder's grid and trials resolved before anything is timed
         todo = []
-        for folder in args.folders:
+        for folder in folders(args.paths):
             grid = open_grid(grid_file(folder))
             todo.append((folder, measured.comparisons(grid, resolve_trials(grid, True))))
     except ConfigError as err:

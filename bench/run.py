@@ -68,7 +68,8 @@ def _dry_run(grid: Grid, trials: list[Trial], levels: pd.DataFrame,
     print(f"grid {grid.name}: {grid.status_line} (docs/grids.md)")
     looks = grid.look_seeds()
     first = [t for t in trials if t.seed in looks[0]]
-    rates = feasible.rates(grid.claims, grid.grid, grid.seeds, power_at) if grid.claims else None
+    rates = feasible.by_construction(feasible.rates(grid.claims, grid.grid, grid.seeds, power_at),
+                                     grid.claims, first) if grid.claims else None
     print_plan(first, grid, levels, rates)
     if grid.claims:
         print(feasible.worst_line(grid.claims, grid.grid, grid.seeds))

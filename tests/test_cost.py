@@ -215,6 +215,27 @@ def test_a_measured_cost_spends_no_alpha_and_a_flops_claim_keeps_its_share():
         assert (every == pytest.approx(first)) != spends
 
 
+def test_the_dry_run_says_which_flops_claims_its_trials_decide_by_construction(tmp_path):
+    """A FLOPs claim keeps a per-seed share of alpha; the dry run's rates say that no seed
+    decides it where no arm's spans are learned (talking-heads against multi-head), and leave
+    it a per-seed claim where one is (adaptive)."""
+    from bench.sweep import feasible
+    from tests.test_grid import write_grid
+
+    for rows, seedless in (("talking-heads", True), ("adaptive", False)):
+        flops = {"id": "f", "text": "t", "type": "cost", "rows": {"model.variant": rows},
+                 "baseline": {"model.variant": "fixed"}, "metric": "flops_kept",
+                 "expect": "less", "margin": 1.0}
+        grid = open_grid(write_grid(tmp_path, f"g_{rows}", grid={"model.variant": [
+            "fixed", rows]}, seeds={"looks": [4, 8]}, claims=[flops]))
+        trials = resolve_trials(grid, True)
+        assert feasible.seedless(grid.claims[0], trials) == seedless
+        rates = feasible.rates(grid.claims, grid.grid, grid.seeds)
+        shown = feasible.by_construction(rates, grid.claims, trials)
+        assert rates.loc[0, "test"] == "sign"
+        assert shown.loc[0, "test"].startswith("none: by construction") == seedless
+
+
 def test_a_running_sweep_passes_a_measured_claim_and_waits_only_for_seeds():
     """Looks 4, 8 at seeds 0-3: the time claim first is measured after the trials, so it
     passes; the quality claim after it (4 seeds: its rule at look 1 is none) waits for seeds,

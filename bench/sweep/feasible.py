@@ -64,6 +64,29 @@ def check(claims: list[Claim], axes: dict[str, list[Any]], trials: list[Trial]) 
             raise ConfigError(f"{where}: {why[0]}; no test of the claim is left to the data")
 
 
+def seedless(c: Claim, trials: list[Trial]) -> bool:
+    """A cost claim these trials decide without seeds: a measured time or a configured cost, or
+    FLOPs where no arm's spans are learned (by construction: the share of alpha it keeps as a
+    per-seed claim goes unspent, `sequential.family`)."""
+    if c.type != "cost":
+        return False
+    arms = [c.rows, {**c.rows, **(c.baseline or {})}]
+    return fixed(c) or not any(t.cfg.model.layer.learned_spans for t in trials
+                               if any(all(t.values.get(k) == v for k, v in cell.items())
+                                      for cell in arms))
+
+
+def by_construction(rates: pd.DataFrame, claims: list[Claim], trials: list[Trial]
+                    ) -> pd.DataFrame:
+    """`rates` with each `seedless` claim's row saying so in place of a per-seed test's rates."""
+    out = rates.copy()
+    for i, c in enumerate(claims):
+        if seedless(c, trials) and not fixed(c):
+            out.loc[i] = {"claim": c.id, "test": "none: by construction (no arm's spans "
+                                                 "are learned)"}
+    return out
+
+
 def _parts(c: Claim, axes: dict[str, list[Any]]) -> int:
     """How many tests (parts) a claim has: one per value of its at_each keys."""
     return len({label for label, *_ in cells(c, axes)})

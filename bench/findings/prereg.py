@@ -56,10 +56,9 @@ ROOT = Path(__file__).resolve().parents[2]
 # the modules whose code can move a verdict from a result's per-seed values: part of the plan
 # (a test checks that every module of bench they import is here, or only parses the grid file,
 # whose output the plan holds as data)
-ANALYSIS = (*(f"bench/findings/{m}.py" for m in (
-    "verdicts", "evidence", "sequential", "stats", "samples", "bounds", "numbers", "perseed",
-    "prereg", "judge", "verify", "registered", "costs", "said")), "bench/experiment/claims.py",
-    "bench/metrics.py")
+ANALYSIS = (*(f"bench/findings/{m}.py" for m in ("verdicts", "evidence", "sequential",
+    "stats", "samples", "bounds", "numbers", "perseed", "prereg", "judge", "verify", "registered",
+    "costs", "said")), "bench/experiment/claims.py", "bench/metrics.py")
 # what plans recorded before the analysis was hashed as code held: these files' bytes
 ANALYSIS_BYTES = tuple(f"bench/findings/{m}.py" for m in ("verdicts", "sequential", "stats",
                                                           "samples", "bounds"))

@@ -171,6 +171,8 @@ def test_learned_flops_are_a_per_seed_claim(ratio, want, tmp_path):
     assert row["verdict"] == want and row["n"] == 8
     assert min(row["p"], row["p_opposite"]) == pytest.approx(1 / 256)
     assert row["reason"].startswith("per seed")
+    again = decided(claim("flops_kept", 1.0), None, runs_of(learned=True, ratio=ratio))
+    assert again["verdict"] == want  # the runs alone decide it: no measurement needed
 
 
 def test_without_the_measurement_a_cost_claim_is_inconclusive_and_says_why():

@@ -142,12 +142,17 @@ def ratio(metric: str, pair: pd.DataFrame, runs: pd.DataFrame, seeds: list[Any])
     if metric in MEASURED:
         col = "step_s" if metric == "step_time" else "eval_s_per_token"
         return _ratio(rows[col] / base[col], "measured")
-    cells = _cells(pair)
     if metric in PER_SEED_COSTS and any(as_bool(a["learned"].iloc[0]) for a in (rows, base)):
-        per = [values(runs, pd.DataFrame(), cell, FROM_RUNS[metric], seeds) for cell in cells]
-        return _ratio((per[0] / per[1]).to_numpy(), "per seed")
+        return _per_seed(metric, _cells(pair), runs, seeds)
     col = {"peak_memory": "peak_mb"}.get(metric, metric)
     return _ratio(np.array([rows[col].iloc[0] / base[col].iloc[0]]), "by construction")
+
+
+def _per_seed(metric: str, cells: tuple[dict, dict], runs: pd.DataFrame, seeds: list[Any]
+              ) -> Ratio:
+    """Learned spans' FLOPs: each seed's ratio of the runs' own (FROM_RUNS)."""
+    per = [values(runs, pd.DataFrame(), cell, FROM_RUNS[metric], seeds) for cell in cells]
+    return _ratio((per[0] / per[1]).to_numpy(), "per seed")
 
 
 def comparison(cost: pd.DataFrame, rows: dict, base: dict) -> pd.DataFrame:
@@ -176,13 +181,16 @@ def part(c: Claim, cells: tuple[dict, dict], cost: pd.DataFrame | None, runs: pd
          seeds: list[Any], alpha: float = stats.ALPHA) -> dict:
     """A cost claim's part at these seeds: effect (the median ratio), its range or interval,
     p both ways (0 or 1 where measured or by construction: no alpha spent) and the reason in
-    words; Unavailable where the measurement is not there."""
-    if cost is None:
+    words; Unavailable where the measurement is not there (learned spans' FLOPs need only the
+    runs)."""
+    if c.metric in PER_SEED_COSTS and any(learned(runs, cell) for cell in cells):
+        r = _per_seed(c.metric, cells, runs, seeds)
+    elif cost is None:
         raise Unavailable(f"{FILE}: not measured (a sweep measures it after its trials; "
                           "python -m bench.cost FOLDER measures a finished one)")
-    r = ratio(c.metric, comparison(cost, *cells), runs, seeds)
-    margin = float(c.margin)
-    side = "<" if c.expect == "less" else ">"
+    else:
+        r = ratio(c.metric, comparison(cost, *cells), runs, seeds)
+    margin, side = float(c.margin), "<" if c.expect == "less" else ">"
     if r.basis == "per seed":
         est = stats.estimate(r.values, c.expect, margin, test="sign", alpha=alpha)
         return {"effect": est.effect, "ci_low": est.ci_low, "ci_high": est.ci_high,
@@ -195,8 +203,7 @@ def part(c: Claim, cells: tuple[dict, dict], cost: pd.DataFrame | None, runs: pd
         why = (f"measured interleaved on {cost['device'].iloc[0]} "
                f"({cost['precision'].iloc[0]}): {r.shown()} over {len(r.values)} "
                f"repetitions, {'every' if every else 'no' if none else 'not every'} "
-               f"repetition's ratio {'<' if c.expect == 'less' else '>'} {margin:g}: for this "
-               "machine")
+               f"repetition's ratio {side} {margin:g}: for this machine")
     else:
         why = (f"decided by construction: {r.shown()}, fixed by the configuration (no alpha "
                "spent)")

@@ -9,6 +9,7 @@ Every trial config is resolved and validated before Ray or MLflow start; a user 
 """
 
 import argparse
+import functools
 import os
 import shlex
 import sys
@@ -22,13 +23,16 @@ from bench.experiment import grid as grids
 from bench.experiment.floors import Floors
 from bench.experiment.grid import Grid
 from bench.experiment.open import Overrides, load_grid, open_grid, read_grid_text
-from bench.findings import prereg
+from bench.findings import costs, prereg
+from bench.measure import cost as measured
 from bench.provenance import LOCAL
-from bench.sweep import feasible, gpus
+from bench.sweep import estimate, feasible, gpus
 from bench.sweep.plan import print_plan, print_time
 from bench.sweep.runner import SweepOptions, serves_claims, sweep
 from bench.sweep.trials import resolve_trials
 from bench.trial import Trial
+
+DRY_REPS = 5  # the dry run's interleaved repetitions (the sweep's: bench.measure.cost.REPS)
 
 
 def _parser() -> argparse.ArgumentParser:
@@ -66,7 +70,8 @@ def _dry_run(grid: Grid, trials: list[Trial], levels: pd.DataFrame,
     print(f"grid {grid.name}: {grid.status_line} (docs/grids.md)")
     looks = grid.look_seeds()
     first = [t for t in trials if t.seed in looks[0]]
-    rates = feasible.rates(grid.claims, grid.grid, grid.seeds, power_at) if grid.claims else None
+    rates = feasible.by_construction(feasible.rates(grid.claims, grid.grid, grid.seeds, power_at),
+                                     grid.claims, first) if grid.claims else None
     print_plan(first, grid, levels, rates)
     if grid.claims:
         print(feasible.worst_line(grid.claims, grid.grid, grid.seeds))
@@ -79,7 +84,29 @@ def _dry_run(grid: Grid, trials: list[Trial], levels: pd.DataFrame,
               f"(seeds {looks[0][0]}-{looks[0][-1]}); later looks add seeds up to "
               f"{looks[-1][-1]} only to the settings an undecided claim reads: at most "
               f"{len(more)} more trials")
-    print_time(grid, first, later, slots, rates, power_at)
+    speeds = print_time(grid, first, later, slots, rates, power_at)
+    _cost(grid, first, speeds)
+
+
+def _cost(grid: Grid, first: list[Trial], speeds: dict[str, estimate.Speed]) -> None:
+    """What the claims' rows cost against their baselines, measured here now, interleaved (a
+    few repetitions: the sweep measures again after its trials, for the findings), beside the
+    time table's step ratio (each setting timed alone); and what each cost claim would be."""
+    pairs = measured.comparisons(grid, first)
+    if not pairs:
+        return
+    df = measured.measure(pairs, reps=DRY_REPS, alone=lambda t: speeds[t.setting].step_s
+                          if t.setting in speeds else float("nan"))
+    print(f"\nCost here, the claims' rows against their baselines ({costs.machine(df)}):\n")
+    print(costs.table(df, pd.DataFrame()).to_markdown(index=False, disable_numparse=True))
+    for line in costs.foresee(grid.claims, grid.grid, df):
+        print(line)
+
+
+def _step_alone(trial: Trial) -> float:
+    """Seconds per training step of a trial timed by itself, as the dry run's time table
+    times it (`estimate.calibrate`): recorded beside the interleaved measurement."""
+    return estimate.calibrate(trial).step_s
 
 
 def _uncommitted(grid: Grid, path: Path) -> list[str]:
@@ -147,7 +174,9 @@ def main(argv: list[str] | None = None) -> int:
     return sweep(grid, trials, SweepOptions(
         source, args.results_dir, command, tracking_uri=args.tracking_uri,
         address=args.address, force=args.force, rerun_stale=args.rerun_stale,
-        report=not args.no_report, gpu=packed.share, mps=mps, out=args.out))
+        report=not args.no_report, gpu=packed.share, mps=mps, out=args.out,
+        cost=functools.partial(measured.measure_into, grid=grid, trials=trials,
+                               alone=_step_alone)))
 
 
 

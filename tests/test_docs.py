@@ -28,8 +28,8 @@ ROOT = Path(__file__).resolve().parents[1]
 DOCS = [ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md"))]
 CLIS = ("bench.run", "bench.train", "bench.report", "bench.speed", "bench.compare_outside_models",
         "bench.compare_xtransformers", "bench.flops", "bench.verify", "bench.grids",
-        "bench.options", "bench.resultsdoc", "bench.new", "bench.pilot", "ci.regression",
-        "ci.bundle", "ci.carry")
+        "bench.options", "bench.resultsdoc", "bench.new", "bench.pilot", "bench.cost",
+        "ci.regression", "ci.bundle", "ci.carry")
 # The top-level entries a repository path may start with.
 TOPS = ("bench", "variants", "ablations", "results", "examples", "docs", "tests", "ci", ".ci",
         "runs")

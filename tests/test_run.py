@@ -20,6 +20,7 @@ import urllib.request
 from pathlib import Path
 
 import numpy as np
+import pandas as pd
 import pytest
 import yaml
 from mlflow import MlflowClient
@@ -495,6 +496,41 @@ def test_concurrent_trials_lose_nothing_in_sqlite(tmp_path, store_at):
 
 
 @slow
+@slow
+def test_a_sweep_measures_its_cost_after_its_trials_and_reports_it(short_tmp, store_at):
+    """A step-time claim first, then a claim that needs seeds (looks 2, 5): the cost claim is
+    measured after the trials, so look 2 adds seeds to the second claim's setting alone; then
+    cost.csv lies beside runs.csv, the cost claim is decided from it (by its rule: no ratio is
+    asserted, it is this machine's), findings.md ends with the cost block, the sweep's MLflow
+    page shows it and the sweep closes with a line per comparison."""
+    from bench.findings import costs
+
+    timed = {"id": "th_time", "text": "talking-heads steps at most 100x multi-head's",
+             "type": "cost", "rows": {"model.variant": "talking-heads"},
+             "baseline": {"model.variant": "fixed"}, "metric": "step_time", "expect": "less",
+             "margin": 100}
+    low = {"id": "low", "text": "multi-head is below 9 bpc", "rows": {"model.variant": "fixed"},
+           "metric": "final_test_bpc", "expect": "less", "margin": 9}
+    grid = write_grid(short_tmp, "costed", seeds={"looks": [2, 5], "futility": 0.9},
+                      claims=[timed, low])
+    store_at(short_tmp / "results" / "mlflow.db")
+    done = bench_run([grid], short_tmp, report=True)
+    assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
+    assert "look 2 of 2, seeds 0-4: 3 trials for the undecided claims low" in done.stdout
+    folder = short_tmp / "results" / "costed"
+    cost = costs.read(folder / costs.FILE)
+    assert sorted(cost["setting"].unique()) == ["fixed", "talking-heads"]
+    found = pd.read_csv(folder / "findings.csv").set_index("claim")
+    assert found.loc["th_time", "verdict"] in ("reproduced", "contradicted", "inconclusive")
+    assert "measured interleaved on" in found.loc["th_time", "reason"]
+    assert costs.START in (folder / "findings.md").read_text()
+    assert "cost: talking-heads vs fixed: step time " in done.stdout
+    c = client(short_tmp)
+    sweep = c.search_runs([c.get_experiment_by_name("costed").experiment_id],
+                          "tags.`attnbench.role` = 'sweep'")[0]
+    assert "### Cost, rows against their baseline" in sweep.data.tags["mlflow.note.content"]
+
+
 def test_looks_add_seeds_only_where_a_claim_is_undecided_and_a_rerun_adds_nothing(short_tmp,
                                                                                    store_at):
     """seeds: {looks: [2, 5]}: look 1 runs seeds 0-1 of both variants; the one claim reads only

@@ -58,7 +58,7 @@ def publish(repo: Path, runs: pd.DataFrame, folder: str = "results/g") -> Path:
     out.mkdir(parents=True, exist_ok=True)
     runs.to_csv(out / "runs.csv", index=False)
     shutil.copy(repo / "g.yaml", out / "grid.yaml")
-    report.write_findings("g", open_grid(out / "grid.yaml"), runs, pd.DataFrame(), out,
+    report.write_findings(open_grid(out / "grid.yaml"), runs, pd.DataFrame(), out,
                           out / "grid.yaml")
     commit(repo, "2026-01-03T10:00:00+00:00", "results")
     return out
@@ -87,7 +87,7 @@ def regenerated(folder: Path) -> Path:
     """The folder's findings written again from its runs.csv, as an edit that regenerates
     them would."""
     grid = open_grid(folder / "grid.yaml")
-    report.write_findings("g", grid, perseed.read(folder / "runs.csv", grid), pd.DataFrame(),
+    report.write_findings(grid, perseed.read(folder / "runs.csv", grid), pd.DataFrame(),
                           folder, folder / "grid.yaml")
     return folder
 

@@ -18,6 +18,8 @@ from bench.experiment.grid import STATUS
 from bench.metrics import SEEDS
 from bench.provenance import ROOT
 
+from . import costs
+
 COMMAND = "python -m bench.grids"
 
 INDEX = f"""# The experiments
@@ -122,18 +124,23 @@ def _members(name: str, found: list[Entry]) -> list[Entry]:
 
 
 def _run_section(run: Path, root: Path) -> str:
-    """A run's section: its files (findings, notes, tables, the grid as run), its figures and,
-    with findings, its verdict table."""
+    """A run's section: its files (findings, notes, tables, the grid as run, the cost
+    measurement), its figures, with findings its verdict table and, where its cost was
+    measured, the cost table (`costs.markdown`, as its findings.md ends)."""
     def link(f: Path) -> str:
         return f"[{f.name}]({run.name}/{f.name})"
     files = [f for f in sorted(run.iterdir()) if f.name in ("findings.md", "grid.yaml",
-                                                              "runs.csv")]
+                                                              "runs.csv", costs.FILE)]
     tables = sorted(run.glob("*table*.md"))
     figures = sorted(run.glob("*.png"))
     text = (f"### {run.name}\n\n" + " · ".join(map(link, [*files, *tables])) + "\n\n"
             + (f"Figures: {' · '.join(map(link, figures))}\n\n" if figures else ""))
     if (run / "findings.csv").is_file():
         text += table([run.relative_to(root).as_posix()], root, COMMAND)
+    if (cost := costs.read(run / costs.FILE)) is not None:
+        text += (f"\nCost, rows against their baseline ({costs.FILE}; ratios rows / baseline, "
+                 "[findings.md](" + f"{run.name}/findings.md) says what each is). "
+                 + costs.markdown(cost, pd.read_csv(run / "runs.csv")) + "\n")
     return text
 
 

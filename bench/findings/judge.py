@@ -38,16 +38,17 @@ def _label(registered: prereg.Registration, evidence: str, why: str) -> prereg.R
                    why=why)
 
 
-def judge(grid: Grid, runs: pd.DataFrame, missing: pd.DataFrame, grid_file: Path | None
-          ) -> Judged:
+def judge(grid: Grid, runs: pd.DataFrame, missing: pd.DataFrame, grid_file: Path | None,
+          cost: pd.DataFrame | None = None) -> Judged:
     """The grid's claims' verdicts on `runs` (as runs.csv holds them) at the plan's seeds,
     labelled exploratory or unverified where the registration check or the plan's trials say
-    so (module doc); `missing`: the sweep's other trials, for the reasons."""
+    so (module doc); `missing`: the sweep's other trials, for the reasons; `cost`: the
+    interleaved measurement its cost claims read (cost.csv, `costs.read`; None: not made)."""
     registered = prereg.check(grid_file, grid, runs)
     start = perseed.start_of(grid, runs) if grid.claims else None
     looks = grid.looks.model_copy(update={"start": start}) if grid.looks else None
     found = verdicts.judge_sequence(grid.claims, runs, missing, looks, grid.design_seeds,
-                                    verdicts.Reading(floors.of_grid(grid)))
+                                    verdicts.Reading(floors.of_grid(grid), cost=cost))
     if grid.claims and set(grid.grid) <= set(runs):
         cover = perseed.coverage(grid, runs, start)
         if cover.missing:

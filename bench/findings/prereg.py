@@ -59,8 +59,8 @@ ROOT = Path(__file__).resolve().parents[2]
 # whose output the plan holds as data)
 ANALYSIS = (*(f"bench/findings/{m}.py" for m in (
     "verdicts", "evidence", "sequential", "stats", "samples", "bounds", "numbers", "perseed",
-    "prereg", "judge", "verify", "registered", "vacuity")), "bench/experiment/claims.py",
-    "bench/metrics.py",
+    "prereg", "judge", "verify", "registered", "vacuity", "costs", "said")),
+    "bench/experiment/claims.py", "bench/metrics.py",
     # the no-recall floors and their noise bars, closed forms of the grid's data (`vacuity`)
     "bench/experiment/floors.py", "bench/data/corpus.py",
     *(f"bench/data/probes/{m}.py" for m in ("base", "recall", "conjunctive", "mqar")))

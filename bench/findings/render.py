@@ -21,7 +21,7 @@ from bench.metrics import SEEDS
 from bench.provenance import identity
 from bench.tracking import reader, writer
 
-from . import perseed, prereg, stats
+from . import costs, perseed, prereg, stats
 from .figures import write_figures
 from .judge import judge
 from .runpage import interval, said, sweep_page
@@ -141,7 +141,7 @@ def page_differs(folder: Path) -> list[str]:
     column, or a row one of them lacks. findings.csv itself is held against the recomputed
     findings (`bench.findings.verify`)."""
     page = folder / "findings.md"
-    theirs = _table_rows(page.read_text(encoding="utf-8", errors="replace"))
+    theirs = _table_rows(costs.without_block(page.read_text(encoding="utf-8", errors="replace")))
     mine = _table_rows(findings_markdown(pd.read_csv(folder / "findings.csv")))
     header = mine[0][1] if mine else ()
     out = []
@@ -156,25 +156,28 @@ def page_differs(folder: Path) -> list[str]:
     return out
 
 
-def write_findings(name: str, grid: Grid, runs: pd.DataFrame, missing: pd.DataFrame,
-                   out_dir: Path, grid_file: Path | None) -> tuple[list[Path], pd.DataFrame, str]:
+def write_findings(grid: Grid, runs: pd.DataFrame, missing: pd.DataFrame, out_dir: Path,
+                   grid_file: Path | None, cost: pd.DataFrame | None = None
+                   ) -> tuple[list[Path], pd.DataFrame, str]:
     """findings.md and findings.csv (columns verdicts.COLUMNS): the grid's claims' verdicts
     (`verdicts.verdict_table`) on `runs` as `claim_runs` gives them (what runs.csv holds: a test
     recomputes every committed findings.csv from it), with whether `grid_file` pre-registered
-    them (`prereg`) and which results beside out_dir share its trials (`shared_line`); returns
+    them (`prereg`) and which results beside out_dir share its trials (`shared_line`), and,
+    where `cost` (cost.csv) was measured, the cost block at the end (`costs.block`); returns
     the paths, the table and the table as Markdown."""
-    judged = judge(grid, runs, missing, grid_file)
+    judged = judge(grid, runs, missing, grid_file, cost)
     table, registered = judged.table, judged.registered
     md = findings_markdown(table)
     texts = [f"{i}. `{c.id}`: {c.text}" for i, c in enumerate(grid.claims, 1)]
     paths = [out_dir / "findings.md", out_dir / "findings.csv"]
     shared = shared_line(runs, out_dir)
     paths[0].write_text("\n".join([
-        f"# {name}: findings", "", data_line(runs), "", machine_line(runs), "",
+        f"# {grid.name}: findings", "", data_line(runs), "", machine_line(runs), "",
         f"Grid status: {grid.status_line} (docs/grids.md).", "",
         registered.line, "", *([shared, ""] if shared else []), md, "",
         FINDINGS_NOTE.format(alpha=stats.ALPHA), "",
-        "## Claims, in their test order", "", *texts, ""]))
+        "## Claims, in their test order", "", *texts, "",
+        *([costs.block(cost, runs), ""] if cost is not None else [])]))
     table.to_csv(paths[1], index=False)
     return paths, table, md
 
@@ -185,12 +188,14 @@ def findings_from_runs_csv(runs_csv: Path, grid_file: Path, out_dir: Path) -> li
     grid file beside them; ConfigError for a runs.csv that is not the grid's
     (`perseed.read`). The grid file is read once: the grid copied is the text the findings
     were computed from. The table's machine line names what runs.csv records of the machine
-    (its kernels and precision; not the CPU's model, a param of the store's runs)."""
+    (its kernels and precision; not the CPU's model, a param of the store's runs). The cost
+    claims and block read the cost.csv beside runs.csv, where there is one."""
     source = read_grid_text(grid_file)
     grid = open_grid(source, imports=False)  # the runs hold what the findings read
     runs = perseed.read(runs_csv, grid)
+    cost = costs.read(runs_csv.parent / costs.FILE)
     out_dir.mkdir(parents=True, exist_ok=True)
-    paths, _, md = write_findings(grid.name, grid, runs, pd.DataFrame(), out_dir, grid_file)
+    paths, _, md = write_findings(grid, runs, pd.DataFrame(), out_dir, grid_file, cost)
     paths += write_tables(csv_sweep(runs, grid), out_dir)
     print(f"findings ({paths[0]}):\n{md}")
     if grid_file.resolve() != (out_dir / "grid.yaml").resolve():
@@ -243,10 +248,12 @@ def render_sweep(uri: str, experiment: str, out_dir: Path, sweep: str | None = N
         paths.append(out_dir / "grid.yaml")
         paths[-1].write_text(ran_as(found.sweep.data.params.get("command") if found.sweep
                                     else None) + text)
-    table = None
+    table, cost = None, costs.read(out_dir / costs.FILE)  # measured after the trials
+    if cost is not None:
+        paths.append(out_dir / costs.FILE)
     if data.claims:  # from runs.csv read back: what bench.verify recomputes them from
-        written, table, md = write_findings(data.name, data.grid, perseed.read(paths[0]),
-                                            data.missing, out_dir, path)
+        written, table, md = write_findings(data.grid, perseed.read(paths[0]), data.missing,
+                                            out_dir, path, cost)
         paths += written
         print(f"\nfindings ({written[0]}):\n{md}")
     claims = None if table is None else table[table["claim"].isin(

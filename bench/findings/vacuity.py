@@ -27,7 +27,7 @@ from typing import Any
 
 import numpy as np
 
-from bench.experiment.claims import EXACT, PROBE_METRIC, Claim
+from bench.experiment.claims import PROBE_METRIC, Claim, fixed
 from bench.experiment.floors import Floors, NoRecall
 
 from . import stats
@@ -251,7 +251,7 @@ def estimate(c: Claim, margin: float, values: np.ndarray, vac: Vacuity | None,
     """The claim's test on its per-seed values (`stats.estimate` at `alpha`), each vacuous
     seed on neither side (`neutral`): an equivalence's contrary reads them inside its margin."""
     tested, contrary = neutral(c, margin, values, vac)
-    est = stats.estimate(tested, c.expect, margin, exact=c.metric in EXACT, test=c.test,
+    est = stats.estimate(tested, c.expect, margin, exact=fixed(c), test=c.test,
                          alpha=alpha)
     if contrary is None:
         return est

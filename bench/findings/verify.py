@@ -25,7 +25,7 @@ from bench.config import ConfigError
 from bench.experiment.catalogue import RUN_TIME, as_today, today
 from bench.experiment.open import open_grid
 
-from . import evidence, perseed, prereg
+from . import costs, evidence, perseed, prereg
 from .judge import judge
 from .shared import shared_line, unpublished_line
 
@@ -190,7 +190,7 @@ def verify(folder: Path) -> Checked:
     grid = open_grid(grid_file, imports=False)  # the runs hold what the verdicts read
     runs = perseed.read(folder / "runs.csv", grid)
     committed = _findings(folder / "findings.csv")
-    judged = judge(grid, runs, pd.DataFrame(), grid_file)
+    judged = judge(grid, runs, pd.DataFrame(), grid_file, costs.read(folder / costs.FILE))
     table, registered = judged.table, judged.registered
     moved = []
     if registered.commit and registered.code_moved:

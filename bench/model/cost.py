@@ -15,6 +15,7 @@ import torch
 from torch import nn
 
 from variants.attention import Attention
+from variants.band import distances
 
 Span = Literal["full", "mean", "max"]
 
@@ -60,6 +61,33 @@ def executed_flops(model: nn.Module, which: Span = "max",
     """What one prediction step executes beyond the cache re-projection: #FLOPS plus the output
     layer and the q.p term (what fvcore counts as `flops_counted`; what MFU divides by)."""
     return sum(flops_parts(model, which, spans).values())
+
+
+def kept_distances(attn: Attention) -> float | None:
+    """Distances a layer's mask keeps, per head (mean over its heads): how many of 0..S-1 the
+    mask keeps nonzero for some query. A hard window keeps S; a local window its width; a
+    dilated mask every other distance, though the layer computes the whole window. None where
+    the spans are learned or the mask has parameters (they move with training: the run
+    measures them, as flops_mean)."""
+    policy = attn.span_policy
+    if policy.learned or any(True for _ in policy.parameters()):
+        return None
+    device = next(policy.parameters(), torch.zeros(())).device
+    with torch.no_grad():
+        m = policy.mask(distances(policy.S, device).float(), slice(None))
+    if m is None:
+        return float(policy.S)
+    keep = torch.as_tensor(m) != 0
+    keep = keep.reshape((1,) * (4 - keep.dim()) + tuple(keep.shape)).any(2).any(0)  # (h | 1, W)
+    return float(keep.sum(-1).float().expand(policy.n_heads).mean())
+
+
+def kept_flops(model: nn.Module) -> float | None:
+    """#FLOPS (`analytic_flops`) at the distances each layer's mask keeps (`kept_distances`):
+    the work the mask asks for, beside `analytic_flops(model, "max")`, the work the layer
+    computes; None where a layer's spans are learned."""
+    kept = [kept_distances(b.attn) for b in model.blocks]
+    return None if None in kept else analytic_flops(model, spans=kept)
 
 
 def set_spans(model: nn.Module, spans: torch.Tensor | float) -> None:

@@ -16,7 +16,7 @@ import torch
 
 from bench.config import ConfigError
 from bench.experiment import floors
-from bench.experiment.claims import EXACT, PROBE_METRIC, SPAN_SHAPE, Claim, cells
+from bench.experiment.claims import PROBE_METRIC, SPAN_SHAPE, Claim, cells, fixed
 from bench.experiment.floors import Floors
 from bench.experiment.grid import Grid, Seeds, plan_of
 from bench.experiment.open import load_grid
@@ -56,7 +56,7 @@ def check(claims: list[Claim], axes: dict[str, list[Any]], trials: list[Trial]) 
             scored = sorted({p for t in trials for p in t.probes or []}) or ["none"]
             raise ConfigError(f"{where}: metric {c.metric!r}: the runs' corpus scores no probe "
                               f"{probe[3]!r} (it scores: {', '.join(scored)})")
-        if c.type == "trend" or c.margin == "planted":
+        if c.type in ("trend", "cost") or c.margin == "planted":
             continue
         why = []
         for _, rows, base in cells(c, axes):
@@ -107,6 +107,29 @@ def vacuity_rules(claims: list[Claim], axes: dict[str, list[Any]], costs: Floors
     return out
 
 
+def seedless(c: Claim, trials: list[Trial]) -> bool:
+    """A cost claim these trials decide without seeds: a measured time or a configured cost, or
+    FLOPs where no arm's spans are learned (by construction: the share of alpha it keeps as a
+    per-seed claim goes unspent, `sequential.family`)."""
+    if c.type != "cost":
+        return False
+    arms = [c.rows, {**c.rows, **(c.baseline or {})}]
+    return fixed(c) or not any(t.cfg.model.layer.learned_spans for t in trials
+                               if any(all(t.values.get(k) == v for k, v in cell.items())
+                                      for cell in arms))
+
+
+def by_construction(rates: pd.DataFrame, claims: list[Claim], trials: list[Trial]
+                    ) -> pd.DataFrame:
+    """`rates` with each `seedless` claim's row saying so in place of a per-seed test's rates."""
+    out = rates.copy()
+    for i, c in enumerate(claims):
+        if seedless(c, trials) and not fixed(c):
+            out.loc[i] = {"claim": c.id, "test": "none: by construction (no arm's spans "
+                                                 "are learned)"}
+    return out
+
+
 def _parts(c: Claim, axes: dict[str, list[Any]]) -> int:
     """How many tests (parts) a claim has: one per value of its at_each keys."""
     return len({label for label, *_ in cells(c, axes)})
@@ -116,7 +139,7 @@ def family(claims: list[Claim], axes: dict[str, list[Any]], seeds: Seeds
            ) -> tuple[list[sequential.Contrary], list[sequential.Budget]]:
     """Each claim's contrary and its share of the family's alpha (`sequential.family`)."""
     plan, _ = plan_of(seeds)
-    contraries = [sequential.Contrary(c.test, c.metric in EXACT, _parts(c, axes),
+    contraries = [sequential.Contrary(c.test, fixed(c), _parts(c, axes),
                                       c.expect == "equivalent") for c in claims]
     return contraries, sequential.family(contraries, plan)
 
@@ -157,7 +180,8 @@ def rates(claims: list[Claim], axes: dict[str, list[Any]], seeds: Seeds,
     rows = []
     for c, o, b in zip(claims, contraries, budgets, strict=True):
         if o.exact:
-            rows.append({"claim": c.id, "test": "none: a value fixed by the config"})
+            rows.append({"claim": c.id, "test": "none: decided from the cost measurement" if
+                         c.type == "cost" else "none: a value fixed by the config"})
             continue
         one = sequential.Contrary(o.test, parts=1, equivalent=o.equivalent)
         alone = sequential.Budget(b.claim, b.contrary / o.parts)
@@ -206,7 +230,7 @@ def uncontradictable(claims: list[Claim], axes: dict[str, list[Any]], seeds: See
     return [f"claims.{i} ({c.id}): cannot come out contradicted with {plan[-1]} seeds: any "
             f"alpha for its contrary would leave the claim itself unable to reject"
             for i, (c, b) in enumerate(zip(claims, budgets, strict=True))
-            if b.contrary == 0 and c.metric not in EXACT]
+            if b.contrary == 0 and not fixed(c)]
 
 
 def implied(claims: list[Claim]) -> list[str]:

@@ -20,6 +20,7 @@ from bench.cli import VERDICTS, about
 from bench.config import ConfigError
 from bench.findings.render import page_differs
 from bench.findings.verify import folders, verify
+from bench.sweep import recompute
 
 EXIT = {"confirmatory": 0, "exploratory": 3, "unverified": 4}  # a result's evidence -> exit
 SEVERITY = (0, 3, 4, 1, 2)  # the worst of several results: bad input, then a difference
@@ -42,7 +43,7 @@ def main(argv: list[str] | None = None) -> int:
     worst = 0
     try:
         for folder in folders(args.paths):
-            checked = verify(folder)
+            checked = verify(folder, recompute.rows)
             differ = [*checked.differ, *page_differs(folder)]
             for line in [*checked.lines, *filter(None, [checked.shared, checked.unpublished]),
                          *checked.moved]:

@@ -381,7 +381,8 @@ def test_a_run_commit_made_after_its_trials_started_is_exploratory(repo):
     late = commit(repo, "2026-01-02T12:00:00+00:00")  # the trials record RAN, 11:00
     checked = verify(publish(repo, trials(repo)))
     assert checked.evidence == "exploratory"
-    assert f"run commit {late[:10]} is dated 2026-01-02 12:00:00 UTC, after trial a0" in \
+    assert (f"run commit {late[:10]} is dated 2026-01-02 12:00:00 UTC, after trial "
+            f"{trial(A, 0)[0]}") in \
         checked.lines[0]
 
 

@@ -56,8 +56,9 @@ def by_records(conf: pd.DataFrame, records: dict[str, dict[str, str]]) -> str:
     differ = sorted(p for p in set().union(*maps) if len({m[p] for m in maps if p in m}) > 1)
     if not differ:
         return ""
-    return (f"the trials imported different code that trains: {_listed(differ)} differ between "
-            f"their code records (code_sha {versions})")
+    return (f"the trials imported different code that trains: {_listed(differ)} "
+            f"{'differs' if len(differ) == 1 else 'differ'} between their code records "
+            f"(code_sha {versions})")
 
 
 def _plugins(root: Path, commit: str, plan_file: str) -> list[str]:

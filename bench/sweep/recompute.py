@@ -97,7 +97,8 @@ def _instead(rows: _Rows, cell: dict[str, Any], seed: int, recorded: str, precis
             if rows.hash(other, s, precision, plugins) == recorded:
                 return (f"that of seed {s}" if other == cell else
                         f"that of {label(other)} at seed {s}")
-    return "no trial of the grid at the runs' seeds (another config, corpus, precision or code)"
+    return ("not its trial's, nor any trial's of the grid at the runs' seeds (another config, "
+            "corpus, precision or plugin code)")
 
 
 def _corpus(row: pd.Series, identity: dict) -> str:

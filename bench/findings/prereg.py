@@ -11,7 +11,9 @@ driver records with every trial (`record`): `plan_sha` (the plan's hash), `seed_
 `plan_file` (the grid file, relative to its repository), `run_commit` (HEAD) and `run_clean`
 (whether what can change a run was as committed there: the tracked files, results/ and runs/
 aside, and the untracked files a trial imports or reads as its plan, `uncommitted`; a notes file
-or a scratch grid beside them changes nothing); MLflow records each trial's `start_time`.
+or a scratch grid beside them changes nothing); MLflow records each trial's `start_time`, and
+the trial's own process, at the end of training, `code_sha`: the code it imported
+(`bench.codehash.imported`; its files in code.json beside runs.csv, `perseed.read`).
 
 `check` reads those columns of the runs. The findings are:
 - `confirmatory` where (a) every trial on a seed outside the design seeds ran clean from a
@@ -20,10 +22,11 @@ or a scratch grid beside them changes nothing); MLflow records each trial's `sta
   registered `replications`), and (b) the plan's first commit is an ancestor of every run
   commit and was committed before the first of those trials started, and no commit the check
   rests on has a date that cannot be true (older than one of its parents, or a run commit
-  made after a trial that names it started);
+  made after a trial that names it started), and the trials ran one version of the code that
+  trains (`trained.apart`);
 - `exploratory` where a trial ran under another plan, from a changed working tree, or from a
-  commit that does not hold its plan, or the plan was committed after the trials began; the
-  reason names the trial;
+  commit that does not hold its plan, or the plan was committed after the trials began, or
+  the trials ran different code that trains; the reason names the trial, or the file;
 - `unverified` where the trials record none of this, or git cannot say (no repository, a
   commit that is not in it): never confirmatory.
 The registered analysis is the code at the plan's first commit (`Registration.commit`): a

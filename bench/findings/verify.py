@@ -8,8 +8,10 @@ today's analysis code differs from it, the result is recomputed with that code t
 git into a scratch folder and run as `python -m bench.report GRID --runs RUNS --out DIR` (the
 command every version of the code has); the committed findings are held against the
 registered code's, and where today's code decides otherwise both are printed. The registered
-code decides the statistics only: what counts as a valid result (rows, seeds, values, dates,
-files) is today's check for every result, whenever it was registered (`_today`)."""
+code decides the statistics only, which looks had to run among them: what counts as a valid
+result (rows, seeds, values, dates, files, and each row's trial where the caller can rebuild
+it: `bench.sweep.recompute`) is today's check for every result, whenever it was registered
+(`_today`)."""
 
 import os
 import subprocess

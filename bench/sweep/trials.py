@@ -2,8 +2,8 @@
 `bench.experiment.open`): the trials (cross product minus `exclude`, times seeds), each built
 whole by `resolve_trials` as the one `bench.trial.Trial` the plan, Ray's worker and the MLflow
 writer share: its validated config and its identity (the config, what its corpus is, the
-precision it runs in), its vocabulary and the probes its corpus scores, and what the sweep
-gives each trial (its folder, threads, plugins, the plan it serves).
+precision it runs in, the grid's plugins' code), its vocabulary and the probes its corpus
+scores, and what the sweep gives each trial (its folder, threads, plugins, the plan it serves).
 
 Nothing here starts Ray or MLflow: the runner runs what this module resolves.
 """
@@ -161,7 +161,8 @@ def resolve_trials(grid: Grid, dry_run: bool, *, results_dir: Path = provenance.
                    plan: dict[str, str] | None = None, out: Path | None = None) -> list[Trial]:
     """The grid's trials (a grid opened under the command line's overrides), each built whole:
     validated, its corpus built once per distinct data section (so a bad data option is a user
-    error here, and a download happens once), identified by that corpus and its precision,
+    error here, and a download happens once), identified by that corpus, its precision and the
+    grid's plugin files as code (`trial_hash`),
     placed in <run folder>/trials/<hash> (`run_folder`: `out`, else <results_dir>/<grid>), and
     given the grid's threads and plugins and `plan`, what it records of the plan it serves
     (None: nothing). A dry run downloads nothing: a corpus not yet downloaded is planned with

@@ -235,10 +235,11 @@ def test_a_code_sha_without_its_code_json_exits_2_naming_it(plugged, capsys):
 
 # --- what a trial records, and what enters its identity ---------------------------------------
 
-def test_a_plugin_file_enters_the_trial_identity_as_code(tmp_path, clean):
+def test_a_plugin_file_enters_the_trial_identity_as_code(tmp_path, clean, monkeypatch):
     """A plugin grid's trials are identified with the plugin's code: its mask changed makes
     other trials (a sweep never reuses the finished ones), a docstring does not; a grid
-    without plugins keeps its trials' hashes (every committed row recomputes: above)."""
+    without plugins keeps its trials' hashes (every committed row recomputes: above), a
+    plugin of the environment's ($ATTNBENCH_PLUGINS: not the grid's) too."""
     from variants import registry
 
     def hashes(source: str) -> set[str]:
@@ -252,6 +253,13 @@ def test_a_plugin_file_enters_the_trial_identity_as_code(tmp_path, clean):
     before = hashes(PLUGIN)
     assert hashes(PLUGIN.replace(*EDITS["a docstring"])) == before
     assert hashes(PLUGIN.replace(*EDITS["the mask"])).isdisjoint(before)
+    plain = yaml.safe_dump({"name": "g", "base": {"preset": "smoke"},
+                            "grid": {"model.variant": ["fixed"]}, "seeds": [0]})
+    alone = {t.hash for t in resolve_trials(open_grid(GridText(plain, "g", tmp_path)), True)}
+    (tmp_path / "tooling.py").write_text("X = 1\n")
+    monkeypatch.setenv("ATTNBENCH_PLUGINS", str(tmp_path / "tooling.py"))
+    assert {t.hash for t in resolve_trials(open_grid(GridText(plain, "g", tmp_path)),
+                                           True)} == alone
 
 
 def test_a_code_record_holds_the_project_and_plugin_files_imported(tmp_path):

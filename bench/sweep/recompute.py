@@ -65,7 +65,7 @@ class _Rows:
             return ()
         commit = row.get("run_commit")
         out = []
-        for path in codehash.plugin_files(self.grid.plugins):
+        for path in trials.own_plugins(self.grid.plugins):
             name = codehash.named(path)
             text = git(self.top, "show", f"{commit}:{name}") if isinstance(commit, str) and (
                 not Path(name).is_absolute()) else None

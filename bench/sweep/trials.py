@@ -16,7 +16,7 @@ from pathlib import Path
 from typing import Any
 
 import variants
-from bench import codehash, data, provenance
+from bench import codehash, data, plugins, provenance
 from bench.config import (
     Config,
     ConfigError,
@@ -60,7 +60,7 @@ def config_hash(cfg: Config) -> str:
 
 
 def trial_hash(cfg: Config, identity: dict | None, precision_name: str,
-               plugins: Sequence[str] = ()) -> str:
+               plugin_code: Sequence[str] = ()) -> str:
     """A trial's identity: the config's hash with its data section replaced by what the data is
     (`Corpus.identity()`: name, sha256, split sizes), so the same trial has the same identity in
     every checkout and on every machine, and other bytes under the same path do not; and the
@@ -68,7 +68,7 @@ def trial_hash(cfg: Config, identity: dict | None, precision_name: str,
     so a rerun elsewhere never reuses or averages with runs of the other precision. The worker
     refuses a trial whose precision it would resolve otherwise (`train(precision=...)`), so the
     identity is always what ran. None (a dry run that downloads nothing) hashes the data
-    section as written. `plugins`: the digests of the grid's plugin files as code
+    section as written. `plugin_code`: the digests of the grid's plugin files as code
     (`plugin_digests`), in its order, so that a plugin edited between two sweeps makes new
     trials, never finished ones reused; none (a grid without plugins, or a trial recorded
     before trials recorded their code, code_sha) leaves the identity as it was."""
@@ -76,12 +76,21 @@ def trial_hash(cfg: Config, identity: dict | None, precision_name: str,
     if identity is not None:
         tree["data"] = identity
     return _sha256_json({**tree, "precision": precision_name,
-                         **({"plugins": list(plugins)} if plugins else {})})
+                         **({"plugins": list(plugin_code)} if plugin_code else {})})
 
 
-def plugin_digests(plugins: Sequence[str]) -> list[str]:
-    """The digest of each plugin's file as code (`bench.codehash`), in the grid's order."""
-    return [codehash.digest(p.read_bytes()) for p in codehash.plugin_files(plugins)]
+def own_plugins(listed: Sequence[str]) -> list[Path]:
+    """The files of the plugins a grid file lists, in its order (`listed`: its plugins as
+    `open_grid` gives them), $ATTNBENCH_PLUGINS' aside: the environment's plugins (a test's
+    hold, a user's tooling) are not the grid's."""
+    env = set(plugins.absolute(plugins.from_env()))
+    return codehash.plugin_files(p for p in listed if p not in env)
+
+
+def plugin_digests(listed: Sequence[str]) -> list[str]:
+    """The digest of each of the grid's own plugin files as code (`own_plugins`,
+    `bench.codehash.digest`), in its order."""
+    return [codehash.digest(p.read_bytes()) for p in own_plugins(listed)]
 
 
 def resolved_precision(cfg: Config) -> str:
@@ -170,7 +179,7 @@ def resolve_trials(grid: Grid, dry_run: bool, *, results_dir: Path = provenance.
     seen: dict[str, tuple] = {}  # data options -> (vocabulary, identity, probes, needs)
     widths: dict[str, int] = {}  # model options -> the widest window a head can ever use
     trials_dir = run_folder(results_dir, grid.name, out) / "trials"
-    plugins = plugin_digests(grid.plugins)
+    plugin_code = plugin_digests(grid.plugins)
     trials = []
     for values, cfg, ignored in expand(grid):
         d, tr = cfg.data, cfg.train
@@ -180,7 +189,7 @@ def resolve_trials(grid: Grid, dry_run: bool, *, results_dir: Path = provenance.
         vocab, identity, probes, needs = seen[key]
         _check_reach(cfg, vocab, needs, widths, trial_name(values, cfg))
         precision_name = resolved_precision(cfg)
-        hashed = trial_hash(cfg, identity, precision_name, plugins)
+        hashed = trial_hash(cfg, identity, precision_name, plugin_code)
         trials.append(Trial(
             values, cfg, hashed, precision_name, vocab, grid=grid.name,
             out_dir=trials_dir / hashed, threads=max(1, int(grid.resources.cpu)),

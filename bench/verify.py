@@ -4,10 +4,12 @@ pre-registration, as a reviewer would (the findings room, `bench.findings.verify
 python -m bench.verify results/heads_grid/seeds100          # one result
 python -m bench.verify results --allow-unverified  # every result below (what CI runs)
 
-One line per claim: its verdict and whether it is confirmatory, exploratory or unverified, and
-why; the results elsewhere in the repository that hold its trials; where today's analysis code
-is not the registered one, what today's code decides otherwise (the verdicts are the
-registered code's). The committed findings.md must say what findings.csv says (a hand edit of
+Each row is held against the trial its grid, setting, seed, precision and corpus make
+(`bench.sweep.recompute`: a row that is not its trial makes the result exploratory). One line
+per claim: its verdict and whether it is confirmatory, exploratory or unverified, and why; the
+results elsewhere in the repository that hold its trials; where today's analysis code is not
+the registered one, what today's code decides otherwise (the verdicts are the registered
+code's). The committed findings.md must say what findings.csv says (a hand edit of
 the page is named, cell by cell).
 Exit codes: `EXIT_CODES` (the --help says them too).
 """
@@ -20,6 +22,7 @@ from bench.cli import VERDICTS, about
 from bench.config import ConfigError
 from bench.findings.render import page_differs
 from bench.findings.verify import folders, verify
+from bench.sweep import recompute
 
 EXIT = {"confirmatory": 0, "exploratory": 3, "unverified": 4}  # a result's evidence -> exit
 SEVERITY = (0, 3, 4, 1, 2)  # the worst of several results: bad input, then a difference
@@ -42,7 +45,7 @@ def main(argv: list[str] | None = None) -> int:
     worst = 0
     try:
         for folder in folders(args.paths):
-            checked = verify(folder)
+            checked = verify(folder, recompute.rows)
             differ = [*checked.differ, *page_differs(folder)]
             for line in [*checked.lines, *filter(None, [checked.shared, checked.unpublished]),
                          *checked.moved]:

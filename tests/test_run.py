@@ -25,6 +25,7 @@ import pytest
 import yaml
 from mlflow import MlflowClient
 
+from bench import codehash
 from bench.config import parse_sets
 from bench.experiment.open import Overrides, open_grid
 from bench.sweep.trials import resolve_trials
@@ -199,7 +200,15 @@ def test_smoke_sweep_logs_one_finished_run_per_trial(smoke_sweep):
             assert [x.step for x in c.get_metric_history(r.info.run_id, key)] == [10, 20]
         assert {"train_bpc", "lr", "mean_span", "tokens_per_s"} <= set(m)
         arts = {a.path for a in c.list_artifacts(r.info.run_id)}
-        assert {"config.json", "result.json"} <= arts
+        assert {"config.json", "result.json", "code.json"} <= arts
+        # the code its process imported, each file as code: training, model and variants, and
+        # no analysis code (an analysis change between looks is not other training code)
+        record = json.loads(Path(c.download_artifacts(r.info.run_id, "code.json",
+                                                      str(tmp))).read_text())
+        assert r.data.tags["attnbench.plan.code_sha"] == codehash.code_sha(record)
+        assert {"bench/training/loop.py", "bench/model/body.py", "bench/trial.py",
+                "variants/mixing/talking.py"} <= set(record), sorted(record)
+        assert not any(p.startswith("bench/findings/") for p in record), sorted(record)
         assert json.loads(p["layer.options.chunk"]) is None  # the layer's resolved options
         assert (tmp / "results" / "smoke" / "trials" / h / "result.json").exists()
 
@@ -557,6 +566,10 @@ def test_looks_add_seeds_only_where_a_claim_is_undecided_and_a_rerun_adds_nothin
     assert tags["mlflow.note.content"].startswith(  # the counts, then every verdict
         f"**7 trials**, look 2 of 2, seeds 0-4: low **{tags['verdict.low']}**.")
     assert tags["verdict.low"] in done.stdout
+    # each trial's code record, read back beside runs.csv: what bench.verify compares
+    written = pd.read_csv(short_tmp / "results" / "looked" / "runs.csv", dtype={"code_sha": str})
+    records = json.loads((short_tmp / "results" / "looked" / "code.json").read_text())
+    assert written["code_sha"].notna().all() and set(written["code_sha"]) == set(records)
 
     def ran() -> list[tuple[str, int]]:
         return sorted((r.data.params["model.variant"], int(r.data.params["seed"]))

@@ -58,6 +58,13 @@ def today(path: str) -> str:
     return MOVED.get(path, path)
 
 
+def plugins_today(listed: list[str], top: Path) -> list[str]:
+    """A grid's plugin files (absolute paths, as `open_grid` lists them) named as today in
+    repository `top` (`today`): where a trial's plugin lay when it ran, it may lie elsewhere now."""
+    return [str(top / today(Path(p).relative_to(top).as_posix()))
+            if plugins.is_file(p) and Path(p).is_relative_to(top) else p for p in listed]
+
+
 def as_today(path: Path, folder: Path, top: Path) -> dict:
     """The grid a grid file states (`load_grid`), its plugin files as today's paths in
     repository `top` (`today`), resolved from `folder`, where the file lay when it ran."""

@@ -25,7 +25,15 @@ from . import costs, perseed, prereg, stats
 from .figures import write_figures
 from .judge import judge
 from .runpage import interval, said, sweep_page
-from .runs import Sweep, claim_runs, csv_sweep, load_sweep, machine_line, missing_lines
+from .runs import (
+    Sweep,
+    claim_runs,
+    code_records,
+    csv_sweep,
+    load_sweep,
+    machine_line,
+    missing_lines,
+)
 from .shared import shared_line
 from .tables import DATA_COLUMNS, data_line, write_tables
 
@@ -80,9 +88,10 @@ FINDINGS_NOTE = (
 
 def per_seed(sweep: Sweep, runs: pd.DataFrame) -> pd.DataFrame:
     """runs.csv: one row per finished run: grid keys, seed, trial hash, precision, machine
-    (cpu, gpu: what a table regenerated from it names), every final metric and what the claims
-    read, enough to recompute findings.csv (`verdicts.verdict_table` over it gives the same table)
-    and the paper-style table (`findings_from_runs_csv`)."""
+    (cpu, gpu: what a table regenerated from it names), the plan and code records
+    (`prereg.RECORDS`), every final metric and what the claims read, enough to recompute
+    findings.csv (`verdicts.verdict_table` over it gives the same table) and the paper-style
+    table (`findings_from_runs_csv`)."""
     metrics = sorted(c for c in runs if c in METRICS or PROBE_METRIC.match(c)
                      or c.startswith(("layer.", "dataset.planted", "dataset.no_recall")))
     keys = [k for k in [*sweep.axes, *SEEDS, "trial", "precision", "cpu_capability", "cpu", "gpu",
@@ -165,7 +174,7 @@ def write_findings(grid: Grid, runs: pd.DataFrame, missing: pd.DataFrame, out_di
     them (`prereg`) and which results beside out_dir share its trials (`shared_line`), and,
     where `cost` (cost.csv) was measured, the cost block at the end (`costs.block`); returns
     the paths, the table and the table as Markdown."""
-    judged = judge(grid, runs, missing, grid_file, cost)
+    judged = judge(grid, runs, missing, grid_file, cost=cost)
     table, registered = judged.table, judged.registered
     md = findings_markdown(table)
     texts = [f"{i}. `{c.id}`: {c.text}" for i, c in enumerate(grid.claims, 1)]
@@ -241,6 +250,9 @@ def render_sweep(uri: str, experiment: str, out_dir: Path, sweep: str | None = N
     runs = claim_runs(data)  # reads each run's result.json where a claim needs head spans
     paths = [out_dir / "runs.csv"]  # every seed's values, a pilot's too; then the findings,
     per_seed(data, runs).to_csv(paths[-1], index=False)  # before plotting can fail
+    if records := code_records(runs):  # each code_sha's files, read back beside runs.csv
+        paths.append(out_dir / "code.json")
+        paths[-1].write_text(json.dumps(records, indent=1, sort_keys=True) + "\n")
     logged = found.sweep.data.params.get("grid_file") if found.sweep else None
     path = source.path if source else (Path(logged) if logged else None)
     text = source.text if source else found.grid_text

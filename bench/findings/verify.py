@@ -8,13 +8,16 @@ today's analysis code differs from it, the result is recomputed with that code t
 git into a scratch folder and run as `python -m bench.report GRID --runs RUNS --out DIR` (the
 command every version of the code has); the committed findings are held against the
 registered code's, and where today's code decides otherwise both are printed. The registered
-code decides the statistics only: what counts as a valid result (rows, seeds, values, dates,
-files) is today's check for every result, whenever it was registered (`_today`)."""
+code decides the statistics only, which looks had to run among them: what counts as a valid
+result (rows, seeds, values, dates, files, and each row's trial where the caller can rebuild
+it: `bench.sweep.recompute`) is today's check for every result, whenever it was registered
+(`_today`)."""
 
 import os
 import subprocess
 import sys
 import tempfile
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -26,7 +29,7 @@ from bench.experiment.catalogue import RUN_TIME, as_today, today
 from bench.experiment.open import open_grid
 
 from . import costs, evidence, perseed, prereg
-from .judge import judge
+from .judge import Judged, Recomputed, judge
 from .shared import shared_line, unpublished_line
 
 # what a finding says: compared between the committed findings.csv and the recomputed one
@@ -106,6 +109,15 @@ def _differ(mine: pd.DataFrame, theirs: pd.DataFrame) -> list[str]:
     return out
 
 
+def _waited(judged: Judged, then: pd.DataFrame) -> list[str]:
+    """Where today's analysis code would wait for a look the sweep did not run and the
+    registered code does not (its findings leave no claim undecided), in words."""
+    if not judged.waits or (then["evidence"] == "unverified").any():
+        return []
+    return [f"today's analysis code: {judged.waits} (the registered code, whose decision "
+            "stands, decides every claim at the looks that ran)"]
+
+
 def _moved(today: pd.DataFrame, then: pd.DataFrame) -> list[str]:
     """Each claim whose verdict or evidence today's analysis code decides otherwise than the
     registered code, in words."""
@@ -123,15 +135,25 @@ def _moved(today: pd.DataFrame, then: pd.DataFrame) -> list[str]:
     return out
 
 
-def _today(then: pd.DataFrame, registered: prereg.Registration) -> pd.DataFrame:
+def _today(then: pd.DataFrame, judged: Judged) -> tuple[pd.DataFrame, prereg.Registration]:
     """The registered code's findings under today's checks of what counts as a valid result
-    (rows, seeds, values, dates, files: `judge`, whatever code registered the result): where
-    today's checks make it exploratory or unverified, so are the registered code's verdicts."""
-    if registered.evidence == "exploratory":
-        return evidence.exploratory(then, registered.why)
-    if registered.evidence == "unverified":
-        return evidence.unverified(then, registered.why)
-    return then
+    (rows, seeds, values, dates, files: `judge`'s `valid`, whatever code registered the
+    result), and the registration they make: where today's checks make it exploratory or
+    unverified, so are the registered code's verdicts; where they do not, the registered code's
+    own labels stand, its decision of which looks had to run among them (a statistics
+    decision, as its verdicts are: a claim it left waiting for a look the sweep did not run
+    makes the result unverified, one only today's code would wait for does not)."""
+    valid = judged.valid
+    if valid.evidence == "exploratory":
+        return evidence.exploratory(then, valid.why), valid
+    if valid.evidence == "unverified":
+        return evidence.unverified(then, valid.why), valid
+    short = then[then["evidence"] == "unverified"]["reason"].dropna().astype(str)
+    if valid.evidence == "confirmatory" and len(short):
+        why = f"the registered analysis code: {short.iloc[0].rsplit('; ', 1)[-1]}"
+        return then, prereg.Registration(f"Pre-registration: unverified: {why}.", "unverified",
+                                         why, valid.commit, valid.code_moved)
+    return then, valid
 
 
 def _grid_read(folder: Path, top: Path) -> Path:
@@ -180,9 +202,12 @@ def registered_findings(folder: Path, commit: str) -> pd.DataFrame:
         return pd.read_csv(out / "findings.csv")
 
 
-def verify(folder: Path) -> Checked:
-    """Recompute one result folder's findings (see the module doc); ConfigError for a folder
-    without its files, or a runs.csv or findings.csv that cannot be read as the grid's."""
+def verify(folder: Path, recompute: Callable[[Path, pd.DataFrame], Recomputed] | None = None
+           ) -> Checked:
+    """Recompute one result folder's findings (see the module doc), each row's trial too where
+    `recompute` is given (`bench.sweep.recompute.rows`: bench.verify's); ConfigError for a
+    folder without its files, or a runs.csv or findings.csv that cannot be read as the
+    grid's."""
     if missing := [f for f in FILES if not (folder / f).is_file()]:
         raise ConfigError(f"{folder}: no {', '.join(missing)} (a result folder holds "
                           f"{', '.join(FILES)})")
@@ -190,12 +215,13 @@ def verify(folder: Path) -> Checked:
     grid = open_grid(grid_file, imports=False)  # the runs hold what the verdicts read
     runs = perseed.read(folder / "runs.csv", grid)
     committed = _findings(folder / "findings.csv")
-    judged = judge(grid, runs, pd.DataFrame(), grid_file, costs.read(folder / costs.FILE))
+    rows = recompute(folder, runs) if recompute is not None else None
+    judged = judge(grid, runs, pd.DataFrame(), grid_file, rows, costs.read(folder / costs.FILE))
     table, registered = judged.table, judged.registered
     moved = []
     if registered.commit and registered.code_moved:
-        then = _today(registered_findings(folder, registered.commit), registered)
-        moved = _moved(table, then)
+        then, registered = _today(registered_findings(folder, registered.commit), judged)
+        moved = _moved(table, then) + _waited(judged, then)
         table = then
     lines = []
     for c in grid.claims:

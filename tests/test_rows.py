@@ -178,7 +178,7 @@ def _published(repo: Path, runs: pd.DataFrame, records: list[dict[str, str]] = (
                                                       for r in records}))
     shutil.copy(repo / "g.yaml", folder / "grid.yaml")
     grid = open_grid(folder / "grid.yaml", imports=False)
-    report.write_findings("g", grid, perseed.read(folder / "runs.csv", grid), pd.DataFrame(),
+    report.write_findings(grid, perseed.read(folder / "runs.csv", grid), pd.DataFrame(),
                           folder, folder / "grid.yaml")
     commit(repo, "2026-01-03T10:00:00+00:00", "results")
     return folder

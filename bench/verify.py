@@ -18,7 +18,7 @@ from pathlib import Path
 
 from bench.cli import VERDICTS, about
 from bench.config import ConfigError
-from bench.findings.render import page_differs
+from bench.findings.page import differs, regenerate
 from bench.findings.verify import folders, verify
 
 EXIT = {"confirmatory": 0, "exploratory": 3, "unverified": 4}  # a result's evidence -> exit
@@ -43,7 +43,7 @@ def main(argv: list[str] | None = None) -> int:
     try:
         for folder in folders(args.paths):
             checked = verify(folder)
-            differ = [*checked.differ, *page_differs(folder)]
+            differ = [*checked.differ, *differs(folder / "findings.md", regenerate(checked))]
             for line in [*checked.lines, *filter(None, [checked.shared, checked.unpublished]),
                          *checked.moved]:
                 print(f"{folder}: {line}")

@@ -9,7 +9,9 @@ git into a scratch folder and run as `python -m bench.report GRID --runs RUNS --
 command every version of the code has); the committed findings are held against the
 registered code's, and where today's code decides otherwise both are printed. The registered
 code decides the statistics only: what counts as a valid result (rows, seeds, values, dates,
-files) is today's check for every result, whenever it was registered (`_today`)."""
+files) is today's check for every result, whenever it was registered (`_today`). What this
+returns is enough to regenerate findings.md whole (`bench.findings.page.regenerate`): the
+registered code's page, the findings it is held against and today's registration line."""
 
 import os
 import subprocess
@@ -41,7 +43,10 @@ class Checked:
     differences from its committed findings.csv (against the registered code's findings where
     today's code is not the registered one), what today's code decides otherwise (`moved`), the
     results elsewhere in the repository that hold its trials, the registered seed starts no
-    result holds (`unpublished`), and the evidence."""
+    result holds (`unpublished`), and the evidence. What findings.md is regenerated from: `table`
+    (the findings the committed ones are held against), `registered` (today's registration
+    check: its line is the page's) and `page` (findings.md as the registered code writes it;
+    None where today's code is the registered one)."""
 
     folder: Path
     lines: list[str]
@@ -49,7 +54,10 @@ class Checked:
     evidence: str
     moved: list[str]
     shared: str | None
+    table: pd.DataFrame
+    registered: prereg.Registration
     unpublished: str | None = None
+    page: str | None = None
 
 
 def folders(paths: list[Path]) -> list[Path]:
@@ -123,23 +131,30 @@ def _moved(today: pd.DataFrame, then: pd.DataFrame) -> list[str]:
     return out
 
 
+def relabelled(registered: prereg.Registration) -> bool:
+    """Whether today's checks relabel the registered code's findings (`_today`)."""
+    return registered.evidence in ("exploratory", "unverified")
+
+
 def _today(then: pd.DataFrame, registered: prereg.Registration) -> pd.DataFrame:
     """The registered code's findings under today's checks of what counts as a valid result
     (rows, seeds, values, dates, files: `judge`, whatever code registered the result): where
     today's checks make it exploratory or unverified, so are the registered code's verdicts."""
+    if not relabelled(registered):
+        return then
     if registered.evidence == "exploratory":
         return evidence.exploratory(then, registered.why)
-    if registered.evidence == "unverified":
-        return evidence.unverified(then, registered.why)
-    return then
+    return evidence.unverified(then, registered.why)
 
 
-def registered_findings(folder: Path, commit: str) -> pd.DataFrame:
-    """The folder's findings recomputed by the analysis code of `commit`: its bench/ and
-    variants/ from git into a scratch folder, run there as `python -m bench.report GRID --runs
-    runs.csv`, GRID the grid file where the runs say it lay (their `plan_file`, where it still
-    holds the folder's text: its plugins' relative paths resolve as they did), else the
-    folder's grid.yaml; ConfigError where git cannot give that code or it fails."""
+def registered_findings(folder: Path, commit: str) -> tuple[pd.DataFrame, str]:
+    """The folder's findings (findings.csv as a table, findings.md as text) recomputed by the
+    analysis code of `commit`: its bench/ and variants/ from git into a scratch folder, run
+    there as `python -m bench.report GRID --runs runs.csv`, GRID the grid file where the runs
+    say it lay (their `plan_file`, where it still holds the folder's text: its plugins'
+    relative paths resolve as they did), else the folder's grid.yaml; ConfigError where git
+    cannot give that code or it fails. The scratch output lies outside any repository, so the
+    page holds no line of the repository around the folder (its Shared runs)."""
     top = Path((prereg.git(folder, "rev-parse", "--show-toplevel") or ".").strip())
     text = (folder / "grid.yaml").read_text()
     planned = pd.read_csv(folder / "runs.csv").get("plan_file", pd.Series(dtype=object)).dropna()
@@ -164,7 +179,7 @@ def registered_findings(folder: Path, commit: str) -> pd.DataFrame:
         if ran.returncode:
             raise ConfigError(f"{folder}: the registered analysis code (commit {commit[:10]}) "
                               f"failed: {ran.stderr.strip().splitlines()[-1:]}")
-        return pd.read_csv(out / "findings.csv")
+        return pd.read_csv(out / "findings.csv"), (out / "findings.md").read_text()
 
 
 def verify(folder: Path) -> Checked:
@@ -179,9 +194,10 @@ def verify(folder: Path) -> Checked:
     committed = _findings(folder / "findings.csv")
     judged = judge(grid, runs, pd.DataFrame(), grid_file)
     table, registered = judged.table, judged.registered
-    moved = []
+    moved, page = [], None
     if registered.commit and registered.code_moved:
-        then = _today(registered_findings(folder, registered.commit), registered)
+        then, page = registered_findings(folder, registered.commit)
+        then = _today(then, registered)
         moved = _moved(table, then)
         table = then
     lines = []
@@ -194,4 +210,5 @@ def verify(folder: Path) -> Checked:
     evidence = registered.evidence or str(table["evidence"].dropna().iloc[0]
                                           if table["evidence"].notna().any() else "")
     return Checked(folder, lines, _differ(table, committed), evidence, moved,
-                   shared_line(runs, folder), unpublished_line(grid, folder))
+                   shared_line(runs, folder), table, registered,
+                   unpublished_line(grid, folder), page)

@@ -29,7 +29,7 @@ from bench.experiment.open import open_grid
 
 from . import evidence, perseed, prereg
 from .judge import judge
-from .shared import shared_line, unpublished_line
+from .shared import publication, shared_line
 
 # what a finding says: compared between the committed findings.csv and the recomputed one
 KEYS = ("claim", "verdict", "evidence", "effect", "p", "level", "p_opposite", "level_opposite",
@@ -43,7 +43,8 @@ class Checked:
     differences from its committed findings.csv (against the registered code's findings where
     today's code is not the registered one), what today's code decides otherwise (`moved`), the
     results elsewhere in the repository that hold its trials, the registered seed starts no
-    result holds (`unpublished`), and the evidence. What findings.md is regenerated from: `table`
+    result holds (`unpublished`; those a grid file withdraws, with their reasons: `withdrawn`),
+    and the evidence. What findings.md is regenerated from: `table`
     (the findings the committed ones are held against), `registered` (today's registration
     check: its line is the page's) and `page` (findings.md as the registered code writes it;
     None where today's code is the registered one)."""
@@ -57,6 +58,7 @@ class Checked:
     table: pd.DataFrame
     registered: prereg.Registration
     unpublished: str | None = None
+    withdrawn: str | None = None
     page: str | None = None
 
 
@@ -211,4 +213,4 @@ def verify(folder: Path) -> Checked:
                                           if table["evidence"].notna().any() else "")
     return Checked(folder, lines, _differ(table, committed), evidence, moved,
                    shared_line(runs, folder), table, registered,
-                   unpublished_line(grid, folder), page)
+                   *publication(grid, runs, folder), page)

@@ -20,6 +20,7 @@ from bench.config import ConfigError
 from bench.experiment.open import GridText, open_grid
 from bench.findings import perseed, prereg
 from bench.findings import render as report
+from bench.findings.page import differs, regenerate
 from bench.findings.verify import verify
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -560,10 +561,17 @@ def test_todays_checks_apply_to_a_result_registered_under_older_code():
         runs.loc[runs["seed"] == 303, "seed"] = 308
         runs.to_csv(folder / "runs.csv", index=False)
         checked = verify(folder)
+        named = differs(folder / "findings.md", regenerate(checked))
     assert checked.evidence == "exploratory"
     assert all("exploratory" in line and "seeds 308" in line for line in checked.lines), \
         checked.lines
     assert not any("reproduced, confirmatory" in line for line in checked.lines)
+    # the registered code's page, its table relabelled by today's checks: the copied page's
+    # "confirmatory" cells and pre-registration line are named
+    assert any("(th_beats_mh_at_8), evidence: 'confirmatory' on the page, 'exploratory' "
+               "regenerated" in d for d in named), named
+    assert any("'Pre-registration: confirmatory" in d and "'Pre-registration: exploratory" in d
+               for d in named), named
 
 
 def test_a_change_that_moves_a_verdict_is_caught(monkeypatch):

@@ -22,7 +22,17 @@ from bench.config import ConfigError, resolve
 from bench.experiment import claims as claims_mod
 from bench.experiment.grid import Looks
 from bench.experiment.open import open_grid
-from bench.findings import costs, folders, render, runpage, sequential, tables, verdicts
+from bench.findings import (
+    costs,
+    folders,
+    page,
+    render,
+    runpage,
+    sequential,
+    tables,
+    verdicts,
+    verify,
+)
 from bench.measure import cost as measured
 from bench.model import create_model
 from bench.model.cost import analytic_flops, kept_flops
@@ -273,9 +283,12 @@ def test_findings_md_ends_with_the_cost_block_its_page_and_readme_show_it(tmp_pa
     assert text.rstrip().endswith(costs.END) and shown.search(text)
     found = pd.read_csv(folder / "findings.csv").set_index("claim")
     assert found.loc["window_faster", "verdict"] in ("reproduced", "not tested")
-    assert render.page_differs(folder) == []
+    regenerated = page.regenerate(verify.verify(folder))
+    assert page.differs(folder / "findings.md", regenerated) == []
     (folder / "findings.md").write_text(text.replace("| reproduced |", "| contradicted |", 1))
-    assert render.page_differs(folder)
+    assert page.differs(folder / "findings.md", regenerated)
+    (folder / "findings.md").write_text(text.replace(costs.END, "", 1))  # the block edited
+    assert page.differs(folder / "findings.md", regenerated)
     shown = runpage.sweep_page(pd.read_csv(folder / "runs.csv"), [folder / "findings.md"],
                                found.reset_index(), folder)
     part = next(p for p in shown.parts if p.what == "the cost table")

@@ -17,9 +17,11 @@ import yaml
 
 from bench import report as report_cmd
 from bench import verify as verify_cmd
+from bench.config import ConfigError
 from bench.experiment.open import GridText, open_grid
 from bench.findings import perseed, prereg
 from bench.findings import render as report
+from bench.findings.page import differs, regenerate
 from bench.findings.verify import verify
 from bench.sweep import trials as sweep_trials
 
@@ -209,28 +211,63 @@ def test_a_hand_edit_of_the_findings_page_is_named(repo, capsys, column, value):
     page[row] = "|".join(was)
     (folder / "findings.md").write_text("\n".join(page) + "\n")
     assert verify_cmd.main([str(folder)]) == 1
-    assert f"findings.md: line {row + 1} (lower), {column}: {value!r} on the page, {old!r} in " \
-        "findings.csv" in capsys.readouterr().err
+    assert f"findings.md: line {row + 1} (lower), {column}: {value!r} on the page, {old!r} " \
+        "regenerated" in capsys.readouterr().err
 
 
 def test_a_registered_replication_without_a_results_folder_is_named(tmp_path, capsys):
     """seeds.replications [100, 200] registered, the results of 0-7 and 200-207 published and
-    100's not: bench.verify names start 100 as registered and unpublished, and no longer once
-    a result of the grid holds its seeds."""
+    100's not: bench.verify names start 100 as registered and unpublished and exits 5, with
+    --allow-unverified too; once the grid file withdraws it with a reason (after the trials:
+    not part of the plan), the reason is printed and the result exits 0, still confirmatory;
+    once a result of the grid holds its seeds, neither is said."""
     repo = tmp_path / "repo"
     repo.mkdir()
     git(repo, "init", "-q")
-    (repo / "g.yaml").write_text(yaml.safe_dump(
-        GRID | {"seeds": {"looks": [4, 8], "start": 0, "replications": [100, 200]}}))
+    seeds = {"looks": [4, 8], "start": 0, "replications": [100, 200]}
+    (repo / "g.yaml").write_text(yaml.safe_dump(GRID | {"seeds": seeds}))
     commit(repo, BEFORE, "the plan")
     folder = publish(repo, trials(repo))
     publish(repo, trials(repo, range(200, 208)), "results/g-200")
-    assert verify_cmd.main([str(folder)]) == 0
+    assert verify_cmd.main([str(folder)]) == 5
+    assert verify_cmd.main([str(folder), "--allow-unverified"]) == 5
     out = capsys.readouterr().out
     assert "Unpublished: seed start 100 is registered by g" in out and "200" not in out
+    why = "its machine was lent to another project"
+    (repo / "g.yaml").write_text(yaml.safe_dump(GRID | {"seeds": seeds | {
+        "withdrawn": {100: why}}}))
+    commit(repo, "2026-01-04T10:00:00+00:00", "start 100 withdrawn")
+    assert verify_cmd.main([str(folder)]) == 0
+    out = capsys.readouterr().out
+    assert f"Withdrawn: seed start 100: {why}" in out and "Unpublished" not in out
+    assert "lower: reproduced, confirmatory" in out
     publish(repo, trials(repo, range(100, 108)), "results/g-100")
     verify_cmd.main([str(folder)])
-    assert "Unpublished" not in capsys.readouterr().out
+    out = capsys.readouterr().out
+    assert "Unpublished" not in out and "Withdrawn" not in out
+
+
+def test_a_withdrawal_is_not_part_of_any_committed_plan():
+    """`seeds.withdrawn` is publication metadata: every committed grid's plan (`plan_sha`) is
+    the same with a start withdrawn; a start the grid does not register, or no reason, is
+    refused."""
+    grids = [*(ROOT / "ablations").glob("*.yaml"), *(ROOT / "results").rglob("grid.yaml")]
+    looked = 0
+    for path in grids:
+        grid = open_grid(path, imports=False)
+        if grid.looks is None:
+            continue
+        marked = grid.model_copy(update={"seeds": grid.looks.model_copy(update={
+            "withdrawn": {grid.looks.start: "a reason"}})})
+        assert prereg.plan_sha(marked, grid.looks.start, "v") == \
+            prereg.plan_sha(grid, grid.looks.start, "v"), path
+        looked += 1
+    assert looked >= 10
+    for withdrawn, said in [({7: "why"}, "7 is not a registered seed start"),
+                            ({0: " "}, "start 0 has no reason")]:
+        with pytest.raises(ValueError, match=said):
+            open_grid(GridText(yaml.safe_dump(GRID | {"seeds": {
+                "looks": [4, 8], "start": 0, "withdrawn": withdrawn}}), "g.yaml", ROOT))
 
 
 @pytest.mark.parametrize("path, training", [("bench/training/loop.py", True),
@@ -456,6 +493,13 @@ BAD = {
     "negative bits": (lambda f: _cell(f, "test_probe_bpc.recall", "-0.5"),
                       "line 2, column test_probe_bpc.recall: -0.5 is below 0, the least "
                       "test_probe_bpc.recall can be"),
+    "1e308 bits per answer": (lambda f: _cell(f, "test_probe_bpc.recall", "1e308"),
+                              "line 2, column test_probe_bpc.recall: 1e+308 is above 7.2, the "
+                              "most test_probe_bpc.recall can be: log2 of the corpus's 147 "
+                              "symbols, what a uniform guess pays"),
+    "test bpc above a uniform guess": (lambda f: _cell(f, "final_test_bpc", "7.25"),
+                                       "line 2, column final_test_bpc: 7.25 is above 7.2, the "
+                                       "most final_test_bpc can be"),
     "a fractional seed": (lambda f: _cell(f, "seed", "300.5"),
                           "line 2, column seed: 300.5 is not a seed (a whole number"),
     "a seed past int64": (lambda f: _cell(f, "train.seed", "1e20"),
@@ -510,6 +554,23 @@ def test_bad_input_exits_2_naming_the_file_and_what_was_expected(tmp_path, capsy
         assert said in err and len(err.strip().splitlines()) == 1 and "Traceback" not in err
 
 
+def test_bits_are_bounded_by_the_vocabulary_of_the_corpus_the_runs_trained_on(tmp_path):
+    """The enwik8 pilot of adaptive_vs_dynamic ran the synthetic grid (72 symbols: log2 72 =
+    6.17 bits) with `--data enwik8` (256 symbols, as runs.csv's dataset.name says): 6.5 test
+    bpc is a number an enwik8 model can pay; 8.5, more than a uniform guess over bytes, is
+    refused."""
+    folder = ROOT / "results" / "adaptive_vs_dynamic" / "pilot-seeds0-enwik8"
+    grid = open_grid(folder / "grid.yaml", imports=False)
+    assert perseed.vocabulary(grid) == 72 and perseed.vocabulary(grid, ["enwik8"]) == 256
+    shutil.copytree(folder, tmp_path / "pilot")
+    _cell(tmp_path / "pilot", "final_test_bpc", "6.5")
+    assert perseed.read(tmp_path / "pilot" / "runs.csv", grid).at[0, "final_test_bpc"] == 6.5
+    _cell(tmp_path / "pilot", "final_test_bpc", "8.5")
+    with pytest.raises(ConfigError, match="8.5 is above 8, the most final_test_bpc can be: "
+                                          "log2 of the corpus's 256 symbols"):
+        perseed.read(tmp_path / "pilot" / "runs.csv", grid)
+
+
 def test_the_committed_confirmation_keeps_its_registered_verdicts():
     """seeds 300-307 ran under the plan registered in 76e72e11b4, with that commit's analysis
     code: bench.verify recomputes them with that code, taken from git (the committed findings
@@ -536,10 +597,17 @@ def test_todays_checks_apply_to_a_result_registered_under_older_code():
         runs.loc[runs["seed"] == 303, "seed"] = 308
         runs.to_csv(folder / "runs.csv", index=False)
         checked = verify(folder)
+        named = differs(folder / "findings.md", regenerate(checked))
     assert checked.evidence == "exploratory"
     assert all("exploratory" in line and "seeds 308" in line for line in checked.lines), \
         checked.lines
     assert not any("reproduced, confirmatory" in line for line in checked.lines)
+    # the registered code's page, its table relabelled by today's checks: the copied page's
+    # "confirmatory" cells and pre-registration line are named
+    assert any("(th_beats_mh_at_8), evidence: 'confirmatory' on the page, 'exploratory' "
+               "regenerated" in d for d in named), named
+    assert any("'Pre-registration: confirmatory" in d and "'Pre-registration: exploratory" in d
+               for d in named), named
 
 
 def test_a_change_that_moves_a_verdict_is_caught(monkeypatch):

@@ -241,14 +241,21 @@ def _options() -> type:
 SyntheticOptions = _options()
 
 
-def synthetic(o: SyntheticOptions) -> SyntheticCorpus:
-    """`n_chars` symbols of the generator, split by `fractions`, each split its own stream:
-    frames (`Frames`, from the options named by its fields) and the probes (PROBES, by name)
-    given a positive rate, in PROBES' order."""
+def generator(o: SyntheticOptions) -> Synthetic:
+    """The generator the options give: frames (`Frames`, from the options named by its fields)
+    and the probes (PROBES, by name) given a positive rate, in PROBES' order."""
     frames = Frames(**{f.name: tuple(v) if isinstance(v := getattr(o, f.name), list) else v
                        for f in fields(Frames)})
     given = [p for P in PROBES if (p := getattr(o, P.name)) is not None]
-    gen = Synthetic(frames=frames, probes=tuple(p for p in given if p.rate > 0))
+    return Synthetic(frames=frames, probes=tuple(p for p in given if p.rate > 0))
+
+
+def synthetic(o: SyntheticOptions) -> SyntheticCorpus:
+    """`n_chars` symbols of the generator (`generator`), split by `fractions`, each split its
+    own stream."""
+    gen = generator(o)
+    frames = gen.frames
+    given = [p for P in PROBES if (p := getattr(o, P.name)) is not None]
     n_chars, fractions = o.n_chars, o.fractions
     sizes = split_sizes(f"synthetic (n_chars={n_chars})", n_chars, fractions)
     streams = [gen.stream(size, split) for split, size in zip(SPLITS, sizes, strict=True)]
@@ -260,4 +267,4 @@ def synthetic(o: SyntheticOptions) -> SyntheticCorpus:
     return SyntheticCorpus(gen, streams, meta)
 
 
-register("synthetic", SyntheticOptions, synthetic)
+register("synthetic", SyntheticOptions, synthetic, vocab=lambda o: len(generator(o).symbols))

@@ -1,9 +1,11 @@
 """The generated pages of the committed results, never written by hand: each experiment folder's
 README (results/<experiment>/README.md: links to its notes and plugin, its grids, their claims,
 every run with its data, verdicts and evidence, the run's findings, tables and figures), the
-index of them all (docs/grids.md), and the verdict table of a findings.csv that both the
-READMEs and docs/results.md show (`table`).
-`python -m bench.grids` writes the pages, `python -m bench.resultsdoc` docs/results.md's tables.
+index of them all (docs/grids.md), the verdict table of a findings.csv that both the READMEs
+and docs/results.md show (`table`), and a results folder's verdicts in one sentence, as
+README.md and docs/results.md state them in prose (`sentence`). `python -m bench.grids` writes
+the pages, `python -m bench.resultsdoc` the tables and sentences of docs/results.md and
+README.md.
 """
 
 import os
@@ -76,6 +78,43 @@ def table(folders: list[str], root: Path = ROOT, command: str = "python -m bench
                              "" if pd.isna(r.evidence) else r.evidence])
     names = " and ".join(f"`{f}/findings.csv`" for f in folders)
     return f"Verdicts of {names} (generated: `{command}`):\n\n" + _rows([head, *rows])
+
+
+def _numbers(ns: list[int]) -> str:
+    """Claim numbers in words: 'claim 3', 'claims 1-4', 'claims 1, 2, 4 and 5'."""
+    runs: list[list[int]] = []
+    for n in ns:
+        if runs and n == runs[-1][-1] + 1:
+            runs[-1].append(n)
+        else:
+            runs.append([n])
+    if len(runs) == 1 and len(runs[0]) > 2:
+        return f"claims {runs[0][0]}-{runs[0][-1]}"
+    each = [str(n) for n in ns]
+    return f"claim {each[0]}" if len(each) == 1 else \
+        f"claims {', '.join(each[:-1])} and {each[-1]}"
+
+
+def sentence(folder: str, root: Path = ROOT) -> str:
+    """`folder`'s verdicts in one sentence, from its findings.csv: the seeds its looks read,
+    its evidence, then its claims (numbered in their test order; parts aside) grouped by
+    verdict and look, e.g. 'Seeds 300-307 (`results/heads_grid/seeds300/`, confirmatory):
+    claims 1-4 reproduced at look 2 of 2 (8 seeds), claim 5 inconclusive at look 2 of 2 (8
+    seeds).'."""
+    found = pd.read_csv(root / folder / "findings.csv")
+    claims = found[~found["claim"].str.contains("[", regex=False)].reset_index(drop=True)
+    groups: dict[tuple[str, str], list[int]] = {}
+    for i, r in claims.iterrows():
+        at = "" if pd.isna(r["look"]) else f" at look {r['look']}" + (
+            "" if pd.isna(r["n"]) else f" ({int(r['n'])} seeds)")
+        groups.setdefault((r["verdict"], at), []).append(int(i) + 1)
+    evidence = ", ".join(sorted(set(claims["evidence"].dropna())))
+    ends = [int(e) for r in found["seed_range"].dropna() for e in str(r).split("-")]
+    seeds = f"Seeds {min(ends)}-{max(ends)}" if ends else "No seeds read"
+    return (f"{seeds} (`{folder}/`"
+            + (f", {evidence}" if evidence else "") + "): "
+            + ", ".join(f"{_numbers(ns)} {verdict}{at}" for (verdict, at), ns in groups.items())
+            + ".")
 
 
 def _rows(lines: list[list[str]]) -> str:

@@ -2,12 +2,14 @@
 one line naming the file, the line or column and what was expected where they cannot be
 read as the grid's runs: an empty file or a header alone, no seed column, a grid axis or a
 claim's metric missing, a value that is not one of the axis's values, text where a number or
-a time belongs, a metric that is not finite or below its least value (`lowest`), a seed that
-is not a whole number, a trial or a (setting, seed) held twice, a no-recall floor that is not
-the one the grid's data give (`_floors`). Only an empty field is a missing value: "NA", "n/a"
+a time belongs, a metric that is not finite, below its least value (`lowest`) or above its
+most (`highest`: bits above log2 of the corpus's vocabulary), a seed that is not a whole number,
+a trial or a (setting, seed) held twice, a no-recall floor that is not the one the grid's data
+give (`_floors`). Only an empty field is a missing value: "NA", "n/a"
 and "None" are text, refused where a number belongs."""
 
 import json
+from collections.abc import Iterable
 from dataclasses import dataclass
 from itertools import product
 from pathlib import Path
@@ -16,7 +18,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from bench.config import ConfigError
+from bench.config import ConfigError, DataConfig, merge, set_dotted
 from bench.experiment import floors
 from bench.experiment.claims import DERIVED, HEAD_SPAN_METRICS, METRICS, PROBE_METRIC, num
 from bench.experiment.grid import Grid, excluded
@@ -44,10 +46,43 @@ def lowest(col: str) -> float:
     return -np.inf if col == "gap_to_floor" or (gap and gap.group(2) == "gap") else 0.0
 
 
-def _numbers(df: pd.DataFrame, path: Path) -> None:
+def highest(col: str, vocab: int | None) -> float:
+    """The most a metric column can hold: a bits metric (bpc, a probe's bits per answer, the
+    floors, their gaps, the entropy rate) log2 of the corpus's vocabulary `vocab`, what a
+    uniform guess over it pays (a model that pays more is a broken record, not a result: its
+    training diverged, or the number is not what the column says); any other metric, or a
+    corpus whose vocabulary is not known (None), none."""
+    bits = col in ("final_dev_bpc", "final_test_bpc", "floor_bpc", "entropy_rate",
+                   "gap_to_floor") or PROBE_METRIC.match(col)
+    return float(np.log2(vocab)) if bits and vocab else np.inf
+
+
+def vocabulary(grid: Grid, named: Iterable[str] = ()) -> int | None:
+    """The largest vocabulary of the grid's corpora, in closed form: each setting's data section
+    (`base.data` under the setting's `data.*` values) as its corpus registers it
+    (`DataConfig.vocab_size`), and each corpus in `named` (runs.csv's dataset.name) that the
+    grid does not name (a sweep run with `--data`) at its default options; None where one does
+    not say, or cannot be read without its plugins."""
+    sections = []
+    for cell in settings(grid):
+        tree = merge({"data": grid.base.data}, {})
+        for key, value in cell.items():
+            if key.startswith("data."):
+                set_dotted(tree, key, value)
+        sections.append(tree["data"])
+    names = {s.get("name", "synthetic") for s in sections}
+    sections += [{"name": n} for n in sorted(set(named) - names)]
+    try:
+        sizes = [DataConfig(**s).vocab_size for s in sections]
+    except (ValueError, ConfigError):  # a plugin's corpus, not imported: not known
+        return None
+    return None if None in sizes else max(sizes)
+
+
+def _numbers(df: pd.DataFrame, path: Path, vocab: int | None = None) -> None:
     """Every metric and seed a number (or empty) that can be: a metric finite and within its
-    range (`lowest`), a seed a whole number in [0, 2^63); else ConfigError naming the line and
-    column. Converted in place."""
+    range (`lowest`, `highest` for a corpus of `vocab` symbols), a seed a whole number in
+    [0, 2^63); else ConfigError naming the line and column. Converted in place."""
     for col in df:
         if not _numeric(col):
             continue
@@ -61,6 +96,9 @@ def _numbers(df: pd.DataFrame, path: Path) -> None:
         else:
             checks.append((values < lowest(col), f"is below {lowest(col):g}, the least {col} "
                            "can be"))
+            checks.append((values > highest(col, vocab), f"is above {highest(col, vocab):.4g}, "
+                           f"the most {col} can be: log2 of the corpus's {vocab} symbols, what "
+                           "a uniform guess pays (docs/claims.md, Findings files)"))
         for bad, expected in checks:
             if (bad := there & bad).any():
                 i = int(bad.idxmax())
@@ -201,7 +239,8 @@ def read(path: Path, grid: Grid | None = None) -> pd.DataFrame:
     if seed is None:
         raise ConfigError(f"{path}: no seed column ({' or '.join(SEEDS)}): the verdicts pair "
                           "runs by seed")
-    _numbers(df, path)
+    names = df["dataset.name"].dropna().astype(str) if "dataset.name" in df else ()
+    _numbers(df, path, vocabulary(grid, names) if grid is not None else None)
     _times(df, path)
     if grid is not None:
         _axes(df, path, grid)

@@ -11,7 +11,9 @@ registered code's, and where today's code decides otherwise both are printed. Th
 code decides the statistics only, which looks had to run among them: what counts as a valid
 result (rows, seeds, values, dates, files, and each row's trial where the caller can rebuild
 it: `bench.sweep.recompute`) is today's check for every result, whenever it was registered
-(`_today`)."""
+(`_today`). What this
+returns is enough to regenerate findings.md whole (`bench.findings.page.regenerate`): the
+registered code's page, the findings it is held against and today's registration line."""
 
 import os
 import subprocess
@@ -30,7 +32,7 @@ from bench.experiment.open import open_grid
 
 from . import costs, evidence, perseed, prereg
 from .judge import Judged, Recomputed, judge
-from .shared import shared_line, unpublished_line
+from .shared import publication, shared_line
 
 # what a finding says: compared between the committed findings.csv and the recomputed one
 KEYS = ("claim", "verdict", "evidence", "effect", "p", "level", "p_opposite", "level_opposite",
@@ -44,7 +46,11 @@ class Checked:
     differences from its committed findings.csv (against the registered code's findings where
     today's code is not the registered one), what today's code decides otherwise (`moved`), the
     results elsewhere in the repository that hold its trials, the registered seed starts no
-    result holds (`unpublished`), and the evidence."""
+    result holds (`unpublished`; those a grid file withdraws, with their reasons: `withdrawn`),
+    and the evidence. What findings.md is regenerated from: `table`
+    (the findings the committed ones are held against), `registered` (today's registration
+    check: its line is the page's) and `page` (findings.md as the registered code writes it;
+    None where today's code is the registered one)."""
 
     folder: Path
     lines: list[str]
@@ -52,7 +58,11 @@ class Checked:
     evidence: str
     moved: list[str]
     shared: str | None
+    table: pd.DataFrame
+    registered: prereg.Registration
     unpublished: str | None = None
+    withdrawn: str | None = None
+    page: str | None = None
 
 
 def folders(paths: list[Path]) -> list[Path]:
@@ -135,6 +145,11 @@ def _moved(today: pd.DataFrame, then: pd.DataFrame) -> list[str]:
     return out
 
 
+def relabelled(registered: prereg.Registration) -> bool:
+    """Whether today's checks relabel the registered code's findings (`_today`)."""
+    return registered.evidence in ("exploratory", "unverified")
+
+
 def _today(then: pd.DataFrame, judged: Judged) -> tuple[pd.DataFrame, prereg.Registration]:
     """The registered code's findings under today's checks of what counts as a valid result
     (rows, seeds, values, dates, files: `judge`'s `valid`, whatever code registered the
@@ -174,11 +189,13 @@ def _grid_read(folder: Path, top: Path) -> Path:
     return where if same else own
 
 
-def registered_findings(folder: Path, commit: str) -> pd.DataFrame:
-    """The folder's findings recomputed by the analysis code of `commit`: its bench/ and
-    variants/ from git into a scratch folder, run there as `python -m bench.report GRID --runs
-    runs.csv`, GRID the grid file that holds the folder's grid where the runs say it lay
-    (`_grid_read`); ConfigError where git cannot give that code or it fails."""
+def registered_findings(folder: Path, commit: str) -> tuple[pd.DataFrame, str]:
+    """The folder's findings (findings.csv as a table, findings.md as text) recomputed by the
+    analysis code of `commit`: its bench/ and variants/ from git into a scratch folder, run
+    there as `python -m bench.report GRID --runs runs.csv`, GRID the grid file that holds the
+    folder's grid where the runs say it lay (`_grid_read`); ConfigError where git cannot give
+    that code or it fails. The scratch output lies outside any repository, so the page holds
+    no line of the repository around the folder (its Shared runs)."""
     top = Path((prereg.git(folder, "rev-parse", "--show-toplevel") or ".").strip())
     grid = _grid_read(folder, top)
     with tempfile.TemporaryDirectory(prefix="attnbench-registered-") as scratch:
@@ -199,7 +216,7 @@ def registered_findings(folder: Path, commit: str) -> pd.DataFrame:
         if ran.returncode:
             raise ConfigError(f"{folder}: the registered analysis code (commit {commit[:10]}) "
                               f"failed: {ran.stderr.strip().splitlines()[-1:]}")
-        return pd.read_csv(out / "findings.csv")
+        return pd.read_csv(out / "findings.csv"), (out / "findings.md").read_text()
 
 
 def verify(folder: Path, recompute: Callable[[Path, pd.DataFrame], Recomputed] | None = None
@@ -218,9 +235,10 @@ def verify(folder: Path, recompute: Callable[[Path, pd.DataFrame], Recomputed] |
     rows = recompute(folder, runs) if recompute is not None else None
     judged = judge(grid, runs, pd.DataFrame(), grid_file, rows, costs.read(folder / costs.FILE))
     table, registered = judged.table, judged.registered
-    moved = []
+    moved, page = [], None
     if registered.commit and registered.code_moved:
-        then, registered = _today(registered_findings(folder, registered.commit), judged)
+        then, page = registered_findings(folder, registered.commit)
+        then, registered = _today(then, judged)
         moved = _moved(table, then) + _waited(judged, then)
         table = then
     lines = []
@@ -233,4 +251,5 @@ def verify(folder: Path, recompute: Callable[[Path, pd.DataFrame], Recomputed] |
     evidence = registered.evidence or str(table["evidence"].dropna().iloc[0]
                                           if table["evidence"].notna().any() else "")
     return Checked(folder, lines, _differ(table, committed), evidence, moved,
-                   shared_line(runs, folder), unpublished_line(grid, folder))
+                   shared_line(runs, folder), table, registered,
+                   *publication(grid, runs, folder), page)

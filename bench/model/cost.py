@@ -20,8 +20,9 @@ Span = Literal["full", "mean", "max"]
 
 
 def layer_span(attn: Attention, which: Span) -> float:
-    """Keys per query: S ("full"), mean of the heads' z + R ("mean", the paper's estimate) or the
-    layer's computed window ("max", what a batched implementation executes)."""
+    """Keys per query: S ("full", which the layer's `flops` counts at most at its `widest`, a
+    mask's own window), mean of the heads' z + R ("mean", the paper's estimate) or the layer's
+    computed window ("max", what a batched implementation executes)."""
     if which == "full":
         return attn.S
     if which == "mean":
@@ -72,7 +73,8 @@ def set_spans(model: nn.Module, spans: torch.Tensor | float) -> None:
 def cost(model: nn.Module, mean_spans: list[float] | None = None,
          windows: list[int] | None = None) -> dict[str, float]:
     """A model's size and analytic cost per token: params (total, non-embedding), #FLOPS at the
-    full span S, at each layer's mean span (the paper's estimate; default: its heads' z + R) and
+    full span S (each layer at most at the widest window it can compute: `Attention.widest`),
+    at each layer's mean span (the paper's estimate; default: its heads' z + R) and
     at each layer's computed window (what runs; default: its current window), and the q.p
     position term at those windows. A run passes the spans and windows measured over dev."""
     return {"params": sum(p.numel() for p in model.parameters()),

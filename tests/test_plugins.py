@@ -179,6 +179,19 @@ def test_a_mask_that_leaves_a_query_no_key_is_refused_when_registered(clean, tmp
     assert "odd-self" not in variants.names()
 
 
+def test_options_that_leave_a_query_no_key_exit_2_before_anything_runs(clean, tmp_path,
+                                                                       capsys):
+    """A mask whose options drop distance 0 (keep = 0 here, which the plugin does not check)
+    passes registration at its defaults; bench.run builds every model before Ray or MLflow
+    start, so the grid that sets it exits 2 with one line naming the trial and the distance."""
+    (tmp_path / "hard.py").write_text(HARD_WINDOW)
+    grid = grid_file(tmp_path, plugins=["hard.py"], grid={"model.variant": ["hard-window"]})
+    code = run.main([str(grid), "--set", "model.attn.keep=0", "--dry-run"])
+    err = capsys.readouterr().err
+    assert code == 2 and len(err.strip().splitlines()) == 1, err
+    assert "its mask keeps nothing at distance 0 (every head, every query)" in err, err
+
+
 def test_a_mask_only_plugin_reports_the_span_and_flops_its_mask_computes(clean, tmp_path):
     """A plugin that says only its mask (distances 0..7 in every head) under the tiny preset's
     S = 256 trains and reports mean span 8, windows of 8 and #FLOPS by hand (SPEC section 6:

@@ -7,6 +7,8 @@ from dataclasses import dataclass
 import torch
 from torch import Tensor, nn
 
+from ..typed import OptionError
+
 
 def distances(window: int, device: torch.device | None = None) -> Tensor:
     """(W,) distance t - r of each band column: W-1, ..., 1, 0."""
@@ -38,8 +40,9 @@ class _Positions(Tensor):
 def read_mask(policy: nn.Module) -> Kept:
     """What a span policy's mask keeps over distances 0..S-1 at the query positions 0..3S (each
     key at position q - x), read outside any forward: `policy.mask` (dist, pos), its heads
-    `n_heads` and span `S`; not a mask computed from the input. A ValueError where it keeps
-    nothing at distance 0 for some head and position, naming both."""
+    `n_heads` and span `S`; not a mask computed from the input. An OptionError (a user's error:
+    exit 2 where a command builds the layer before it runs) where it keeps nothing at distance
+    0 for some head and position, naming both."""
     S, h = policy.S, policy.n_heads
     device = next(policy.parameters(), torch.zeros(())).device
     dist = distances(S, device)
@@ -56,10 +59,10 @@ def read_mask(policy: nn.Module) -> Kept:
         _, head, row = missing[0]
         who = f"head {head}" if m.size(1) > 1 else "every head"
         at = f"the query at text position {row}" if m.size(2) > 1 else "every query"
-        raise ValueError(
+        raise OptionError.of([(None, None, (
             f"span_policy={type(policy).__name__}: its mask keeps nothing at distance 0 ({who}, "
             f"{at}): a query that starts a stream has no other key, so its attention row would "
-            "be empty; keep distance 0 (the query itself) at every position")
+            "be empty; keep distance 0 (the query itself) at every position"))])
     anywhere = m.amax(dim=(0, 2))  # (h | 1, S): the most it keeps at any position
     reach = (distances(S, anywhere.device) + 1) * (anywhere != 0)  # 1 + each kept distance
     spans = reach.amax(-1).float().expand(h).clone().cpu()

@@ -16,7 +16,7 @@ from bench.provenance import ROOT
 
 T = TypeVar("T")
 # every command, `python -m bench.<name>`: the module bench/<name>.py
-COMMANDS = ("run", "new", "pilot", "report", "grids", "verify", "train", "speed",
+COMMANDS = ("run", "new", "pilot", "report", "grids", "verify", "train", "speed", "cost",
             "compare_outside_models", "compare_xtransformers", "flops", "options", "resultsdoc")
 # the --help epilog of the commands that print verdicts: the words are defined once, in docs/
 VERDICTS = ("Claims, their test order, looks, exact rules and the verdict words (reproduced, "

@@ -163,6 +163,12 @@ class DataConfig(Kept):
         """The instance of the corpus's options class, as its builder takes it."""
         return self.kept()
 
+    @property
+    def vocab_size(self) -> int | None:
+        """The corpus's vocabulary, without building it (None: its registration does not say;
+        `bench.data.vocab_size`)."""
+        return data.vocab_size(self.name, self.typed)
+
 
 class TrainConfig(Strict):
     steps: int = Field(1000, gt=0)

@@ -4,7 +4,8 @@ evidence, figures) and their index, docs/grids.md.
 
 python -m bench.grids [--check]
 
-A grid whose `of` or `superseded_by` leads to no primary grid exits 2, naming the file.
+A grid whose `of` or `superseded_by` leads to no primary grid, or a grid file not named after
+its experiment (`ablations/<experiment>[.<variation>].yaml`), exits 2, naming the file.
 """
 
 import argparse
@@ -12,7 +13,7 @@ import sys
 
 from bench.cli import about, generated
 from bench.config import ConfigError
-from bench.experiment.catalogue import entries
+from bench.experiment.catalogue import check_names, entries
 from bench.findings.folders import pages
 from bench.provenance import RESULTS, ROOT
 
@@ -24,7 +25,9 @@ def main(argv: list[str] | None = None) -> int:
                    "grid files and results give")
     args = p.parse_args(argv)
     try:
-        found = pages(entries(ROOT / "ablations", RESULTS), ROOT)
+        grids = entries(ROOT / "ablations", RESULTS)
+        check_names(grids)
+        found = pages(grids, ROOT)
     except ConfigError as err:
         print(f"bench.grids: {err}", file=sys.stderr)
         return 2

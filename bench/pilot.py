@@ -1,15 +1,20 @@
 """Before spending seeds: does each arm of a grid learn each probe at the grid's steps? Its
 settings trained on pilot seeds (the grid's first design seeds: design data, never counted
-towards a confirmation), each probe's bits per answer against the no-recall floor, and the
-step at which the dev reading first fell below UNLEARNED of that floor.
+towards a confirmation), each probe's bits per answer against the no-recall floor and the bar
+below which a mean is not that floor's noise (`vacuity.bar`), and the step at which the dev
+reading first fell below that bar. A probe part whose floor is 0 (nothing to learn without
+recall) is left out of the table, with a note.
 
 python -m bench.pilot ablations/heads_grid.yaml [--seeds 2] [--set train.steps=500]
 
 No Ray, no MLflow: the trials train here, at most as many at once as the grid's
-resources.cpu allows on this machine, in runs/<grid>/pilot/ (a rerun reuses them). Exit 0, or
-3 naming each claim its findings would call unanswerable on these seeds (no arm it reads learned
-its probe in most pilot seeds, or a non-inferiority claim's reference arm did not): train
-longer, change the setting (a probe may be tuned until it is learned), or change the claim.
+resources.cpu allows on this machine, in runs/<grid>/pilot/ (a rerun reuses them). The pilot's
+runs are judged by the findings' own path (`verdicts.verdict_table`, each claim alone, the
+floors from the grid): exit 0, or 3 naming each claim every pilot seed of one of whose tests is
+vacuous (the findings would call it unanswerable: train longer, change the setting, a probe may
+be tuned until it is learned, or change the claim); a test some of whose seeds are vacuous is
+named in a note. Exit 2 before any training for bad input, and for a claim on a probe part
+whose no-recall floor is 0, as bench.run refuses it.
 """
 
 import argparse
@@ -25,13 +30,13 @@ import torch
 from bench import plugins
 from bench.cli import about, add_set, checked
 from bench.config import ConfigError, parse_sets
-from bench.experiment.claims import PROBE_METRIC, cells
+from bench.experiment.floors import Floors
 from bench.experiment.grid import Grid, seed_list
 from bench.experiment.open import Overrides, open_grid
-from bench.findings import samples
-from bench.findings.verdicts import UNLEARNED
+from bench.findings import vacuity, verdicts
 from bench.provenance import LOCAL
 from bench.record import RunResult
+from bench.sweep.feasible import check_floors
 from bench.sweep.trials import resolve_trials
 from bench.training.loop import train
 from bench.trial import Trial
@@ -53,22 +58,25 @@ def learned_at(result: RunResult, probe: str, bar: float) -> int | None:
                  if e.get("probe_bpc", {}).get(probe, float("inf")) < bar), None)
 
 
-def table(trials: list[Trial], results: list[RunResult], no_recall: dict[str, float]
-          ) -> pd.DataFrame:
-    """Per setting and probe: test bits per answer (mean over the pilot seeds), the no-recall
-    floor, the seeds that learned it (test bits below UNLEARNED of the floor) and the latest
-    step at which a learning seed's dev reading first did."""
+def table(trials: list[Trial], results: list[RunResult], costs: Floors) -> pd.DataFrame:
+    """Per setting and probe target whose no-recall floor is above 0: test bits per answer (mean
+    over the pilot seeds), the floor, its noise bar (`vacuity.bar`), the seeds that learned it
+    (test bits below the bar) and the latest step at which a learning seed's dev reading first
+    fell below it."""
     rows = []
     for setting in dict.fromkeys(t.setting for t in trials):
-        mine = [r for t, r in zip(trials, results, strict=True) if t.setting == setting]
-        for probe, floor in no_recall.items():
-            bits = [r.probe_bpc_test[probe] for r in mine]
-            steps = [learned_at(r, probe, UNLEARNED * floor) for r in mine]
-            learned = sum(b <= UNLEARNED * floor for b in bits)
+        mine = [(t, r) for t, r in zip(trials, results, strict=True) if t.setting == setting]
+        for probe, cost in costs(mine[0][0].values).items():
+            if cost.floor == 0:
+                continue
+            bar = vacuity.bar(cost)
+            bits = [r.probe_bpc_test[probe] for _, r in mine]
+            steps = [learned_at(r, probe, bar) for _, r in mine]
             rows.append({"setting": setting, "probe": probe, "bits/answer": sum(bits) / len(bits),
-                         "no-recall": floor, "learned": f"{learned}/{len(mine)}",
+                         "no-recall": cost.floor, "bar": bar,
+                         "learned": f"{sum(b < bar for b in bits)}/{len(mine)}",
                          "by step": max((s for s in steps if s is not None), default=None),
-                         "steps": mine[0].steps})
+                         "steps": mine[0][1].steps})
     return pd.DataFrame(rows)
 
 
@@ -87,6 +95,7 @@ def main(argv: list[str] | None = None) -> int:
         seeds = pilot_seeds(grid.design_seeds or [], max(seed_list(grid.seeds)), args.seeds)
         trials = resolve_trials(grid.model_copy(update={"seeds": seeds}), False,
                                 results_dir=args.results_dir)
+        costs = check_floors(grid)
     except ConfigError as err:
         print(f"error: {err}", file=sys.stderr)
         return 2
@@ -98,14 +107,18 @@ def main(argv: list[str] | None = None) -> int:
           f"a confirmation), {at_once} at once, in {trials[0].out_dir.parent}")
     with multiprocessing.get_context("spawn").Pool(at_once) as pool:
         results = [RunResult.from_json(r) for r in pool.map(_train, trials, chunksize=1)]
-    no_recall = {probe: floor for probe, floor in first[0].cfg.corpus().describe().get(
-        "no_recall", {}).items() if floor > 0}  # a probe answered without recall: nothing to learn
-    if not no_recall:
+    df = table(trials, results, costs)
+    if df.empty:
         print("the grid's corpus plants no probe that needs recall: nothing to learn")
         return 0
-    df = table(trials, results, no_recall)
     print(df.to_markdown(index=False, floatfmt=".3g"))
-    bad = unanswerable(grid, trials, results, no_recall)
+    if zero := sorted({name for trial in trials for name, cost in costs(trial.values).items()
+                       if cost.floor == 0}):
+        print(f"not shown: {', '.join(zero)}, whose no-recall floor is 0 (repeated answers are "
+              "copied): nothing to learn without recall")
+    bad, notes = unanswerable(grid, runs_table(trials, results), costs)
+    for line in notes:
+        print(line)
     for line in bad:
         print(f"cannot answer {line} at {trials[0].cfg.train.steps} steps: train longer, "
               "change the setting, or change the claim")
@@ -117,24 +130,35 @@ def pilot_seeds(design: list[int], last: int, n: int) -> list[int]:
     return (list(design) + list(range(last + 1, last + 1 + n)))[:n]
 
 
-def unanswerable(grid: Grid, trials: list[Trial], results: list[RunResult],
-                 no_recall: dict[str, float]) -> list[str]:
-    """The claims the pilot says the grid cannot answer, by the findings' own rule
-    (`samples.unanswerable`: no arm learned the claim's probe in most pilot seeds, or a
-    non-inferiority claim's reference arm did not), in words."""
-    out = []
+def runs_table(trials: list[Trial], results: list[RunResult]) -> pd.DataFrame:
+    """The pilot's runs as runs.csv holds a sweep's: grid values, seed and each probe target's
+    test bits per answer and gap (bits less the floor with recall, where known)."""
+    rows = []
+    for t, r in zip(trials, results, strict=True):
+        gaps = {f"test_probe_gap.{p}": b - f for p, b in r.probe_bpc_test.items()
+                if (f := r.probe_floor.get(p)) is not None}
+        rows.append({**t.values, "seed": t.seed, **gaps,
+                     **{f"test_probe_bpc.{p}": b for p, b in r.probe_bpc_test.items()}})
+    return pd.DataFrame(rows)
+
+
+def unanswerable(grid: Grid, runs: pd.DataFrame, costs: Floors) -> tuple[list[str], list[str]]:
+    """The claims on a probe's bits per answer the pilot's runs leave unanswerable, and notes on
+    those some of whose pilot seeds are vacuous, by the findings' own path: each claim alone
+    through `verdicts.verdict_table` on `runs` (as runs.csv holds them), the cells' floors
+    from the grid (`costs`); in words."""
+    bad, notes = [], []
     for c in grid.claims:
-        probe = PROBE_METRIC.match(c.metric)
-        if not probe or probe[3] not in no_recall:
+        if vacuity.target(c.metric) is None:
             continue
-        pairs = [(rows, base) for _, rows, base in cells(c, grid.grid)]
-        runs = pd.DataFrame([{**t.values, "seed": t.seed, c.metric: r.probe_bpc_test[probe[3]],
-                              f"dataset.no_recall.{probe[3]}": no_recall[probe[3]]}
-                             for t, r in zip(trials, results, strict=True)])
-        learned = samples.learning(c, runs, pairs, sorted({t.seed for t in trials}), UNLEARNED)
-        if why := samples.unanswerable(c, learned, pairs):
-            out.append(f"{c.id}: {why}")
-    return out
+        table = verdicts.verdict_table([c], runs, reading=verdicts.Reading(costs, False))
+        for _, row in table.iterrows():
+            why = str(row["reason"]).split("; ")[0] if isinstance(row["reason"], str) else ""
+            if why.startswith("unanswerable"):
+                bad.append(f"{row['claim']}: {why}")
+            elif " seeds vacuous: " in why:
+                notes.append(f"note: {row['claim']}: {why}")
+    return bad, notes
 
 
 if __name__ == "__main__":

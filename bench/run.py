@@ -9,6 +9,7 @@ Every trial config is resolved and validated before Ray or MLflow start; a user 
 """
 
 import argparse
+import functools
 import os
 import shlex
 import sys
@@ -19,15 +20,19 @@ import pandas as pd
 from bench.cli import VERDICTS, about, add_tracking_uri, add_trial_args
 from bench.config import ConfigError, parse_sets
 from bench.experiment import grid as grids
+from bench.experiment.floors import Floors
 from bench.experiment.grid import Grid
 from bench.experiment.open import Overrides, load_grid, open_grid, read_grid_text
-from bench.findings import prereg
+from bench.findings import costs, prereg
+from bench.measure import cost as measured
 from bench.provenance import LOCAL
-from bench.sweep import feasible, gpus
+from bench.sweep import estimate, feasible, gpus
 from bench.sweep.plan import print_plan, print_time
 from bench.sweep.runner import SweepOptions, serves_claims, sweep
 from bench.sweep.trials import resolve_trials
 from bench.trial import Trial
+
+DRY_REPS = 5  # the dry run's interleaved repetitions (the sweep's: bench.measure.cost.REPS)
 
 
 def _parser() -> argparse.ArgumentParser:
@@ -58,16 +63,20 @@ def _parser() -> argparse.ArgumentParser:
 
 
 def _dry_run(grid: Grid, trials: list[Trial], levels: pd.DataFrame,
-             power_at: tuple[float, ...], slots: int | None) -> None:
+             power_at: tuple[float, ...], slots: int | None, costs: Floors) -> None:
     """What --dry-run prints: the first look's trials and cost, each claim's rules, rates and
-    the family's bound, what later looks may add, and the time it all takes here."""
+    the family's bound, when a seed of a claim on a probe is vacuous (`costs`: the cells'
+    no-recall floors), what later looks may add, and the time it all takes here."""
     print(f"grid {grid.name}: {grid.status_line} (docs/grids.md)")
     looks = grid.look_seeds()
     first = [t for t in trials if t.seed in looks[0]]
-    rates = feasible.rates(grid.claims, grid.grid, grid.seeds, power_at) if grid.claims else None
+    rates = feasible.by_construction(feasible.rates(grid.claims, grid.grid, grid.seeds, power_at),
+                                     grid.claims, first) if grid.claims else None
     print_plan(first, grid, levels, rates)
     if grid.claims:
         print(feasible.worst_line(grid.claims, grid.grid, grid.seeds))
+    if rules := feasible.vacuity_rules(grid.claims, grid.grid, costs):
+        print("\nVacuous seeds (counted on neither side; docs/claims.md):", *rules, sep="\n")
     later = {t.setting for t in trials if serves_claims(grid.claims, grid.grid, t.values)}
     if len(looks) > 1:
         more = [t for t in trials if t.seed not in looks[0] and t.setting in later]
@@ -75,7 +84,29 @@ def _dry_run(grid: Grid, trials: list[Trial], levels: pd.DataFrame,
               f"(seeds {looks[0][0]}-{looks[0][-1]}); later looks add seeds up to "
               f"{looks[-1][-1]} only to the settings an undecided claim reads: at most "
               f"{len(more)} more trials")
-    print_time(grid, first, later, slots, rates, power_at)
+    speeds = print_time(grid, first, later, slots, rates, power_at)
+    _cost(grid, first, speeds)
+
+
+def _cost(grid: Grid, first: list[Trial], speeds: dict[str, estimate.Speed]) -> None:
+    """What the claims' rows cost against their baselines, measured here now, interleaved (a
+    few repetitions: the sweep measures again after its trials, for the findings), beside the
+    time table's step ratio (each setting timed alone); and what each cost claim would be."""
+    pairs = measured.comparisons(grid, first)
+    if not pairs:
+        return
+    df = measured.measure(pairs, reps=DRY_REPS, alone=lambda t: speeds[t.setting].step_s
+                          if t.setting in speeds else float("nan"))
+    print(f"\nCost here, the claims' rows against their baselines ({costs.machine(df)}):\n")
+    print(costs.table(df, pd.DataFrame()).to_markdown(index=False, disable_numparse=True))
+    for line in costs.foresee(grid.claims, grid.grid, df):
+        print(line)
+
+
+def _step_alone(trial: Trial) -> float:
+    """Seconds per training step of a trial timed by itself, as the dry run's time table
+    times it (`estimate.calibrate`): recorded beside the interleaved measurement."""
+    return estimate.calibrate(trial).step_s
 
 
 def _uncommitted(grid: Grid, path: Path) -> list[str]:
@@ -114,6 +145,7 @@ def main(argv: list[str] | None = None) -> int:
             grid, args.dry_run, results_dir=args.results_dir, out=args.out,
             plan=None if args.dry_run else _plan(written, args.grid, grid, overrides))
         feasible.check(grid.claims, grid.grid, trials)
+        costs = feasible.check_floors(grid)
         feasible.check_restated(grid)
         levels = feasible.by_look(grid.claims, grid.grid, grid.seeds)
         feasible.check_looks(levels)
@@ -134,7 +166,7 @@ def main(argv: list[str] | None = None) -> int:
           cpus), *filter(None, [feasible.eager_graphs(trials, packed.share)]), sep="\n")
     if args.dry_run:
         _dry_run(grid, trials, levels, tuple(args.power_at), feasible.slots(
-            grid.resources.cpu, packed.share, gpus_there, cpus))
+            grid.resources.cpu, packed.share, gpus_there, cpus), costs)
         return 0
     command = shlex.join(["python", "-m", "bench.run", *(sys.argv[1:] if argv is None
                                                           else map(str, argv))])
@@ -142,7 +174,9 @@ def main(argv: list[str] | None = None) -> int:
     return sweep(grid, trials, SweepOptions(
         source, args.results_dir, command, tracking_uri=args.tracking_uri,
         address=args.address, force=args.force, rerun_stale=args.rerun_stale,
-        report=not args.no_report, gpu=packed.share, mps=mps, out=args.out))
+        report=not args.no_report, gpu=packed.share, mps=mps, out=args.out,
+        cost=functools.partial(measured.measure_into, grid=grid, trials=trials,
+                               alone=_step_alone)))
 
 
 

@@ -16,7 +16,8 @@ from bench.config import Config
 @dataclass(frozen=True)
 class Trial:
     """One trial, finished: its grid values, validated config and identity (`hash`: the
-    config, what its corpus is and the precision it runs in), that precision (train.amp
+    config, what its corpus is, the precision it runs in and its grid's plugin files as code),
+    that precision (train.amp
     resolved here; the worker refuses another), its corpus's vocabulary size and the probes it
     scores apart (None: a dry run that built no corpus), the grid options its variant does not
     take; and what its worker and its MLflow run need of the sweep: the grid's name, its folder

@@ -4,11 +4,15 @@ pre-registration, as a reviewer would (the findings room, `bench.findings.verify
 python -m bench.verify results/heads_grid/seeds100          # one result
 python -m bench.verify results --allow-unverified  # every result below (what CI runs)
 
-One line per claim: its verdict and whether it is confirmatory, exploratory or unverified, and
-why; the results elsewhere in the repository that hold its trials; where today's analysis code
-is not the registered one, what today's code decides otherwise (the verdicts are the
-registered code's). The committed findings.md must say what findings.csv says (a hand edit of
-the page is named, cell by cell).
+Each row is held against the trial its grid, setting, seed, precision and corpus make
+(`bench.sweep.recompute`: a row that is not its trial makes the result exploratory). One line
+per claim: its verdict and whether it is confirmatory, exploratory or unverified, and why; the
+results elsewhere in the repository that hold its trials; where today's analysis code is not
+the registered one, what today's code decides otherwise (the verdicts are the registered
+code's). The committed findings.md must be the page regenerated whole: the registered code's,
+with today's pre-registration and Shared runs lines (a hand edit is named: a table cell by its
+claim and column, else the first line that differs). A registered seed start that no result
+holds is named, and exits 5 unless a grid file withdraws it with a reason.
 Exit codes: `EXIT_CODES` (the --help says them too).
 """
 
@@ -18,17 +22,23 @@ from pathlib import Path
 
 from bench.cli import VERDICTS, about
 from bench.config import ConfigError
-from bench.findings.render import page_differs
+from bench.findings.page import differs, regenerate
 from bench.findings.verify import folders, verify
+from bench.sweep import recompute
 
 EXIT = {"confirmatory": 0, "exploratory": 3, "unverified": 4}  # a result's evidence -> exit
-SEVERITY = (0, 3, 4, 1, 2)  # the worst of several results: bad input, then a difference
+UNPUBLISHED = 5
+SEVERITY = (0, 3, 4, UNPUBLISHED, 1, 2)  # the worst of several: bad input, then a difference
 EXIT_CODES = ("Exit codes, for the worst result checked: 0 confirmatory (or a result without "
               "claims); 3 exploratory; 4 unverified (with --allow-unverified, 0 for either "
-              "where the committed files agree); 1 a committed findings.csv or findings.md "
-              "that differs from what is recomputed; 2 a folder without grid.yaml, runs.csv, "
-              "findings.csv and findings.md, or a file that cannot be read as the grid's "
-              "(naming the line or column).")
+              "where the committed files agree); 5 a seed start its grid registers that no "
+              "result holds and no grid file withdraws (seeds.withdrawn, with a reason): the "
+              "published results are not the whole registered set (--allow-unverified does "
+              "not change it); 1 a committed findings.csv or findings.md that differs from "
+              "what is regenerated (the first line that differs, named); 2 a folder without "
+              "grid.yaml, runs.csv, findings.csv and findings.md, or a file that cannot be "
+              "read as the grid's (naming the line or column: a bits value above log2 of the "
+              "corpus's vocabulary among them).")
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -42,15 +52,16 @@ def main(argv: list[str] | None = None) -> int:
     worst = 0
     try:
         for folder in folders(args.paths):
-            checked = verify(folder)
-            differ = [*checked.differ, *page_differs(folder)]
-            for line in [*checked.lines, *filter(None, [checked.shared, checked.unpublished]),
-                         *checked.moved]:
+            checked = verify(folder, recompute.rows)
+            differ = [*checked.differ, *differs(folder / "findings.md", regenerate(checked))]
+            for line in [*checked.lines, *filter(None, [checked.shared, checked.unpublished,
+                                                        checked.withdrawn]), *checked.moved]:
                 print(f"{folder}: {line}")
             for line in differ:
                 print(f"{folder}: DIFFERS: {line}", file=sys.stderr)
             code = 1 if differ else 0 if args.allow_unverified else EXIT.get(checked.evidence, 0)
-            worst = max(worst, code, key=SEVERITY.index)
+            worst = max(worst, code, UNPUBLISHED if checked.unpublished else 0,
+                        key=SEVERITY.index)
     except ConfigError as err:
         print(f"bench.verify: {err}", file=sys.stderr)
         return 2

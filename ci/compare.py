@@ -18,13 +18,15 @@ COLUMNS = ["verdict", "look", "effect", "p"]
 
 def confirmation(name: str) -> Path | None:
     """The committed CPU result a run of grid `name` is compared with: the run folder under
-    results/ whose grid.yaml is grid `name` and plans the seeds ablations/`name`.yaml plans now
-    (for heads_grid, results/heads_grid/seeds600: looks of 4, 8, 12 from 600), with findings;
-    None where there is none (a grid not shipped, or not yet run on its plan's seeds)."""
-    plan = ROOT / "ablations" / f"{name}.yaml"
-    if not plan.exists():
+    results/ whose grid.yaml is grid `name` and plans the seeds its grid file in ablations/
+    plans now (for heads_grid, results/heads_grid/seeds600: looks of 4, 8, 12 from 600), with
+    findings; None where there is none (a grid not shipped, or not yet run on its plan's
+    seeds)."""
+    plans = [g for g in map(yaml.safe_load, map(Path.read_text, (ROOT / "ablations").glob(
+        "*.yaml"))) if g.get("name") == name]
+    if not plans:
         return None
-    seeds = yaml.safe_load(plan.read_text()).get("seeds")
+    seeds = plans[0].get("seeds")
     found = sorted(p.parent for p in (ROOT / "results").glob("**/grid.yaml")
                    if (p.parent / "findings.csv").exists()
                    and (copy := yaml.safe_load(p.read_text())).get("name") == name

@@ -4,7 +4,7 @@
 # of the copy the device tool makes, with carry/ brought along (made here first: python -m
 # ci.bundle --python 3.12 --out carry, then python -m ci.carry; docs/tracking.md gives the call):
 #     [LIMIT=S] [REHEARSE=1] bash ci/gpu_grids.sh [GRID ...]
-# GRID: a grid of ablations/ by name, or a grid file NAME.yaml whose grid is named NAME (default:
+# GRID: a grid of ablations/ by name (its `name:`), or a grid file (default:
 #   heads_grid, the main job, alone); the first runs right after the checks it needs, the
 #   others after it and the CUDA tests, each only where time is left.
 # LIMIT: the whole command's seconds, from the call (its timeout_s less a minute, less where
@@ -67,10 +67,11 @@ SITE=${SITE:-/tmp/attnbench-site}  # the bundle, unpacked
 GRIDS=() FILES=()
 for arg; do
     file=$arg
-    [[ $arg == *.yaml ]] || file=ablations/$arg.yaml
-    name=$(basename "$file" .yaml)
-    [ -f "$file" ] || bad "grid $arg: no $file (expected a grid of ablations/ by name, or a file)"
-    grep -q "^name: $name\$" "$file" || bad "$file: expected the grid in it named $name"
+    [[ $arg == *.yaml ]] || file=$(grep -lxF "name: $arg" ablations/*.yaml | head -n 1)
+    [ -f "$file" ] || bad "grid $arg: no such file, and no grid of ablations/ named $arg" \
+        "(expected a grid of ablations/ by name, or a file)"
+    name=$(sed -n 's/^name: *\([A-Za-z0-9_.-]*\) *$/\1/p' "$file" | head -n 1)
+    [ -n "$name" ] || bad "$file: expected a line 'name: NAME' (letters, digits, '.', '_', '-')"
     GRIDS+=("$name") FILES+=("$file")
 done
 rm -rf "$WORK" && mkdir -p "$WORK/results" "$WORK/logs" "$OUT" ||
@@ -292,7 +293,7 @@ fi
 SMOKE=(--set model.variant=talking-heads  # one trial: Ray, CUDA, MPS and the captured step
        --set train.optimizer=adamw --set train.clip_mode=global)
 ((REHEARSE)) || SMOKE+=(--set train.device=cuda --set train.compile=graphs)
-check smoke 200 "$PY" -m bench.run ablations/smoke.yaml --results-dir "$WORK/smoke" "${SMOKE[@]}"
+check smoke 200 "$PY" -m bench.run examples/smoke.yaml --results-dir "$WORK/smoke" "${SMOKE[@]}"
 if ! ((REHEARSE)); then
     ! grep -q "running eagerly" "$WORK/logs/smoke.log" ||
         { echo "STOPPED: the smoke sweep's step was not captured (logs/smoke.log)" >> "$CMDS"

@@ -137,7 +137,7 @@ def test_the_switch_refuses_a_value_it_does_not_take(monkeypatch, capsys):
     with pytest.raises(ConfigError, match="ATTNBENCH_CPU_BF16='maybe' is not a value it takes: "
                                           "expected auto"):
         precision.resolve("auto", torch.device("cpu"))
-    assert run.main([str(ROOT / "ablations" / "smoke.yaml"), "--dry-run"]) == 2
+    assert run.main([str(ROOT / "examples" / "smoke.yaml"), "--dry-run"]) == 2
     assert "ATTNBENCH_CPU_BF16='maybe'" in capsys.readouterr().err
     assert precision.resolve(False, torch.device("cpu")) is False  # fp32 asks nothing
 

@@ -97,7 +97,7 @@ def test_bench_run_imports_nothing_but_the_image_and_the_bundle(short_tmp):
     (its dry run, then what a sweep and its report import), and without termcolor (which
     fvcore.nn imports) it does not: the check can fail."""
     python = image_and_bundle(short_tmp, shipped())
-    dry = run_in(python, "-m", "bench.run", "ablations/smoke.yaml", "--dry-run", tmp=short_tmp)
+    dry = run_in(python, "-m", "bench.run", "examples/smoke.yaml", "--dry-run", tmp=short_tmp)
     assert dry.returncode == 0, dry.stderr[-3000:]
     late = run_in(python, "-c", LATE, str(short_tmp / "mlflow.db"), tmp=short_tmp)
     assert late.returncode == 0, late.stderr[-3000:]
@@ -123,7 +123,7 @@ def test_slimmed_ray_runs_a_sweep_with_its_report(short_tmp):
     found = run_in(python, "-c", "import pyarrow, ray; print(ray.__file__, pyarrow.__file__)",
                    tmp=tmp_path)
     assert found.stdout.split() == [str(site / m / "__init__.py") for m in ("ray", "pyarrow")]
-    done = run_in(python, "-m", "bench.run", "ablations/smoke.yaml", "--results-dir",
+    done = run_in(python, "-m", "bench.run", "examples/smoke.yaml", "--results-dir",
                   str(tmp_path / "results"), tmp=tmp_path)
     assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
     assert (tmp_path / "results" / "smoke" / "runs.csv").is_file()  # the report was written

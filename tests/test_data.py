@@ -239,3 +239,20 @@ def test_a_configs_data_options_are_checked_by_the_schema(given, expected):
     options' one format (the registry builds from the instance it made)."""
     with pytest.raises(ConfigError, match=re.escape(expected)):
         resolve({"data": given})
+
+
+@pytest.mark.parametrize("given", [
+    {"name": "synthetic", "n_chars": 20_000},
+    {"name": "synthetic", "n_chars": 20_000, "p_copy": 0, "recall": {"rate": 0.1, "keys": 8}},
+    {"name": "synthetic", "n_chars": 20_000, "distances": [16, 32, 48]},
+    {"name": "enwik8", "path": "enwik8.head"}, {"name": "text8", "path": "text8.head"}])
+def test_a_corpus_says_its_vocabulary_without_being_built(given):
+    """The vocabulary a data section's corpus registers in closed form (what the findings
+    bound bits by: log2 of it) is the one the built corpus has, probes and copies included."""
+    from bench.config import DataConfig
+
+    if given["name"] != "synthetic":
+        given = {**given, "path": str(shared_file(given["path"]))}
+    config = DataConfig(**given)
+    built = data.fitted(config.name, config.typed, span=256, block=32, batch_size=4)
+    assert config.vocab_size == built.vocab_size

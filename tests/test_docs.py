@@ -1,7 +1,9 @@
 """README.md and docs/*.md name only what exists: every repository path, relative link (and its
-#anchor), dotted module name and command-line option they name resolves in this checkout. A
-failure names the file and the line. Fast: the CLIs' parsers are captured as `main` builds them,
-before anything runs, and module names are resolved from the source files, not imported."""
+#anchor), dotted module name and command-line option they name resolves in this checkout; and
+every repository path and relative link in any Markdown file, grid file (its comments too) or
+notes (NOTES.md) exists, a committed run's records as it ran aside. A failure names the file and
+the line. Fast: the CLIs' parsers are captured as `main` builds them, before anything runs, and
+module names are resolved from the source files, not imported."""
 
 import argparse
 import ast
@@ -26,23 +28,29 @@ ROOT = Path(__file__).resolve().parents[1]
 DOCS = [ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md"))]
 CLIS = ("bench.run", "bench.train", "bench.report", "bench.speed", "bench.compare_outside_models",
         "bench.compare_xtransformers", "bench.flops", "bench.verify", "bench.grids",
-        "bench.options", "bench.resultsdoc", "bench.new", "bench.pilot", "ci.regression",
-        "ci.bundle", "ci.carry")
+        "bench.options", "bench.resultsdoc", "bench.new", "bench.pilot", "bench.cost",
+        "ci.regression", "ci.bundle", "ci.carry")
 # The top-level entries a repository path may start with.
 TOPS = ("bench", "variants", "ablations", "results", "examples", "docs", "tests", "ci", ".ci",
         "runs")
 # Paths the commands write at run time, named in the docs but never committed.
 WRITTEN_AT_RUN_TIME = ("runs/", "results/mlflow.db", "results/mlartifacts/", "results/ray/")
+# The options whose argument is a folder the command makes.
+WRITES = ("--out ", "--results-dir ")
 # Options of other programs the docs quote (mlflow ui, ray start, the adaptive-span reference's
 # enwik8 script, pytest-xdist): not attnbench's to check.
 EXTERNAL_OPTIONS = {"--backend-store-uri", "--host", "--head", "--port", "--adapt-span-cache",
                     "--user-site", "--dist"}
 
 _TOPS = "|".join(re.escape(t) for t in TOPS)
-PATH = re.compile(rf"(?<![\w./$~(-])((?:{_TOPS})/[\w./-]*)")
+PATH = re.compile(rf"(?<![\w./$~-])(?<!\]\()((?:{_TOPS})/[\w./-]*)")  # not a link's target
 LINK = re.compile(r"\]\(([^)\s]+)\)")
 MODULE = re.compile(r"(?<![\w./-])((?:bench|variants|ci)(?:\.\w+)+)(?!\.?\w)")
 FILE_SUFFIXES = {"md", "py", "yaml", "json", "csv", "png", "pdf", "txt", "toml", "tex"}
+# The files that name repository paths: Markdown, grid files (comments included), notes.
+NAMING = ("*.md", "*.yaml", "*.yml")
+# A committed run's records as it ran (results/<experiment>/<run>/): what they name is history.
+RECORD = re.compile(r"results/[^/]+/[^/]+/(grid\.yaml|findings\.md)")
 COMMAND = re.compile(r"python -m ((?:bench|ci)\.\w+)([^`|#;&)]*)")
 OPTION = re.compile(r"(?<![\w-])(--[a-z][\w-]*)")
 
@@ -118,6 +126,34 @@ def module_ok(dotted: str) -> bool:
     return False
 
 
+def missing_paths(path: Path, line: str, where: str) -> list[str]:
+    """The repository paths and relative links (and their #anchors) one line of `path` names
+    that do not exist, each starting with `where` (the file and the line)."""
+    out = []
+    for m in PATH.finditer(line):
+        name = m.group(1).rstrip(".")
+        follows = line[m.end():m.end() + 3]
+        if follows.startswith(("<", "{", "*", "...")):
+            continue  # a pattern (results/<grid>/), not a path
+        if name.startswith(WRITTEN_AT_RUN_TIME) or name in WRITTEN_AT_RUN_TIME:
+            continue
+        if line[:m.start()].endswith(WRITES):
+            continue  # the folder a command makes (--out results/<experiment>/<new run>)
+        if not (ROOT / name).exists():
+            out.append(f"{where}: names `{name}`, which does not exist")
+    for m in LINK.finditer(line):
+        target = m.group(1)
+        if re.match(r"[a-z]+:", target):
+            continue  # http:, mailto:
+        file, _, anchor = target.partition("#")
+        dest = (path.parent / file).resolve() if file else path
+        if not dest.exists():
+            out.append(f"{where}: links to `{target}`, which does not exist")
+        elif anchor and dest.suffix == ".md" and anchor not in slugs(dest):
+            out.append(f"{where}: links to `{target}`: no heading `#{anchor}` in {file}")
+    return out
+
+
 def problems(path: Path, text: str | None = None) -> list[str]:
     """What `path` (or `text`, as if it were at `path`) names that does not exist, one line each,
     starting with the file and the line."""
@@ -126,25 +162,7 @@ def problems(path: Path, text: str | None = None) -> list[str]:
     out = []
     for no, line in logical_lines(path.read_text() if text is None else text):
         where = f"{rel}:{no}"
-        for m in PATH.finditer(line):
-            name = m.group(1).rstrip(".")
-            follows = line[m.end():m.end() + 3]
-            if follows.startswith(("<", "{", "*", "...")):
-                continue  # a pattern (results/<grid>/), not a path
-            if name.startswith(WRITTEN_AT_RUN_TIME) or name in WRITTEN_AT_RUN_TIME:
-                continue
-            if not (ROOT / name).exists():
-                out.append(f"{where}: names `{name}`, which does not exist")
-        for m in LINK.finditer(line):
-            target = m.group(1)
-            if re.match(r"[a-z]+:", target):
-                continue  # http:, mailto:
-            file, _, anchor = target.partition("#")
-            dest = (path.parent / file).resolve() if file else path
-            if not dest.exists():
-                out.append(f"{where}: links to `{target}`, which does not exist")
-            elif anchor and dest.suffix == ".md" and anchor not in slugs(dest):
-                out.append(f"{where}: links to `{target}`: no heading `#{anchor}` in {file}")
+        out += missing_paths(path, line, where)
         for m in MODULE.finditer(line):
             if m.group(1).rsplit(".", 1)[1] in FILE_SUFFIXES:
                 continue  # a file name (variants.md), not a module
@@ -166,6 +184,51 @@ def problems(path: Path, text: str | None = None) -> list[str]:
     return list(dict.fromkeys(out))
 
 
+def naming_files() -> list[Path]:
+    """Every file of the checkout (tracked, or new and not ignored) that names repository paths
+    (NAMING), a committed run's records (RECORD) aside."""
+    listed = subprocess.run(["git", "ls-files", "-z", "--cached", "--others", "--exclude-standard",
+                             "--", *NAMING], cwd=ROOT, capture_output=True, check=True)
+    return [ROOT / f for f in sorted(set(listed.stdout.decode().split("\0")))
+            if f and not RECORD.fullmatch(f) and (ROOT / f).is_file()]
+
+
+def stale_paths(path: Path, text: str | None = None) -> list[str]:
+    """Every repository path and relative link `path` (or `text`, as if it were at `path`) names
+    that does not exist, one line each, starting with the file and the line."""
+    rel = path.relative_to(ROOT)
+    return [problem for no, line in logical_lines(path.read_text() if text is None else text)
+            for problem in missing_paths(path, line, f"{rel}:{no}")]
+
+
+def test_every_path_named_in_markdown_grid_files_and_notes_exists():
+    files = naming_files()
+    assert ROOT / "ablations" / "heads_grid.yaml" in files  # grid files are read, comments too
+    assert ROOT / "results" / "heads_grid" / "NOTES.md" in files
+    assert ROOT / "results" / "heads_grid" / "seeds600" / "grid.yaml" not in files  # a record
+    found = [problem for path in files for problem in stale_paths(path)]
+    assert not found, "\n".join(found)
+
+
+def test_the_path_check_fails_on_a_stale_path():
+    """A stale path planted in a grid file's comment, in a notes file's parenthesis or link, is
+    named with its file and line; a run folder's grid.yaml and findings.md are records."""
+    grid = "# Design, prediction and log: results/heads_grid/seeds100/NOTES.md\nname: g\n"
+    assert stale_paths(ROOT / "ablations" / "g.yaml", grid) == [
+        "ablations/g.yaml:1: names `results/heads_grid/seeds100/NOTES.md`, which does not exist"]
+    notes = ("Its runs (results/seeds900/heads_grid_data7/) and [`seeds600/`](seeds600/),\n"
+             "[the grid](../../ablations/heads_grid_data7.yaml), `ablations/heads_grid.yaml`.\n")
+    assert stale_paths(ROOT / "results" / "heads_grid" / "NOTES.md", notes) == [
+        "results/heads_grid/NOTES.md:1: names `results/seeds900/heads_grid_data7/`, which does "
+        "not exist",
+        "results/heads_grid/NOTES.md:2: links to `../../ablations/heads_grid_data7.yaml`, which "
+        "does not exist"]
+    assert RECORD.fullmatch("results/heads_grid/seeds100/grid.yaml")
+    assert RECORD.fullmatch("results/heads_grid/seeds100/findings.md")
+    assert not RECORD.fullmatch("results/heads_grid/NOTES.md")
+    assert not RECORD.fullmatch("results/heads_grid/seeds100/th_table1.md")
+
+
 @pytest.mark.parametrize("path", DOCS, ids=lambda p: str(p.relative_to(ROOT)))
 def test_docs_name_only_what_exists(path):
     found = problems(path)
@@ -174,7 +237,7 @@ def test_docs_name_only_what_exists(path):
 
 def test_the_check_fails_on_what_does_not_exist():
     text = ("ok `bench/run.py`\nsee `bench/claims.py` and [x](missing.md)\n"
-            "```bash\npython -m bench.run ablations/smoke.yaml \\\n  --no-such-option\n"
+            "```bash\npython -m bench.run examples/smoke.yaml \\\n  --no-such-option\n"
             "```\n`bench.experiment.layouts.NO_SUCH` `--seeds` [y](claims.md#no-anchor)\n")
     found = problems(ROOT / "docs" / "_bad_for_test.md", text)
     assert found == [
@@ -190,7 +253,7 @@ def test_the_check_fails_on_what_does_not_exist():
 
 def test_the_readme_is_a_front_door():
     lines = (ROOT / "README.md").read_text().splitlines()
-    assert len(lines) <= 200, f"README.md has {len(lines)} lines (at most 200)"
+    assert len(lines) <= 210, f"README.md has {len(lines)} lines (at most 210)"
     first = "\n".join(lines[:40])
     assert "python -m bench.run ablations/heads_grid.yaml" in first
     ci = (ROOT / ".ci" / "run").read_text()
@@ -322,22 +385,17 @@ def test_help_describes_each_command_in_whole_sentences(name, capsys):
     assert first.endswith(".") and first in shown, (first, shown[:400])
 
 
-def test_the_readmes_verdict_column_is_the_committed_findings():
-    """The README's main-job table states, claim by claim in the registered order, the verdict,
-    p and seeds of the confirmation it names (results/heads_grid/seeds600/findings.csv): a
-    verdict restated by hand, or findings regenerated with another verdict, fails here."""
+def test_the_readmes_main_job_verdicts_are_generated_from_its_findings():
+    """The README's main-job section states the confirmation's verdicts in the sentence
+    `bench.resultsdoc` generates from results/heads_grid/seeds600/findings.csv (its seeds,
+    evidence, and every claim's verdict and look), right under its table, whose rows state no
+    verdict: a verdict restated by hand, or findings regenerated with another verdict, fails
+    here (and in tests/test_results_docs.py)."""
+    from bench.findings.folders import sentence
+
     text = (ROOT / "README.md").read_text()
     section = text.split("## What the main job finds", 1)[1].split("\n## ", 1)[0]
-    said = [row.split("|")[-2].strip() for row in section.splitlines()
-            if row.startswith("|") and re.search(r"\| (reproduced|contradicted|inconclusive|"
-                                                 r"futile|withdrawn|not tested)\b", row)]
-    found = pd.read_csv(ROOT / "results" / "heads_grid" / "seeds600" / "findings.csv")
-    assert len(said) == len(found)
-    for cell, row in zip(said, found.itertuples(), strict=True):
-        verdict, _, rest = cell.partition(", ")
-        assert verdict == row.verdict, (row.claim, cell)
-        if m := re.match(r"p (\d+)/(\d+) \((\d+)", rest):  # p as a fraction, then the seeds
-            assert int(m[1]) / int(m[2]) == pytest.approx(row.p) and int(m[3]) == row.n, cell
-        else:  # the sign test's count: "k of n"
-            k, n = map(int, re.match(r"(\d+) of (\d+)", rest).groups())
-            assert n == row.n and k / n >= 0.5, cell
+    block = "<!-- verdicts: results/heads_grid/seeds600 -->\n"
+    assert block + sentence("results/heads_grid/seeds600") + "\n<!-- /verdicts -->" in section
+    table = section[:section.index(block)]
+    assert not re.search(r"reproduced|contradicted|inconclusive", table), table

@@ -85,6 +85,8 @@ def test_the_comparison_counts_the_same_decisions_and_says_first_what_keeps_them
     here = tmp_path / "results" / "heads_grid"
     here.mkdir(parents=True)
     assert compare.confirmation("heads_grid") == Path("results/heads_grid/seeds600")  # its plan
+    assert compare.confirmation("heads_grid_data7") == Path(  # by its name, not its file's
+        "results/heads_grid/seeds900-data7")
     found = pd.read_csv(ROOT / compare.confirmation("heads_grid") / "findings.csv")
     found.loc[0, "verdict"] = "contradicted"
     found.to_csv(here / "findings.csv", index=False)
@@ -133,12 +135,13 @@ def test_no_bundle_carried_stops_the_run_saying_how_to_make_one(tmp_path):
 @pytest.mark.parametrize(("settings", "grids", "said"), [
     ({"LIMIT": "7m"}, [], "LIMIT=7m: expected whole seconds"),
     ({"REHEARSE": "yes"}, [], "REHEARSE=yes: expected 1 (a rehearsal on a CPU) or 0"),
-    ({}, ["heads"], "grid heads: no ablations/heads.yaml (expected a grid of ablations/ by name"),
-    ({}, ["SMOKE"], "expected the grid in it named renamed")])
+    ({}, ["heads"], "grid heads: no such file, and no grid of ablations/ named heads (expected"),
+    ({}, ["SMOKE"], "unnamed.yaml: expected a line 'name: NAME'")])
 def test_bad_settings_exit_2_naming_them_before_anything_runs(tmp_path, settings, grids, said):
-    if grids == ["SMOKE"]:  # a grid file named otherwise than its grid
-        grids = [str(tmp_path / "renamed.yaml")]
-        Path(grids[0]).write_text((ROOT / "ablations" / "smoke.yaml").read_text())
+    if grids == ["SMOKE"]:  # a grid file that does not name its grid
+        grids = [str(tmp_path / "unnamed.yaml")]
+        Path(grids[0]).write_text((ROOT / "examples" / "smoke.yaml").read_text().replace(
+            "name: smoke\n", ""))
     done, out = run_script(tmp_path, None, *grids, **settings)
     assert done.returncode == 2 and done.stderr.startswith("error: ") and said in done.stderr
     assert not out.exists()

@@ -50,7 +50,7 @@ def test_packing_fills_a_gpu_up_to_its_memory_and_pack(main_job_trials):
 
 def test_the_dry_run_says_how_many_run_at_once_and_refuses_a_share_too_small(
         monkeypatch, tmp_path, capsys):
-    smoke, cpus = str(ROOT / "ablations" / "smoke.yaml"), os.cpu_count()
+    smoke, cpus = str(ROOT / "examples" / "smoke.yaml"), os.cpu_count()
     graphs = ["--set", "train.compile=graphs", "--set", "train.optimizer=adamw", "--set",
               "train.clip_mode=global"]  # a capturable step
     assert run.main([smoke, "--dry-run", *graphs]) == 0
@@ -122,7 +122,7 @@ def test_mps_switched_off_is_never_started_and_a_bad_switch_is_refused(monkeypat
     monkeypatch.setenv("ATTNBENCH_MPS", "off")
     assert gpus.mps_off()
     monkeypatch.setenv("ATTNBENCH_MPS", "of")
-    assert run.main([str(ROOT / "ablations" / "smoke.yaml"), "--dry-run"]) == 2
+    assert run.main([str(ROOT / "examples" / "smoke.yaml"), "--dry-run"]) == 2
     assert "error: ATTNBENCH_MPS='of': expected on (the default) or off" in \
         capsys.readouterr().err
 

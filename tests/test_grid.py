@@ -17,7 +17,7 @@ from bench.sweep.trials import resolve_trials, trial_hash
 from bench.training import precision
 
 ROOT = Path(__file__).resolve().parents[1]
-SMOKE = ROOT / "ablations" / "smoke.yaml"
+SMOKE = ROOT / "examples" / "smoke.yaml"
 
 
 def write_grid(tmp: Path, name: str, **changes) -> Path:
@@ -160,7 +160,7 @@ def test_an_earlier_status_word_is_read_as_the_word_it_became(earlier, now):
     from bench.experiment.open import GridText, load_grid
     from bench.findings.prereg import plan_sha
 
-    text = (ROOT / "ablations" / "span_pilot.yaml").read_text()
+    text = (ROOT / "ablations" / "span_limit.span_pilot.yaml").read_text()
     assert "\nstatus: pilot\n" in text
     old = load_grid(GridText(text.replace("\nstatus: pilot\n", f"\nstatus: {earlier}\n"), "old",
                         ROOT / "ablations"))

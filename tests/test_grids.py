@@ -22,7 +22,7 @@ from bench.sweep import feasible
 from bench.sweep.trials import resolve_trials
 
 ROOT = Path(__file__).resolve().parents[1]
-SMOKE = ROOT / "ablations" / "smoke.yaml"
+SMOKE = ROOT / "examples" / "smoke.yaml"
 
 
 def test_the_committed_pages_are_what_the_grids_give(capsys):
@@ -89,8 +89,9 @@ def test_the_main_jobs_readme_shows_every_run_its_verdicts_and_figures():
         row = next(line for line in text.splitlines() if line.startswith(f"| [`{one.name}/`]"))
         said = catalogue.verdicts(one) or "no findings: descriptive"
         assert row.endswith(f"| {said} |"), row
-    assert "| [`seeds600/`](seeds600/) | `heads_grid` | 600-611 (12) | 5 reproduced " \
-        "(confirmatory) |" in text
+    assert "| [`seeds600/`](seeds600/) | `heads_grid` | 600-611 (12) | synthetic, 2,000,000 " \
+        "bytes, sha256 afdc5f65 | 5 reproduced (confirmatory) |" in text
+    assert "Design, prediction and log, by hand: [NOTES.md](NOTES.md)." in text
     assert "Headline figures ([`seeds600/`](seeds600/))" in text
     links = re.findall(r"\]\(([^)#]+)\)", text)
     assert [link for link in links if not (folder / link).exists()] == []
@@ -118,9 +119,45 @@ def test_a_findings_change_makes_the_readme_stale(tmp_path):
     found = catalogue.entries(tmp_path / "ablations", tmp_path / "results")
     after = folders.pages(found, tmp_path)
     assert "| 1 inconclusive (confirmatory) |" in after[readme] != before[readme]
-    assert "| [`seeds200/`](seeds200/) | `window` |  | no findings: descriptive |" in after[readme]
+    assert "| [`seeds200/`](seeds200/) | `window` |  |  | no findings: descriptive |" in \
+        after[readme]
     assert "| [window](../results/window/README.md) | [`window`](../ablations/window.yaml) " \
         "primary | 2 |" in after[tmp_path / "docs" / "grids.md"]
+
+
+def test_an_experiments_files_are_found_by_its_name():
+    """ablations/E.yaml and ablations/E.<variation>.yaml (catalogue.FILES): `ls ablations/E*`
+    lists every grid of experiment E and the plugin they load; its README links them and its
+    notes, and says each run's data (the two adaptive_vs_dynamic pilots share one grid.yaml
+    text, on enwik8 and on the synthetic corpus)."""
+    found = catalogue.entries(ROOT / "ablations", RESULTS)
+    experiment = catalogue.experiments(found)
+    catalogue.check_names(found)
+    for e in found:
+        assert e.file.name.split(".")[0] == experiment[e.grid.name], e.file
+    window = (RESULTS / "window" / "README.md").read_text()
+    assert "[`ablations/window.py`](../../ablations/window.py)" in window
+    assert {p.name for p in (ROOT / "ablations").glob("window*")} == {"window.yaml", "window.py"}
+    rows = [line for line in (RESULTS / "adaptive_vs_dynamic" / "README.md").read_text()
+            .splitlines() if line.startswith("| [`pilot-seeds0-")]
+    assert [row.split(" | ")[3].split(",")[0] for row in rows] == ["enwik8 prefix", "synthetic"]
+
+
+def test_a_grid_file_not_named_after_its_experiment_exits_2_naming_the_name_it_needs(
+        tmp_path, monkeypatch, capsys):
+    (tmp_path / "ablations").mkdir()
+    grid_file(tmp_path / "ablations", "main")
+    grid_file(tmp_path / "ablations", "main_data7", status="repeat", of="main")
+    found = catalogue.entries(tmp_path / "ablations", tmp_path / "results")
+    with pytest.raises(ConfigError, match=r"main_data7.yaml holds grid main_data7 of experiment "
+                       r"main: expected .*/ablations/main.data7.yaml"):
+        catalogue.check_names(found)
+    monkeypatch.setattr(command, "ROOT", tmp_path)
+    monkeypatch.setattr(command, "RESULTS", tmp_path / "results")
+    assert command.main(["--check"]) == 2
+    assert "expected" in capsys.readouterr().err
+    (tmp_path / "ablations" / "main_data7.yaml").rename(tmp_path / "ablations" / "main.data7.yaml")
+    catalogue.check_names(catalogue.entries(tmp_path / "ablations", tmp_path / "results"))
 
 
 def test_a_committed_run_goes_where_out_names(tmp_path):
@@ -165,7 +202,7 @@ def test_a_superseded_grid_is_refused_naming_its_replacement(tmp_path, capsys):
 
 
 def test_the_dry_run_prints_the_status(capsys):
-    assert run.main([str(ROOT / "ablations" / "heads_h8_long.yaml"), "--dry-run"]) == 0
+    assert run.main([str(ROOT / "ablations" / "heads_grid.heads_h8_long.yaml"), "--dry-run"]) == 0
     assert "grid heads_h8_long: pilot of heads_grid (docs/grids.md)" in capsys.readouterr().out
 
 

@@ -11,7 +11,7 @@ from bench.experiment.open import open_grid
 from bench.sweep import feasible, sizing
 from tests.test_grid import ROOT
 
-PLUGIN = ROOT / "examples" / "window_plugin.py"
+PLUGIN = ROOT / "ablations" / "window.py"
 
 
 @pytest.mark.parametrize("expect", ["better", "not-worse"])

@@ -1,6 +1,7 @@
 """The pilot (python -m bench.pilot) says, before any confirmation seed runs, whether each arm
 learns each probe: trained on design seeds outside the grid's, tracked nowhere, and exit 3
-naming a claim none of whose arms learned its probe."""
+naming a claim every pilot seed of which is vacuous (the findings' rule: tests/test_vacuity.py
+holds the pilot and the findings to each other)."""
 
 from types import SimpleNamespace
 
@@ -32,18 +33,23 @@ def test_the_step_a_probe_was_learned_is_the_first_reading_below_the_bar():
 
 
 def test_a_pilot_whose_arms_never_learn_the_probe_names_the_claim(tmp_path, capsys):
-    """Twenty steps learn no recall: exit 3 naming the claim; the trials train on design seed
-    3 in <results>/<grid>/pilot/, and nothing is tracked (no MLflow store)."""
+    """Twenty steps learn no recall: exit 3 naming the claim, every pilot seed vacuous (both
+    arms at the no-recall floor within the noise of this small test split: the findings' own
+    rule); the table leaves out recall_repeat, whose floor is 0, saying so; the trials train on
+    design seed 3 in <results>/<grid>/pilot/, and nothing is tracked (no MLflow store)."""
     path = write_grid(tmp_path, "pilot", base={"preset": "smoke", "data": RECALL,
                                                "train": {"steps": 20, "eval_every": 10}},
                       claims=[CLAIM], design_seeds=[3], seeds={"looks": [4, 8], "start": 600})
     assert pilot.main([str(path), "--seeds", "1", "--results-dir", str(tmp_path / "r")]) == 3
     out = capsys.readouterr().out
-    assert "seeds [3]" in out and "cannot answer th_beats_mh: unanswerable: no arm learned " \
-        "the probe in most seeds" in out
+    assert "seeds [3]" in out and "cannot answer th_beats_mh: unanswerable: every seed is " \
+        "vacuous: every arm at the no-recall floor 0.423 within noise" in out
     rows = [line for line in out.splitlines() if line.startswith("| ") and " recall " in line]
     assert {r.split("|")[1].strip() for r in rows} == {"fixed", "talking-heads"}
-    assert all(r.split("|")[5].strip() == "0/1" for r in rows)
+    assert all(r.split("|")[6].strip() == "0/1" for r in rows)
+    assert "not shown: recall_repeat, whose no-recall floor is 0" in out
+    assert not any(" recall_repeat " in line for line in out.splitlines()
+                   if line.startswith("| "))
     assert len(list((tmp_path / "r" / "pilot" / "pilot").iterdir())) == 2
     assert not list((tmp_path / "r").rglob("mlflow.db"))
 

@@ -25,7 +25,7 @@ from bench.training.loop import train as train_run
 from tests.limits import HANG
 
 ROOT = Path(__file__).resolve().parents[1]
-SMOKE = ROOT / "ablations" / "smoke.yaml"
+SMOKE = ROOT / "examples" / "smoke.yaml"
 PLUGIN = ROOT / "examples" / "decay_plugin.py"
 DECAY = ROOT / "examples" / "decay.yaml"  # the plugin's grid: decay beside talking-heads
 QUICK = ["--preset", "smoke", *[a for s in ["model.n_layers=1", "train.steps=4",
@@ -424,12 +424,12 @@ def test_a_variant_that_cannot_reach_the_probe_is_refused_before_anything_runs(
 
 def test_an_option_check_that_needs_the_window_exits_2_before_anything_runs(clean, tmp_path,
                                                                            capsys):
-    """examples/window_plugin.py refuses keep > S in its constructor, where the Shape is known:
+    """ablations/window.py refuses keep > S in its constructor, where the Shape is known:
     bench.run builds each model before Ray or MLflow start, so keep=100 at S = 64 exits 2 with
     one line naming model.attn.keep, and no results folder or store exists."""
-    shutil.copy(ROOT / "examples" / "window_plugin.py", tmp_path)
-    grid = yaml.safe_load((ROOT / "ablations" / "smoke.yaml").read_text())
-    grid |= {"name": "keep", "plugins": ["window_plugin.py"],
+    shutil.copy(ROOT / "ablations" / "window.py", tmp_path)
+    grid = yaml.safe_load((ROOT / "examples" / "smoke.yaml").read_text())
+    grid |= {"name": "keep", "plugins": ["window.py"],
              "grid": {"model.variant": ["fixed", "window"]}}
     grid["base"]["model"] = {"span": 64, "attn": {"keep": 100}}
     (tmp_path / "keep.yaml").write_text(yaml.safe_dump(grid))

@@ -62,7 +62,7 @@ def trials(repo, start: int = 0, path: str = "g.yaml") -> pd.DataFrame:
 
 def findings(repo, data: pd.DataFrame, out, path: str = "g.yaml") -> tuple[str, pd.DataFrame]:
     spec = open_grid(repo / path)
-    _, table, _ = report.write_findings("g", spec, data, pd.DataFrame(), out, repo / path)
+    _, table, _ = report.write_findings(spec, data, pd.DataFrame(), out, repo / path)
     return (out / "findings.md").read_text(), table
 
 

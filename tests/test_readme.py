@@ -1,4 +1,4 @@
-"""The README's worked example of adding a variant is examples/window_plugin.py's policy and
+"""The README's worked example of adding a variant is ablations/window.py's policy and
 registration, word for word, and runs as written."""
 
 import re
@@ -23,10 +23,10 @@ def test_add_a_variant_example():
     block = re.search(r"<!-- example: add a variant -->\n```python\n(.*?)```", README.read_text(),
                       re.S)
     assert block, "README lost its add-a-variant example"
-    code = (ROOT / "examples" / "window_plugin.py").read_text()
+    code = (ROOT / "ablations" / "window.py").read_text()
     assert code.endswith(block.group(1)) and block.group(1).startswith("class WindowSpan")
     try:
-        exec(compile(code, "examples/window_plugin.py", "exec"), {})
+        exec(compile(code, "ablations/window.py", "exec"), {})
         assert "window" in variants.names() and variants.options("window")["keep"].type is int
         layer = variants.build("window", d_model=32, n_heads=2, span=16, keep=5)
         assert layer.spans().tolist() == [5.0, 5.0] and layer.widest == 5
@@ -55,7 +55,7 @@ def test_the_first_commands_are_the_smoke_grid_and_its_report():
     lines, before the main job, whose timing block lives in docs/speed.md (one line here)."""
     head = README.read_text().splitlines()[:30]
     commands = [line.split("#")[0].split() for line in head if line.startswith(".venv/bin/")]
-    assert commands[0] == [".venv/bin/python", "-m", "bench.run", "ablations/smoke.yaml"]
+    assert commands[0] == [".venv/bin/python", "-m", "bench.run", "examples/smoke.yaml"]
     assert commands[1] == [".venv/bin/python", "-m", "bench.report", "smoke"]
     assert [c[3] for c in commands if c[2] == "bench.run"].index("ablations/heads_grid.yaml") > 0
     assert not any("| set-up |" in line for line in README.read_text().splitlines())

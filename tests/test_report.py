@@ -9,6 +9,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 import pytest
+import yaml
 from mlflow import MlflowClient
 from mlflow.entities import Metric, Param
 from PIL import Image
@@ -924,6 +925,31 @@ def test_findings_name_the_results_beside_them_that_share_their_trials(tmp_path)
     line = "Shared runs: of these 20 trials, 12 are trials of {}span_limit too"
     assert line.format("") in findings()  # outside git: the folders beside it
     committed = (root / "adaptive_vs_dynamic" / "seeds400" / "findings.md").read_text()
-    assert line.format("results/") in committed  # written before the move to span_limit/seeds400
+    assert "12 are trials of results/span_limit/seeds400 too" in committed  # where it lies now
     (tmp_path / "span_limit" / "runs.csv").unlink()
     assert "Shared runs" not in findings()
+
+
+def test_a_runs_copy_of_its_grid_file_says_the_command_line_that_changed_its_plan(tmp_path):
+    """Two sweeps of one grid file, one with --data enwik8 (a corpus the file does not name):
+    its run's copy (grid.yaml) is led by the command line it ran from, as a comment, so that the
+    run folder says the data it ran on (the two pilots of adaptive_vs_dynamic share one text);
+    a command that changes nothing the file plans (--out) leaves the copy the file's text."""
+    uri = f"sqlite:///{tmp_path / 'mlflow.db'}"
+    client = MlflowClient(uri)
+    on_text = ("python -m bench.run g.yaml --data enwik8 --set data.path=../shared/data/enwik8"
+               ".head --out results/g/pilot-seeds0-enwik8")
+    for name, command in (("on_text", on_text), ("as_written", "python -m bench.run g.yaml "
+                                                               "--out results/g/seeds0")):
+        exp, parent = new_sweep(client, tmp_path, name, GRIDS["lr_sweep"])
+        client.log_param(parent, "command", command)
+        for lr in (0.1, 0.03):
+            log_trial(client, exp, None, {"model.variant": "fixed", "train.lr": lr},
+                      {"final_dev_bpc": 1.5, "final_test_bpc": 1.5}, grid_keys="train.lr")
+        render((uri, client, tmp_path), name, tmp_path / name)
+    written = {n: f"name: {n}\n{GRIDS['lr_sweep']}" for n in ("on_text", "as_written")}
+    copy = (tmp_path / "on_text" / "grid.yaml").read_text()
+    assert copy == f"# ran as: {on_text}\n" + written["on_text"]
+    assert yaml.safe_load(copy) == yaml.safe_load(written["on_text"])  # the plan: the file's
+    assert (tmp_path / "as_written" / "grid.yaml").read_text() == written["as_written"]
+    assert report.ran_as("python -m bench.run g.yaml --seed-start=300") != ""

@@ -1,7 +1,9 @@
-"""docs/results.md states only the committed findings' verdicts: its verdict tables are generated
-from results/**/findings.csv (`python -m bench.resultsdoc`), and every other verdict word in its
-tables and numbered items stands beside the claim or folder whose findings.csv says it. A
-verdict edited by hand, or findings regenerated with another verdict, fails here."""
+"""README.md and docs/results.md state only the committed findings' verdicts: their verdict
+tables and sentences are generated from results/**/findings.csv (`python -m bench.resultsdoc`),
+every other verdict word in their tables and numbered items stands beside the claim or folder
+whose findings.csv says it, and no other sentence gives a verdict about a results folder. A
+verdict edited by hand, in a table or in prose, or findings regenerated with another verdict,
+fails here."""
 
 import shutil
 from pathlib import Path
@@ -14,6 +16,7 @@ from bench.findings import folders
 
 ROOT = Path(__file__).resolve().parents[1]
 PAGE = ROOT / "docs" / "results.md"
+README = ROOT / "README.md"
 
 
 @pytest.fixture
@@ -34,9 +37,62 @@ def _set(root: Path, folder: str, claim: str, verdict: str) -> None:
 
 
 def test_every_verdict_the_page_states_is_its_committed_findings(capsys):
-    """The generated tables are current and every other verdict is its findings.csv's."""
+    """The generated tables and sentences are current and every other verdict is its
+    findings.csv's, in docs/results.md and the README."""
     assert resultsdoc.stale(PAGE.read_text()) == []
+    assert resultsdoc.stale(README.read_text(), name="README.md") == []
     assert resultsdoc.main(["--check"]) == 0, capsys.readouterr().out
+
+
+def test_a_folders_sentence_is_its_findings():
+    """A generated sentence gives the folder's seeds and evidence, then its claims by verdict
+    and look, in their test order (parts aside)."""
+    assert folders.sentence("results/heads_grid/seeds300") == (
+        "Seeds 300-307 (`results/heads_grid/seeds300/`, confirmatory): claims 1-4 reproduced at "
+        "look 2 of 2 (8 seeds), claim 5 inconclusive at look 2 of 2 (8 seeds).")
+    assert folders.sentence("results/span_limit/seeds400") == (
+        "Seeds 400-407 (`results/span_limit/seeds400/`, unverified): claim 1 inconclusive at "
+        "look 2 of 2 (8 seeds), claims 2-5 not tested.")
+    assert folders._numbers([1, 2, 4, 5]) == "claims 1, 2, 4 and 5" and \
+        folders._numbers([3]) == "claim 3"
+
+
+PROSE = [  # the review's edits of prose, and sentences written by hand outside the markers
+    ("README.md", "Seeds 900-907 (`results/heads_grid/seeds900-data7/`, confirmatory): claims "
+                  "1-5 reproduced", "Seeds 900-907 (`results/heads_grid/seeds900-data7/`, "
+                  "confirmatory): claims 1-5 contradicted", "a generated block is stale"),
+    ("README.md", "Every result: [docs/results.md]", "Seeds 900-907 reproduced all five claims. "
+                  "Every result: [docs/results.md]", "'reproduced' said of a results folder"),
+    ("docs/results.md", "The claims were written from these:", "The claims were written from "
+                        "these, and every one holds there:", "'holds' said of a results folder"),
+    ("docs/results.md", "The design runs ran on code_version", "`results/heads_grid/seeds900-"
+                        "data7/` is contradicted. The design runs ran on code_version",
+     "'contradicted' said of a results folder"),
+]
+
+
+@pytest.mark.parametrize("name, was, now, said", PROSE)
+def test_a_verdict_in_prose_edited_or_written_by_hand_fails(name, was, now, said):
+    """A generated sentence edited ("reproduced" -> "contradicted"), or a sentence outside the
+    markers that gives a verdict about a results folder (naming it, or a seed range, or under a
+    bold lead that names one): named, by its line."""
+    text = (ROOT / name).read_text()
+    assert was in text and resultsdoc.stale(text, name=name) == []
+    found = resultsdoc.stale(text.replace(was, now, 1), name=name)
+    assert len(found) == 1 and said in found[0] and found[0].startswith(name), found
+
+
+def test_a_generated_sentence_follows_its_findings(results):
+    """findings.csv regenerated with another verdict: the README's sentence is stale, and
+    `fill` writes the new one."""
+    text = README.read_text()
+    assert resultsdoc.stale(text, results, "README.md") == []
+    _set(results, "results/heads_grid/seeds900-data7", "th_not_worse_than_mh_at_4",
+         "inconclusive")
+    assert resultsdoc.stale(text, results, "README.md") == [
+        "README.md: a generated block is stale: run python -m bench.resultsdoc"]
+    assert "claims 1-4 reproduced at look 2 of 3 (8 seeds), claim 5 inconclusive at look 2 of " \
+        "3 (8 seeds)." in resultsdoc.fill(text, results)
 
 
 def test_every_section_of_claims_names_its_findings():
@@ -56,7 +112,7 @@ def test_a_verdict_edited_by_hand_fails():
                          "p ≤ 3/256, 0.0117 | reproduced |", "| `th_beats_mh_at_8` | 600-607 | "
                          "sign-flip, log(y + 0.005) | -2.46 | p ≤ 3/256, 0.0117 | inconclusive |")
     assert table != text
-    assert resultsdoc.stale(table) == ["docs/results.md: a generated table is stale: run "
+    assert resultsdoc.stale(table) == ["docs/results.md: a generated block is stale: run "
                                        "python -m bench.resultsdoc"]
     item = "1. `adaptive_matches_fixed`: *reproduced* at look 1"
     assert item in text
@@ -80,7 +136,7 @@ def test_findings_regenerated_with_another_verdict_fail(results):
     _set(results, "results/heads_grid/seeds600", "th_beats_mh_at_8", "inconclusive")
     _set(results, "results/span_limit/seeds800", "adaptive_matches_fixed", "contradicted")
     found = resultsdoc.stale(text, results)
-    assert found[0].endswith("a generated table is stale: run python -m bench.resultsdoc")
+    assert found[0].endswith("a generated block is stale: run python -m bench.resultsdoc")
     assert any("`adaptive_matches_fixed` is reproduced; results/span_limit/seeds800/"
                "findings.csv says contradicted" in f for f in found)
     assert any("`results/heads_grid/seeds600` says '5 reproduced (confirmatory)', its findings "

@@ -20,10 +20,12 @@ import urllib.request
 from pathlib import Path
 
 import numpy as np
+import pandas as pd
 import pytest
 import yaml
 from mlflow import MlflowClient
 
+from bench import codehash
 from bench.config import parse_sets
 from bench.experiment.open import Overrides, open_grid
 from bench.sweep.trials import resolve_trials
@@ -33,7 +35,7 @@ from tests.plugins import hold
 from tests.test_grid import write_grid
 
 ROOT = Path(__file__).resolve().parents[1]
-SMOKE = ROOT / "ablations" / "smoke.yaml"
+SMOKE = ROOT / "examples" / "smoke.yaml"
 slow = pytest.mark.slow
 
 
@@ -198,7 +200,15 @@ def test_smoke_sweep_logs_one_finished_run_per_trial(smoke_sweep):
             assert [x.step for x in c.get_metric_history(r.info.run_id, key)] == [10, 20]
         assert {"train_bpc", "lr", "mean_span", "tokens_per_s"} <= set(m)
         arts = {a.path for a in c.list_artifacts(r.info.run_id)}
-        assert {"config.json", "result.json"} <= arts
+        assert {"config.json", "result.json", "code.json"} <= arts
+        # the code its process imported, each file as code: training, model and variants, and
+        # no analysis code (an analysis change between looks is not other training code)
+        record = json.loads(Path(c.download_artifacts(r.info.run_id, "code.json",
+                                                      str(tmp))).read_text())
+        assert r.data.tags["attnbench.plan.code_sha"] == codehash.code_sha(record)
+        assert {"bench/training/loop.py", "bench/model/body.py", "bench/trial.py",
+                "variants/mixing/talking.py"} <= set(record), sorted(record)
+        assert not any(p.startswith("bench/findings/") for p in record), sorted(record)
         assert json.loads(p["layer.options.chunk"]) is None  # the layer's resolved options
         assert (tmp / "results" / "smoke" / "trials" / h / "result.json").exists()
 
@@ -495,6 +505,41 @@ def test_concurrent_trials_lose_nothing_in_sqlite(tmp_path, store_at):
 
 
 @slow
+@slow
+def test_a_sweep_measures_its_cost_after_its_trials_and_reports_it(short_tmp, store_at):
+    """A step-time claim first, then a claim that needs seeds (looks 2, 5): the cost claim is
+    measured after the trials, so look 2 adds seeds to the second claim's setting alone; then
+    cost.csv lies beside runs.csv, the cost claim is decided from it (by its rule: no ratio is
+    asserted, it is this machine's), findings.md ends with the cost block, the sweep's MLflow
+    page shows it and the sweep closes with a line per comparison."""
+    from bench.findings import costs
+
+    timed = {"id": "th_time", "text": "talking-heads steps at most 100x multi-head's",
+             "type": "cost", "rows": {"model.variant": "talking-heads"},
+             "baseline": {"model.variant": "fixed"}, "metric": "step_time", "expect": "less",
+             "margin": 100}
+    low = {"id": "low", "text": "multi-head is below 9 bpc", "rows": {"model.variant": "fixed"},
+           "metric": "final_test_bpc", "expect": "less", "margin": 9}
+    grid = write_grid(short_tmp, "costed", seeds={"looks": [2, 5], "futility": 0.9},
+                      claims=[timed, low])
+    store_at(short_tmp / "results" / "mlflow.db")
+    done = bench_run([grid], short_tmp, report=True)
+    assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
+    assert "look 2 of 2, seeds 0-4: 3 trials for the undecided claims low" in done.stdout
+    folder = short_tmp / "results" / "costed"
+    cost = costs.read(folder / costs.FILE)
+    assert sorted(cost["setting"].unique()) == ["fixed", "talking-heads"]
+    found = pd.read_csv(folder / "findings.csv").set_index("claim")
+    assert found.loc["th_time", "verdict"] in ("reproduced", "contradicted", "inconclusive")
+    assert "measured interleaved on" in found.loc["th_time", "reason"]
+    assert costs.START in (folder / "findings.md").read_text()
+    assert "cost: talking-heads vs fixed: step time " in done.stdout
+    c = client(short_tmp)
+    sweep = c.search_runs([c.get_experiment_by_name("costed").experiment_id],
+                          "tags.`attnbench.role` = 'sweep'")[0]
+    assert "### Cost, rows against their baseline" in sweep.data.tags["mlflow.note.content"]
+
+
 def test_looks_add_seeds_only_where_a_claim_is_undecided_and_a_rerun_adds_nothing(short_tmp,
                                                                                    store_at):
     """seeds: {looks: [2, 5]}: look 1 runs seeds 0-1 of both variants; the one claim reads only
@@ -521,6 +566,10 @@ def test_looks_add_seeds_only_where_a_claim_is_undecided_and_a_rerun_adds_nothin
     assert tags["mlflow.note.content"].startswith(  # the counts, then every verdict
         f"**7 trials**, look 2 of 2, seeds 0-4: low **{tags['verdict.low']}**.")
     assert tags["verdict.low"] in done.stdout
+    # each trial's code record, read back beside runs.csv: what bench.verify compares
+    written = pd.read_csv(short_tmp / "results" / "looked" / "runs.csv", dtype={"code_sha": str})
+    records = json.loads((short_tmp / "results" / "looked" / "code.json").read_text())
+    assert written["code_sha"].notna().all() and set(written["code_sha"]) == set(records)
 
     def ran() -> list[tuple[str, int]]:
         return sorted((r.data.params["model.variant"], int(r.data.params["seed"]))

@@ -17,12 +17,13 @@ import pandas as pd
 import pytest
 from scipy.stats import binom
 
-from bench.experiment import claims
+from bench.experiment import claims, floors
 from bench.experiment.grid import Looks
 from bench.experiment.open import open_grid
 from bench.findings import evidence, perseed, samples, sequential, stats, verdicts
 
 ALPHA = stats.ALPHA
+NO_DESCRIBE = verdicts.Reading(describe=False)  # the verdicts alone: no offsets, no power
 ROOT = Path(__file__).resolve().parents[1]
 C = 0.005  # the main job's log offset
 
@@ -45,7 +46,8 @@ def runs_of(d: np.ndarray, parts: int = 1) -> pd.DataFrame:
 def verdict(tested: list[claims.Claim], d: np.ndarray, looks: tuple[int, ...],
             futility: float | None = 0.5) -> str:
     table = verdicts.verdict_table(tested, runs_of(d, np.atleast_2d(d).shape[0]),
-                              looks=Looks(looks=list(looks), futility=futility), describe=False)
+                                   looks=Looks(looks=list(looks), futility=futility),
+                                   reading=NO_DESCRIBE)
     return table["verdict"].iloc[-1 if len(table) > 1 and "[" in table["claim"].iloc[0] else 0]
 
 
@@ -260,7 +262,7 @@ def paths_through(tested, looks, place: tuple[float, float, float],
                             for a, b, c in path])
         table = verdicts.verdict_table(tested, runs_of(d), looks=Looks(looks=list(looks),
                                                                   futility=futility),
-                                  describe=False).set_index("claim")["verdict"]
+                                  reading=NO_DESCRIBE).set_index("claim")["verdict"]
         out.append((np.sum(path, axis=0), ways, table.to_dict()))
     return out
 
@@ -396,8 +398,9 @@ def test_swapped_labels_of_the_main_job_are_contradicted():
     runs["model.variant"] = runs["model.variant"].map({"fixed": "talking-heads",
                                                        "talking-heads": "fixed"})
     grid = open_grid(ROOT / "results" / "heads_grid" / "seeds100" / "grid.yaml")  # their plan
-    table = verdicts.verdict_table(grid.claims, runs, looks=grid.looks,
-                              design=grid.design_seeds, describe=False).set_index("claim")
+    table = verdicts.verdict_table(grid.claims, runs, looks=grid.looks, design=grid.design_seeds,
+                                   reading=verdicts.Reading(floors.of_grid(grid), describe=False)
+                                   ).set_index("claim")
     assert table.loc["th_beats_mh_at_8", "verdict"] == "contradicted"
     assert table.loc["th_beats_mh_at_8", "look"] == "2 of 2"
     assert (table["verdict"].iloc[1:] == "not tested").all()
@@ -418,7 +421,7 @@ def test_futility_stops_only_where_neither_direction_leans():
     assert "stopped for futility at look 1 of 2" in table.loc["c", "reason"]
     assert table.loc["after", "reason"] == "sequence stopped at c"
     against = runs_of(np.ones(4))
-    assert [c.id for c in verdicts.undecided(tested, against, None, looks)] == ["c", "after"]
+    assert [c.id for c in verdicts.undecided(tested, against, None, looks, None)] == ["c", "after"]
     waits = verdicts.verdict_table(tested, against, looks=looks).set_index("claim")
     assert "look 2 not run" in waits.loc["c", "reason"]
     assert "could only stop for futility" in waits.loc["c", "reason"]
@@ -451,8 +454,9 @@ def test_offsets_say_where_a_verdict_stands():
     0.001 (the review's finding), read from its committed per-seed values."""
     runs = perseed.read(ROOT / "results" / "heads_grid" / "seeds100" / "runs.csv")
     grid = open_grid(ROOT / "results" / "heads_grid" / "seeds100" / "grid.yaml")  # their plan
-    table = verdicts.verdict_table(grid.claims, runs, looks=grid.looks,
-                              design=grid.design_seeds).set_index("claim")
+    table = verdicts.verdict_table(grid.claims, runs, looks=grid.looks, design=grid.design_seeds,
+                                   reading=verdicts.Reading(floors.of_grid(grid))
+                                   ).set_index("claim")
     assert table.loc["th_not_worse_as_h_grows", "offsets"].startswith("0.002-0.05")
     assert "0.0005 (inconclusive)" in table.loc["th_not_worse_as_h_grows", "offsets"]
     assert table.loc["th_beats_mh_at_8", "offsets"] == "0.0005-0.05 of 0.0005-0.05"
@@ -547,7 +551,8 @@ def test_p_all_reproduced_is_the_chance_through_the_code_that_runs():
         runs = pd.DataFrame([{"model.variant": v, "seed": s, "final_test_bpc": x}
                              for s in range(8) for v, x in (("a", d1[s]), ("c", d2[s]),
                                                             ("b", 0.0))])
-        table = verdicts.verdict_table(tested, runs, looks=Looks(looks=list(looks)), describe=False)
+        table = verdicts.verdict_table(tested, runs, looks=Looks(looks=list(looks)),
+                                       reading=NO_DESCRIBE)
         if (table["verdict"] == "reproduced").all():
             chance += w1 * q[0] ** k1 * (1 - q[0]) ** (8 - k1) * w2 * q[1] ** k2 * (
                 1 - q[1]) ** (8 - k2)
@@ -624,7 +629,7 @@ def test_the_layers_claim_cannot_be_decided_within_reach():
         return float(sum(w * sequential.operating(looks, sign, x, 0.5, budget).ends[
             "reproduced"] for x, w in zip(q, weight, strict=True)))
 
-    grid = open_grid(ROOT / "ablations" / "span_enwik8_layers.yaml")
+    grid = open_grid(ROOT / "ablations" / "span_enwik8_floor.span_enwik8_layers.yaml")
     assert grid.status == "pilot" and tuple(grid.seeds.looks) == (14, 28)
     assert chance((14, 28)) == pytest.approx(0.62, abs=0.005)
     assert chance((40, 80)) < chance((60, 120)) < 0.8

@@ -16,6 +16,7 @@ from bench import data
 from bench.config import ConfigError, corpus_options, parse_sets, resolve
 from bench.data.frames import Frames, stationary
 from bench.data.probes import MQAR, PROBES, Conjunctive, Recall, first_asked
+from bench.data.probes.base import mixed
 from bench.data.synthetic import Synthetic
 
 DEFAULTS = {k: p.default for k, p in corpus_options("synthetic").items()
@@ -294,12 +295,14 @@ def test_probed_stream_averages_to_its_floors():
             assert answers.size / len(s.tokens) == pytest.approx(count[t] / length, rel=0.05)
 
 
-def no_recall_by_enumeration(worlds: list[tuple[tuple, tuple]]) -> tuple[float, float]:
+def no_recall_by_enumeration(worlds: list[tuple[tuple, tuple]], power: int = 1
+                             ) -> tuple[float, float]:
     """Expected bits per episode, on first-asked and on repeated answers, of the best predictor
     without recall, over equally likely episodes (values: the records' values by key; asked: the
-    queries' keys). Its view of the q-th answer: the records' values as a multiset (which key
-    holds which, unknown), the keys asked up to this one and the answers before it; it gives
-    each value the share of the episodes with that view whose answer it is."""
+    queries' keys); each answer's bits raised to `power`. Its view of the q-th answer: the
+    records' values as a multiset (which key holds which, unknown), the keys asked up to this
+    one and the answers before it; it gives each value the share of the episodes with that view
+    whose answer it is."""
     def view(values: tuple, asked: tuple, q: int) -> tuple:
         return tuple(sorted(values)), asked[:q + 1], tuple(values[k] for k in asked[:q])
 
@@ -312,7 +315,7 @@ def no_recall_by_enumeration(worlds: list[tuple[tuple, tuple]]) -> tuple[float, 
     for values, asked in worlds:
         for q, k in enumerate(asked):
             v = view(values, asked, q)
-            bits = -math.log2(joint[v, values[k]] / seen[v])
+            bits = (-math.log2(joint[v, values[k]] / seen[v])) ** power
             first, repeat = (first, repeat + bits) if k in asked[:q] else (first + bits, repeat)
     return first / len(worlds), repeat / len(worlds)
 
@@ -334,6 +337,8 @@ def test_floors_without_recall_are_the_best_predictor_enumerated(probe):
     if isinstance(probe, Recall):
         got = probe.without_recall()
         assert (got["recall_first"], got["recall_repeat"]) == (pytest.approx(first), 0.0)
+    squares, _ = no_recall_by_enumeration(worlds, power=2)  # what the noise bars read
+    assert sum(probe.without_recall(2).values()) == pytest.approx(squares, abs=1e-12)
 
 
 def no_recall_answers(probe, episode: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
@@ -382,6 +387,27 @@ def test_the_main_jobs_recall_without_recall_matches_a_predictor_on_the_stream()
     for got, want in ((counted[~repeated], counted_first), (counted, share * counted_first)):
         mean, se = mean_with_se(got)
         assert abs(mean - want) < 4 * se, (mean, want)
+
+
+def test_a_model_without_recall_measures_above_the_bar_on_a_test_split():
+    """The main job's recall on streams of its test split's length (100,000 symbols): the best
+    predictor without recall measures its mean bits per answer within 3 of the standard errors
+    `mixed` bounds (spread / sqrt(episodes)) of the floor, so above the findings' bar; the
+    spread bounds the standard deviation of one episode's excess bits over the floor per
+    expected answer (Cauchy-Schwarz over its answers), and the episodes are what it expects."""
+    probe = Recall(rate=0.9, keys=36, stored=8, values=2, queries=12)
+    cost = mixed((probe,), 8, 100_000)["recall"]
+    se = cost.spread / math.sqrt(cost.episodes)
+    for seed in range(3):
+        gen = Synthetic(frames=Frames(**{**DEFAULTS, "p_copy": 0.0, "seed": seed}),
+                        probes=(probe,))
+        per = [no_recall_answers(probe, e)[0] for _, e in episodes(gen, gen.stream(
+            100_000, "test").tokens, probe)]
+        assert len(per) == pytest.approx(cost.episodes, rel=0.05)
+        mean = np.concatenate(per).mean()
+        assert abs(mean - cost.floor) < 3 * se, (seed, mean, cost.floor, se)
+        excess = np.array([(b - cost.floor).sum() for b in per]) / probe.queries
+        assert excess.std() <= cost.spread
 
 
 def test_conjunctive_without_recall_matches_a_predictor_on_the_stream():

@@ -29,7 +29,7 @@ ROOT = Path(__file__).resolve().parents[1]
 
 def smoke_trials(sets: list[str], data: str | None = None) -> list[Trial]:
     overrides = Overrides(parse_sets(sets), data=data)
-    return resolve_trials(open_grid(ROOT / "ablations" / "smoke.yaml", overrides),
+    return resolve_trials(open_grid(ROOT / "examples" / "smoke.yaml", overrides),
                           dry_run=False)
 
 
@@ -56,7 +56,7 @@ def test_a_trial_is_built_whole_once_and_crosses_to_ray_as_it_is(tmp_path):
     crossing, its hash the same."""
     import pickle
 
-    grid = open_grid(ROOT / "ablations" / "smoke.yaml")
+    grid = open_grid(ROOT / "examples" / "smoke.yaml")
     plan = {"plan_sha": "0" * 64, "run_clean": "true"}
     trials = resolve_trials(grid, False, results_dir=tmp_path / "results", plan=plan)
     unplaced = smoke_trials([])  # the command line's folder, no plan: the same identities
@@ -76,7 +76,7 @@ def test_runs_and_groups_carry_the_reports_names_and_keep_the_registry_key(tmp_p
     """Under a talking-heads table, `fixed` is "multi-head" in the report; its trial's MLflow
     run name and group (the chart's bars) say so too, while the run's model.variant param keeps
     the registry key. Without such a table the key is the name."""
-    text = (ROOT / "ablations" / "smoke.yaml").read_text()
+    text = (ROOT / "examples" / "smoke.yaml").read_text()
     (tmp_path / "th.yaml").write_text(text + "report: {table: th_table1}\n")
     shown = resolve_trials(open_grid(tmp_path / "th.yaml"), dry_run=False)
     assert [t.setting for t in shown] == ["multi-head", "talking-heads"]
@@ -276,7 +276,7 @@ def test_a_sweep_whose_driver_is_gone_is_ended_when_the_next_starts(tmp_path, st
     uri = store_at(tmp_path / "mlflow.db")
     client = store.open_store(uri)
     exp = store.experiment_id(client, "smoke", uri)
-    grid = ROOT / "ablations" / "smoke.yaml"
+    grid = ROOT / "examples" / "smoke.yaml"
     dead = subprocess.Popen([sys.executable, "-c", "pass"])
     dead.wait()
     host = socket.gethostname()
@@ -343,7 +343,7 @@ def test_a_sweeps_page_says_what_ran_at_each_look_and_what_it_found(tmp_path, st
     uri = store_at(tmp_path / "mlflow.db")
     client = store.open_store(uri)
     exp = store.experiment_id(client, "g", uri)
-    smoke = ROOT / "ablations" / "smoke.yaml"
+    smoke = ROOT / "examples" / "smoke.yaml"
     parent = writer.start_sweep(client, exp, read_grid_text(smoke), "cmd",
                                 page.Look("g", ["a"] * 24, 1, 3, [80, 81, 82, 83]),
                                 smoke.read_text())
@@ -413,7 +413,7 @@ def test_a_report_too_long_for_the_store_keeps_its_verdicts_and_figures(tmp_path
     uri = store_at(tmp_path / "mlflow.db")
     client = store.open_store(uri)
     exp = store.experiment_id(client, "g", uri)
-    smoke = ROOT / "ablations" / "smoke.yaml"
+    smoke = ROOT / "examples" / "smoke.yaml"
     parent = writer.start_sweep(client, exp, read_grid_text(smoke), "cmd",
                                 page.Look("g", ["a"], 1, 1, [0]), smoke.read_text())
     writer.log_report(client, client.get_run(parent), [],
@@ -505,7 +505,7 @@ def test_a_tracking_server_that_does_not_answer_stops_a_sweep_with_one_line(tmp_
         s.bind(("127.0.0.1", 0))
         uri = f"http://127.0.0.1:{s.getsockname()[1]}"  # nothing listens once it is closed
     assert not store.answering(uri) and store.answering(f"sqlite:///{tmp_path / 'db'}")
-    grid = ROOT / "ablations" / "smoke.yaml"
+    grid = ROOT / "examples" / "smoke.yaml"
     options = runner.SweepOptions(grid, tmp_path / "results", "cmd", tracking_uri=uri)
     trials = resolve_trials(open_grid(grid), False, results_dir=tmp_path / "results")
     start = time.monotonic()

@@ -325,7 +325,7 @@ def start_variances(name, d_model=128, n_heads=4, span=32, seeds=4):
         with torch.no_grad():
             p = mix.project(x, torch.nn.functional.pad(x, (0, 0, span - 1, 0)))
             J = scores(p.q, p.k, span) + p.q_pos @ layer.key_pe.flip(0).T
-            logits = mix.mix_logits(J, p, every, every)
+            logits = mix.pre_softmax(J, p, every, every)
             logit_v.append(logits[..., valid_keys(span, span, 0)].var().item())
             out_v.append(layer(x).var().item())
     return sum(logit_v) / seeds, sum(out_v) / seeds

@@ -3,6 +3,7 @@ refused: `bench.verify` on results built in scratch git repositories (as the rev
 edits), each edit coming out exploratory or unverified, or exit 2, naming its cause; and the
 committed confirmation recomputed by the analysis code it was registered with."""
 
+import functools
 import os
 import shutil
 import subprocess
@@ -16,15 +17,19 @@ import yaml
 
 from bench import report as report_cmd
 from bench import verify as verify_cmd
-from bench.experiment.open import open_grid
+from bench.config import ConfigError
+from bench.experiment.open import GridText, open_grid
 from bench.findings import perseed, prereg
 from bench.findings import render as report
+from bench.findings.page import differs, regenerate
 from bench.findings.verify import verify
+from bench.sweep import trials as sweep_trials
 
 ROOT = Path(__file__).resolve().parents[1]
-CLAIM = {"id": "lower", "text": "a is below b", "rows": {"model.variant": "a"},
-         "baseline": {"model.variant": "b"}, "metric": "final_test_bpc", "expect": "less"}
-GRID = {"name": "g", "grid": {"model.variant": ["a", "b"]},
+A, B = "fixed", "talking-heads"  # real variants: bench.verify recomputes each row's trial
+CLAIM = {"id": "lower", "text": "a is below b", "rows": {"model.variant": A},
+         "baseline": {"model.variant": B}, "metric": "final_test_bpc", "expect": "less"}
+GRID = {"name": "g", "base": {"preset": "smoke"}, "grid": {"model.variant": [A, B]},
         "seeds": {"looks": [4, 8], "start": 0}, "design_seeds": [], "claims": [CLAIM]}
 BEFORE, RAN = "2026-01-02T10:00:00+00:00", "2026-01-02 11:00:00+00:00"
 
@@ -43,13 +48,31 @@ def commit(repo: Path, when: str, message: str = "a commit") -> str:
     return git(repo, "rev-parse", "HEAD").strip()
 
 
+@functools.cache
+def trial(variant: str, seed: int) -> tuple[str, str]:
+    """The trial hash and precision of GRID's trial (`variant`, `seed`), as the sweep's
+    `resolve_trials` makes them (its corpus built once)."""
+    grid = open_grid(GridText(yaml.safe_dump(GRID), "GRID", ROOT))
+    base, preset = sweep_trials.base_of(grid)
+    cfg, _ = sweep_trials.trial_config({"model.variant": variant}, seed, base, preset)
+    precision = sweep_trials.resolved_precision(cfg)
+    return sweep_trials.trial_hash(cfg, _corpus(cfg.model_dump_json()), precision), precision
+
+
+@functools.cache
+def _corpus(config: str) -> dict:
+    from bench.config import Config
+
+    return Config.model_validate_json(config).corpus().identity()
+
+
 def trials(repo: Path, seeds: range = range(8)) -> pd.DataFrame:
-    """Row a below b in every seed, each trial recording the plan as a sweep's driver does
-    from the repository as it is now, started at RAN."""
+    """Row A below B in every seed, each trial recording the plan as a sweep's driver does
+    from the repository as it is now, started at RAN, under its trial hash and precision."""
     rec = prereg.record(open_grid(repo / "g.yaml"), repo / "g.yaml", {})
-    return pd.DataFrame([{"model.variant": v, "seed": s, "trial": f"{v}{s}",
-                          "final_test_bpc": 1.0 if v == "a" else 2.0, "start_time": RAN, **rec}
-                         for s in seeds for v in "ab"])
+    return pd.DataFrame([{"model.variant": v, "seed": s, "trial": trial(v, s)[0],
+                          "precision": trial(v, s)[1], "final_test_bpc": 1.0 if v == A else 2.0,
+                          "start_time": RAN, **rec} for s in seeds for v in (A, B)])
 
 
 def publish(repo: Path, runs: pd.DataFrame, folder: str = "results/g") -> Path:
@@ -58,7 +81,7 @@ def publish(repo: Path, runs: pd.DataFrame, folder: str = "results/g") -> Path:
     out.mkdir(parents=True, exist_ok=True)
     runs.to_csv(out / "runs.csv", index=False)
     shutil.copy(repo / "g.yaml", out / "grid.yaml")
-    report.write_findings("g", open_grid(out / "grid.yaml"), runs, pd.DataFrame(), out,
+    report.write_findings(open_grid(out / "grid.yaml"), runs, pd.DataFrame(), out,
                           out / "grid.yaml")
     commit(repo, "2026-01-03T10:00:00+00:00", "results")
     return out
@@ -87,7 +110,7 @@ def regenerated(folder: Path) -> Path:
     """The folder's findings written again from its runs.csv, as an edit that regenerates
     them would."""
     grid = open_grid(folder / "grid.yaml")
-    report.write_findings("g", grid, perseed.read(folder / "runs.csv", grid), pd.DataFrame(),
+    report.write_findings(grid, perseed.read(folder / "runs.csv", grid), pd.DataFrame(),
                           folder, folder / "grid.yaml")
     return folder
 
@@ -109,7 +132,7 @@ def test_a_seed_outside_the_registered_range_is_exploratory(repo, change):
     folder = edited(publish(repo, trials(repo)), change)
     checked = verify(folder)
     assert checked.evidence == "exploratory"
-    assert "rows on seeds the plan never runs (seeds from 0): variant=a seeds 8" in \
+    assert "rows on seeds the plan never runs (seeds from 0): variant=fixed seeds 8" in \
         checked.lines[0]
 
 
@@ -124,9 +147,9 @@ def _looks(runs: pd.DataFrame) -> pd.DataFrame:
 
 
 @pytest.mark.parametrize("columns, said", [
-    (["seed"], "trial a5 is labelled seed 1 but trained seed 5 (train.seed)"),
+    (["seed"], "trial {} is labelled seed 1 but trained seed 5 (train.seed)"),
     (["seed", "train.seed"], "(seed 5, look 2) started at 2026-01-02 11:00:00 UTC, before "
-                             "trial a5 (seed 1, look 1) at 2026-01-02 11:30:00 UTC")])
+                             "trial {} (seed 1, look 1) at 2026-01-02 11:30:00 UTC")])
 def test_a_seed_label_moved_within_the_range_is_exploratory_naming_the_row(repo, columns,
                                                                             said):
     """The review's swap: seed labels 1 and 5 exchanged in runs.csv (with train.seed, or with
@@ -137,14 +160,15 @@ def test_a_seed_label_moved_within_the_range_is_exploratory_naming_the_row(repo,
     assert verify(folder).evidence == "confirmatory"
 
     def swap(r: pd.DataFrame) -> pd.DataFrame:
-        one, five = (r["model.variant"] == "a") & (r["seed"] == 1), \
-            (r["model.variant"] == "a") & (r["seed"] == 5)
+        one, five = (r["model.variant"] == A) & (r["seed"] == 1), \
+            (r["model.variant"] == A) & (r["seed"] == 5)
         for c in columns:
             r.loc[one, c], r.loc[five, c] = 5, 1
         return r
 
     checked = verify(edited(folder, swap))
     assert checked.evidence == "exploratory"
+    said = said.format(trial(A, 5)[0])
     assert "rows that contradict themselves: " in checked.lines[0] and said in checked.lines[0]
 
 
@@ -174,7 +198,7 @@ def test_a_hand_edit_of_the_findings_page_is_named(repo, capsys, column, value):
     "reproduced" over an inconclusive claim; an edited interval, rule or reason): exit 1,
     naming the line, the claim and the column."""
     folder = publish(repo, trials(repo).assign(final_test_bpc=lambda r: (
-        r["seed"] % 2 * 2.0).where(r["model.variant"] == "a", 1.0)))  # half: inconclusive
+        r["seed"] % 2 * 2.0).where(r["model.variant"] == A, 1.0)))  # half: inconclusive
     assert verify_cmd.main([str(folder)]) == 0
     page = (folder / "findings.md").read_text().splitlines()
     header = next(line for line in page if line.startswith("| claim"))
@@ -187,28 +211,63 @@ def test_a_hand_edit_of_the_findings_page_is_named(repo, capsys, column, value):
     page[row] = "|".join(was)
     (folder / "findings.md").write_text("\n".join(page) + "\n")
     assert verify_cmd.main([str(folder)]) == 1
-    assert f"findings.md: line {row + 1} (lower), {column}: {value!r} on the page, {old!r} in " \
-        "findings.csv" in capsys.readouterr().err
+    assert f"findings.md: line {row + 1} (lower), {column}: {value!r} on the page, {old!r} " \
+        "regenerated" in capsys.readouterr().err
 
 
 def test_a_registered_replication_without_a_results_folder_is_named(tmp_path, capsys):
     """seeds.replications [100, 200] registered, the results of 0-7 and 200-207 published and
-    100's not: bench.verify names start 100 as registered and unpublished, and no longer once
-    a result of the grid holds its seeds."""
+    100's not: bench.verify names start 100 as registered and unpublished and exits 5, with
+    --allow-unverified too; once the grid file withdraws it with a reason (after the trials:
+    not part of the plan), the reason is printed and the result exits 0, still confirmatory;
+    once a result of the grid holds its seeds, neither is said."""
     repo = tmp_path / "repo"
     repo.mkdir()
     git(repo, "init", "-q")
-    (repo / "g.yaml").write_text(yaml.safe_dump(
-        GRID | {"seeds": {"looks": [4, 8], "start": 0, "replications": [100, 200]}}))
+    seeds = {"looks": [4, 8], "start": 0, "replications": [100, 200]}
+    (repo / "g.yaml").write_text(yaml.safe_dump(GRID | {"seeds": seeds}))
     commit(repo, BEFORE, "the plan")
     folder = publish(repo, trials(repo))
     publish(repo, trials(repo, range(200, 208)), "results/g-200")
-    assert verify_cmd.main([str(folder)]) == 0
+    assert verify_cmd.main([str(folder)]) == 5
+    assert verify_cmd.main([str(folder), "--allow-unverified"]) == 5
     out = capsys.readouterr().out
     assert "Unpublished: seed start 100 is registered by g" in out and "200" not in out
+    why = "its machine was lent to another project"
+    (repo / "g.yaml").write_text(yaml.safe_dump(GRID | {"seeds": seeds | {
+        "withdrawn": {100: why}}}))
+    commit(repo, "2026-01-04T10:00:00+00:00", "start 100 withdrawn")
+    assert verify_cmd.main([str(folder)]) == 0
+    out = capsys.readouterr().out
+    assert f"Withdrawn: seed start 100: {why}" in out and "Unpublished" not in out
+    assert "lower: reproduced, confirmatory" in out
     publish(repo, trials(repo, range(100, 108)), "results/g-100")
     verify_cmd.main([str(folder)])
-    assert "Unpublished" not in capsys.readouterr().out
+    out = capsys.readouterr().out
+    assert "Unpublished" not in out and "Withdrawn" not in out
+
+
+def test_a_withdrawal_is_not_part_of_any_committed_plan():
+    """`seeds.withdrawn` is publication metadata: every committed grid's plan (`plan_sha`) is
+    the same with a start withdrawn; a start the grid does not register, or no reason, is
+    refused."""
+    grids = [*(ROOT / "ablations").glob("*.yaml"), *(ROOT / "results").rglob("grid.yaml")]
+    looked = 0
+    for path in grids:
+        grid = open_grid(path, imports=False)
+        if grid.looks is None:
+            continue
+        marked = grid.model_copy(update={"seeds": grid.looks.model_copy(update={
+            "withdrawn": {grid.looks.start: "a reason"}})})
+        assert prereg.plan_sha(marked, grid.looks.start, "v") == \
+            prereg.plan_sha(grid, grid.looks.start, "v"), path
+        looked += 1
+    assert looked >= 10
+    for withdrawn, said in [({7: "why"}, "7 is not a registered seed start"),
+                            ({0: " "}, "start 0 has no reason")]:
+        with pytest.raises(ValueError, match=said):
+            open_grid(GridText(yaml.safe_dump(GRID | {"seeds": {
+                "looks": [4, 8], "start": 0, "withdrawn": withdrawn}}), "g.yaml", ROOT))
 
 
 @pytest.mark.parametrize("path, training", [("bench/training/loop.py", True),
@@ -254,16 +313,21 @@ def test_a_pilot_promoted_to_primary_after_its_data_is_exploratory(tmp_path):
     assert checked.evidence == "exploratory" and "ran under another plan" in checked.lines[0]
 
 
-CLAIM_NOTE = ("    text: str\n", "    text: str\n    note: str | None = None\n")
+CLAIM_NOTE = ("bench/experiment/claims.py", "    text: str\n",
+              "    text: str\n    note: str | None = None\n")
+# a new config option, at its default, is left out of a trial's identity (sweep.trials.ADDED),
+# as the project adds one, so every trial recorded before it keeps its hash
+NEW_OPTION = [("bench/config.py", "    seed: int = 0", "    seed: int = 0\n    unrelated: int = 0"),
+              ("bench/sweep/trials.py", 'ADDED = {("train", "schedule"): "constant"',
+               'ADDED = {("train", "schedule"): "constant", ("train", "unrelated"): 0')]
 
 
-@pytest.mark.parametrize("path, change, moved", [
-    ("bench/experiment/claims.py", CLAIM_NOTE, False),  # an optional field of Claim
-    ("bench/config.py", ("    seed: int = 0", "    seed: int = 0\n    unrelated: int = 0"),
-     False),  # a new config option at its default
-    ("bench/findings/stats.py", ("ALPHA = 0.05", "ALPHA = 0.01"), True)])  # the analysis
+@pytest.mark.parametrize("changes, moved", [
+    ([CLAIM_NOTE], False),  # an optional field of Claim
+    (NEW_OPTION, False),  # a new config option at its default
+    ([("bench/findings/stats.py", "ALPHA = 0.05", "ALPHA = 0.01")], True)])  # the analysis
 def test_a_schema_or_analysis_change_after_the_trials_keeps_the_registered_plan(
-        tmp_path, path, change, moved):
+        tmp_path, changes, moved):
     """A clone of this repository with a grid registered and run (7 of 8 seeds for the claim:
     reproduced at alpha 0.05 by the sign test's "7 of 8"), then a harmless change committed
     (an optional field of Claim, a new config option) or alpha changed to 0.01. The plan is
@@ -275,13 +339,13 @@ def test_a_schema_or_analysis_change_after_the_trials_keeps_the_registered_plan(
     (clone / "g.yaml").write_text(yaml.safe_dump(GRID))
     commit(clone, "2030-01-02T10:00:00+00:00", "the plan")
     runs = trials(clone)
-    runs.loc[(runs["seed"] == 5) & (runs["model.variant"] == "a"), "final_test_bpc"] = 3.0
+    runs.loc[(runs["seed"] == 5) & (runs["model.variant"] == A), "final_test_bpc"] = 3.0
     runs["start_time"] = "2030-01-02 11:00:00+00:00"
     folder = publish(clone, runs)
-    code = clone / path
-    before, after = change
-    assert before in code.read_text()
-    code.write_text(code.read_text().replace(before, after, 1))
+    for path, before, after in changes:
+        code = clone / path
+        assert before in code.read_text()
+        code.write_text(code.read_text().replace(before, after, 1))
     commit(clone, "2030-01-05T10:00:00+00:00", "a change after the trials")
     ran = subprocess.run([sys.executable, "-m", "bench.verify", str(folder)], cwd=clone,
                          capture_output=True, text=True, timeout=900,
@@ -297,8 +361,8 @@ def test_a_missing_seed_is_unverified_and_named(repo):
     folder = edited(publish(repo, trials(repo)), lambda r: r[r["seed"] != 3])
     checked = verify(folder)
     assert checked.evidence == "unverified"
-    assert "the runs lack trials of the plan: variant=a seeds 3; variant=b seeds 3" in \
-        checked.lines[0]
+    assert ("the runs lack trials of the plan: variant=fixed seeds 3; variant=talking-heads "
+            "seeds 3") in checked.lines[0]
     assert "inconclusive" in checked.lines[0]  # seed 3 of look 1 not there: no verdict
 
 
@@ -312,8 +376,8 @@ def test_a_start_time_blank_in_one_row_is_named_as_a_record_lost(repo):
 
     checked = verify(edited(publish(repo, trials(repo)), blank))
     assert checked.evidence == "unverified"
-    assert ("1 of 16 confirmation trials record no start_time (b1), which the others record: "
-            "a record lost or removed") in checked.lines[0]
+    assert (f"1 of 16 confirmation trials record no start_time ({trial(B, 1)[0]}), which the "
+            "others record: a record lost or removed") in checked.lines[0]
 
 
 def test_a_one_row_runs_csv_says_the_runs_lack_the_first_looks_trials(repo):
@@ -321,7 +385,8 @@ def test_a_one_row_runs_csv_says_the_runs_lack_the_first_looks_trials(repo):
     said to wait for a later look (the first is not complete)."""
     checked = verify(edited(publish(repo, trials(repo)), lambda r: r.iloc[:1]))
     assert checked.evidence == "unverified"
-    assert "the runs lack trials of the plan: variant=a seeds 1, 2, 3; variant=b seeds 0, 1, " \
+    assert "the runs lack trials of the plan: variant=fixed seeds 1, 2, 3; " \
+        "variant=talking-heads seeds 0, 1, " \
         "2, 3" in checked.lines[0]
     assert "the sweep stopped before the look" not in checked.lines[0]
 
@@ -330,11 +395,11 @@ def test_two_rows_for_one_setting_and_seed_exit_2_naming_them(repo, capsys):
     """A second row for one setting and seed, under another trial hash: the last row no
     longer wins silently; exit 2 naming the setting, the seed and both lines."""
     folder = edited(publish(repo, trials(repo)), lambda r: pd.concat(
-        [r, r[(r["seed"] == 3) & (r["model.variant"] == "b")].assign(trial="b3x",
+        [r, r[(r["seed"] == 3) & (r["model.variant"] == B)].assign(trial="b3x",
                                                                       final_test_bpc=0.5)]))
     assert verify_cmd.main([str(folder)]) == 2
-    assert ("setting model.variant=b at seed 3 appears 2 times (lines 9 and 18; "
-            "trial 'b3' and 'b3x')") in capsys.readouterr().err
+    assert ("setting model.variant=talking-heads at seed 3 appears 2 times (lines 9 and 18; "
+            f"trial {trial(B, 3)[0]!r} and 'b3x')") in capsys.readouterr().err
 
 
 def test_a_run_commit_older_than_its_parent_is_exploratory(repo):
@@ -353,7 +418,8 @@ def test_a_run_commit_made_after_its_trials_started_is_exploratory(repo):
     late = commit(repo, "2026-01-02T12:00:00+00:00")  # the trials record RAN, 11:00
     checked = verify(publish(repo, trials(repo)))
     assert checked.evidence == "exploratory"
-    assert f"run commit {late[:10]} is dated 2026-01-02 12:00:00 UTC, after trial a0" in \
+    assert (f"run commit {late[:10]} is dated 2026-01-02 12:00:00 UTC, after trial "
+            f"{trial(A, 0)[0]}") in \
         checked.lines[0]
 
 
@@ -427,6 +493,13 @@ BAD = {
     "negative bits": (lambda f: _cell(f, "test_probe_bpc.recall", "-0.5"),
                       "line 2, column test_probe_bpc.recall: -0.5 is below 0, the least "
                       "test_probe_bpc.recall can be"),
+    "1e308 bits per answer": (lambda f: _cell(f, "test_probe_bpc.recall", "1e308"),
+                              "line 2, column test_probe_bpc.recall: 1e+308 is above 7.2, the "
+                              "most test_probe_bpc.recall can be: log2 of the corpus's 147 "
+                              "symbols, what a uniform guess pays"),
+    "test bpc above a uniform guess": (lambda f: _cell(f, "final_test_bpc", "7.25"),
+                                       "line 2, column final_test_bpc: 7.25 is above 7.2, the "
+                                       "most final_test_bpc can be"),
     "a fractional seed": (lambda f: _cell(f, "seed", "300.5"),
                           "line 2, column seed: 300.5 is not a seed (a whole number"),
     "a seed past int64": (lambda f: _cell(f, "train.seed", "1e20"),
@@ -440,6 +513,13 @@ BAD = {
                               "grid.yaml: a list, not a mapping"),
     "an empty findings.csv": (lambda f: (f / "findings.csv").write_text(""),
                               "findings.csv: empty"),
+    "a no-recall floor edited to 0": (
+        lambda f: _cell(f, "dataset.no_recall.recall", "0"),
+        "line 2, column dataset.no_recall.recall: 0.0 recorded, expected 0.4225554806839766 "
+        "from the grid's data"),
+    "a no-recall floor edited up": (
+        lambda f: _cell(f, "dataset.no_recall.recall", "5"),
+        "line 2, column dataset.no_recall.recall: 5.0 recorded, expected 0.4225554806839766"),
 }
 
 
@@ -474,6 +554,23 @@ def test_bad_input_exits_2_naming_the_file_and_what_was_expected(tmp_path, capsy
         assert said in err and len(err.strip().splitlines()) == 1 and "Traceback" not in err
 
 
+def test_bits_are_bounded_by_the_vocabulary_of_the_corpus_the_runs_trained_on(tmp_path):
+    """The enwik8 pilot of adaptive_vs_dynamic ran the synthetic grid (72 symbols: log2 72 =
+    6.17 bits) with `--data enwik8` (256 symbols, as runs.csv's dataset.name says): 6.5 test
+    bpc is a number an enwik8 model can pay; 8.5, more than a uniform guess over bytes, is
+    refused."""
+    folder = ROOT / "results" / "adaptive_vs_dynamic" / "pilot-seeds0-enwik8"
+    grid = open_grid(folder / "grid.yaml", imports=False)
+    assert perseed.vocabulary(grid) == 72 and perseed.vocabulary(grid, ["enwik8"]) == 256
+    shutil.copytree(folder, tmp_path / "pilot")
+    _cell(tmp_path / "pilot", "final_test_bpc", "6.5")
+    assert perseed.read(tmp_path / "pilot" / "runs.csv", grid).at[0, "final_test_bpc"] == 6.5
+    _cell(tmp_path / "pilot", "final_test_bpc", "8.5")
+    with pytest.raises(ConfigError, match="8.5 is above 8, the most final_test_bpc can be: "
+                                          "log2 of the corpus's 256 symbols"):
+        perseed.read(tmp_path / "pilot" / "runs.csv", grid)
+
+
 def test_the_committed_confirmation_keeps_its_registered_verdicts():
     """seeds 300-307 ran under the plan registered in 76e72e11b4, with that commit's analysis
     code: bench.verify recomputes them with that code, taken from git (the committed findings
@@ -500,10 +597,17 @@ def test_todays_checks_apply_to_a_result_registered_under_older_code():
         runs.loc[runs["seed"] == 303, "seed"] = 308
         runs.to_csv(folder / "runs.csv", index=False)
         checked = verify(folder)
+        named = differs(folder / "findings.md", regenerate(checked))
     assert checked.evidence == "exploratory"
     assert all("exploratory" in line and "seeds 308" in line for line in checked.lines), \
         checked.lines
     assert not any("reproduced, confirmatory" in line for line in checked.lines)
+    # the registered code's page, its table relabelled by today's checks: the copied page's
+    # "confirmatory" cells and pre-registration line are named
+    assert any("(th_beats_mh_at_8), evidence: 'confirmatory' on the page, 'exploratory' "
+               "regenerated" in d for d in named), named
+    assert any("'Pre-registration: confirmatory" in d and "'Pre-registration: exploratory" in d
+               for d in named), named
 
 
 def test_a_change_that_moves_a_verdict_is_caught(monkeypatch):
@@ -518,3 +622,19 @@ def test_a_change_that_moves_a_verdict_is_caught(monkeypatch):
     monkeypatch.setattr(sequential, "family", old_rule)
     assert "adaptive_matches_fixed: verdict 'inconclusive' committed, 'reproduced' recomputed" \
         in verify(folder).differ
+
+
+def test_a_result_whose_grid_and_plugin_moved_keeps_its_registered_verdict():
+    """results/window/seeds100 ran ablations/window.yaml with its plugin at
+    examples/window_plugin.py, which now lies beside the grid (ablations/window.py,
+    catalogue.MOVED): the registered code, taken from git, reads today's grid file where it
+    holds the grid that ran, its plugin found, and the verdict stays confirmatory."""
+    from bench.findings.verify import _grid_read
+
+    checked = verify(ROOT / "results" / "window" / "seeds100")
+    assert checked.differ == [] and checked.evidence == "confirmatory"
+    assert checked.lines == ["window_not_worse_than_fixed: reproduced, confirmatory"]
+    moved = ROOT / "results" / "heads_grid" / "seeds900-data7"  # plan_file heads_grid_data7.yaml
+    assert _grid_read(moved, ROOT) == ROOT / "ablations" / "heads_grid.data7.yaml"
+    assert _grid_read(ROOT / "results" / "heads_grid" / "seeds300", ROOT) == \
+        ROOT / "results" / "heads_grid" / "seeds300" / "grid.yaml"  # the grid changed since

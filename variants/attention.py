@@ -158,11 +158,11 @@ class Attention(nn.Module):
             rows, keys = slice(i, i + c), slice(i, i + c + W - 1)
             q, q_pos = heads.q[:, :, rows], heads.q_pos[:, :, rows]
             J = scores(q, heads.k[:, :, keys], W, banded) + q_pos @ self.key_pe[:W].flip(0).T
-            L = self.mixing.mix_logits(J, heads, rows, keys)  # P_l: (B, h_k, c, W) -> (B, h, ...)
+            L = self.mixing.pre_softmax(J, heads, rows, keys)  # P_l: (B, h_k, c, W) -> (B, h, ...)
             if valid is not None:  # a stream's start: no keys before it
                 L = L.masked_fill(~valid[rows], float("-inf"))
             w = self.drop(softmax(L, m[..., rows, :] if per_row else m))
-            U = self.mixing.mix_weights(w, heads, rows, keys)  # P_w: (B, h, c, W) -> (B, h_v, ...)
+            U = self.mixing.post_softmax(w, heads, rows, keys)  # P_w: (B, h, c, W) -> (B, h_v, ...)
             outs.append(mix(U, heads.v[:, :, keys], banded))  # sum over the band: (B, h_v, c, d_v)
         return self.mixing.output(torch.cat(outs, dim=2))
 

@@ -12,7 +12,7 @@ from . import synthetic as _synthetic  # noqa: F401  (registers synthetic)
 from . import text as _text  # noqa: F401  (registers enwik8, text8, file)
 from .batches import eval_batches, train_batches
 from .corpus import SPLITS, Corpus, DataError, split_sizes
-from .registry import build, check_name, fitted, names, options, register
+from .registry import build, check_name, fitted, names, options, register, vocab_size
 
 __all__ = ["SPLITS", "Corpus", "DataError", "build", "check_name", "eval_batches", "fitted",
-           "names", "options", "register", "split_sizes", "train_batches"]
+           "names", "options", "register", "split_sizes", "train_batches", "vocab_size"]

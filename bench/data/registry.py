@@ -3,7 +3,9 @@ class of its options, by a call as a variant or a policy is registered, `build(n
 it. A corpus declares its options as a frozen dataclass (a
 field per data.<option>: its type, its default, and a help sentence as `metadata["help"]`),
 which the run's schema types and checks (the one validator of options, `bench.config`) and the
-docs list (`options(name)`); the builder takes the instance the schema made as it is."""
+docs list (`options(name)`); the builder takes the instance the schema made as it is. `vocab`,
+where given, says the corpus's vocabulary from its options without building it
+(`vocab_size`): the findings refuse bits above its log2 (`bench.findings.perseed.highest`)."""
 
 from collections.abc import Callable
 from typing import Any
@@ -12,12 +14,15 @@ from .corpus import Corpus, DataError
 
 Builder = Callable[[Any], Corpus]
 _BUILDERS: dict[str, tuple[Builder, type]] = {}  # name -> its builder, its options' class
+_VOCABS: dict[str, Callable[[Any], int]] = {}  # name -> its vocabulary from its options
 
 
-def register(name: str, options: type, build: Builder | None = None) -> None:
+def register(name: str, options: type, build: Builder | None = None,
+             vocab: Callable[[Any], int] | None = None) -> None:
     """Register `build(o: options) -> Corpus` as corpus `name` (data.name), its options
-    declared by the frozen dataclass `options`; a ValueError for a name already registered, or
-    without `build` (the decorator form is gone: it names the call to write)."""
+    declared by the frozen dataclass `options`, and `vocab(o)`, the vocabulary size the corpus
+    built from `o` has (None: not known before it is built); a ValueError for a name already
+    registered, or without `build` (the decorator form is gone: it names the call to write)."""
     if build is None:
         raise ValueError(f"corpus {name!r}: register(name, options, build) takes the builder "
                          f"as its third argument: data.register({name!r}, "
@@ -26,6 +31,15 @@ def register(name: str, options: type, build: Builder | None = None) -> None:
     if name in _BUILDERS:
         raise ValueError(f"corpus {name!r} is already registered")
     _BUILDERS[name] = build, options
+    if vocab is not None:
+        _VOCABS[name] = vocab
+
+
+def vocab_size(name: str, typed: Any) -> int | None:
+    """The vocabulary corpus `name` built from `typed` (an instance of its options class)
+    has, without building it; None where its registration does not say."""
+    check_name(name)
+    return _VOCABS[name](typed) if name in _VOCABS else None
 
 
 def names() -> list[str]:

@@ -28,6 +28,7 @@ from bench.declare import option
 from .corpus import SPLITS, STANDARD_FRACTIONS, Corpus, DataError, sha256_of, split_sizes
 from .frames import Frames, entropy
 from .probes import PROBES, Probe
+from .probes.base import unit_length
 from .registry import register
 
 
@@ -98,7 +99,7 @@ class Synthetic:
                  + f * self.frames.copy_loss(reach)
                  + sum(q.rate * (q.bits() + sum(loss.values()))
                        for q, loss in zip(self.probes, losses, strict=True)))
-        length = f * F + sum(q.rate * q.length for q in self.probes)
+        length = unit_length(self.probes, F)
         bits = {"copy": f * self.frames.copy_loss(reach),
                 **{s: q.rate * b for q, loss in zip(self.probes, losses, strict=True)
                    for s, b in loss.items()}}
@@ -130,14 +131,8 @@ class Synthetic:
     def no_recall_floors(self) -> dict[str, float]:
         """Per probe's target set (all its answers, then each part), the bits per answer of the
         best model that sees every episode whole but never matches a query to its record
-        (`Probe.without_recall`)."""
-        out = {}
-        for p in self.probes:
-            bits, count = p.without_recall(), p.counts()
-            for t in dict.fromkeys((p.name, *p.sets)):
-                out[t] = float(sum(bits[s] for s in self.members(t))
-                               / sum(count[s] for s in self.members(t)))
-        return out
+        (`Probe.no_recall`: what the findings compute from a grid, `bench.experiment.floors`)."""
+        return {t: cost.floor for p in self.probes for t, cost in p.no_recall().items()}
 
     def stream(self, n: int, split: str = "train") -> SyntheticStream:
         """n symbols of the split's stream (independent per split, the same P), with true bits.
@@ -246,14 +241,21 @@ def _options() -> type:
 SyntheticOptions = _options()
 
 
-def synthetic(o: SyntheticOptions) -> SyntheticCorpus:
-    """`n_chars` symbols of the generator, split by `fractions`, each split its own stream:
-    frames (`Frames`, from the options named by its fields) and the probes (PROBES, by name)
-    given a positive rate, in PROBES' order."""
+def generator(o: SyntheticOptions) -> Synthetic:
+    """The generator the options give: frames (`Frames`, from the options named by its fields)
+    and the probes (PROBES, by name) given a positive rate, in PROBES' order."""
     frames = Frames(**{f.name: tuple(v) if isinstance(v := getattr(o, f.name), list) else v
                        for f in fields(Frames)})
     given = [p for P in PROBES if (p := getattr(o, P.name)) is not None]
-    gen = Synthetic(frames=frames, probes=tuple(p for p in given if p.rate > 0))
+    return Synthetic(frames=frames, probes=tuple(p for p in given if p.rate > 0))
+
+
+def synthetic(o: SyntheticOptions) -> SyntheticCorpus:
+    """`n_chars` symbols of the generator (`generator`), split by `fractions`, each split its
+    own stream."""
+    gen = generator(o)
+    frames = gen.frames
+    given = [p for P in PROBES if (p := getattr(o, P.name)) is not None]
     n_chars, fractions = o.n_chars, o.fractions
     sizes = split_sizes(f"synthetic (n_chars={n_chars})", n_chars, fractions)
     streams = [gen.stream(size, split) for split, size in zip(SPLITS, sizes, strict=True)]
@@ -265,4 +267,4 @@ def synthetic(o: SyntheticOptions) -> SyntheticCorpus:
     return SyntheticCorpus(gen, streams, meta)
 
 
-register("synthetic", SyntheticOptions, synthetic)
+register("synthetic", SyntheticOptions, synthetic, vocab=lambda o: len(generator(o).symbols))

@@ -96,7 +96,7 @@ def enwik8(o: HutterOptions) -> Corpus:
     return _hutter("enwik8", o)
 
 
-register("enwik8", HutterOptions, enwik8)
+register("enwik8", HutterOptions, enwik8, vocab=lambda o: 256)
 
 
 def text8(o: HutterOptions) -> Corpus:
@@ -104,7 +104,7 @@ def text8(o: HutterOptions) -> Corpus:
     return _hutter("text8", o)
 
 
-register("text8", HutterOptions, text8)
+register("text8", HutterOptions, text8, vocab=lambda o: len(TEXT8_SYMBOLS))
 
 
 def local_file(o: FileOptions) -> Corpus:
@@ -112,7 +112,7 @@ def local_file(o: FileOptions) -> Corpus:
     return _from_file("file", _existing("file", o.path), o.fractions)
 
 
-register("file", FileOptions, local_file)
+register("file", FileOptions, local_file, vocab=lambda o: 256)
 
 
 def _hutter(name: str, o: HutterOptions) -> Corpus:

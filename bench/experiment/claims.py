@@ -9,6 +9,12 @@ values changed), the metric and what is expected of it:
 - type `trend`: per seed, the least-squares slope of that value against the `along` key
   (per doubling with `scale: log2`, the default; per unit with `linear`); the seeds' slopes
   are the sample, so the test is paired by seed just like a difference.
+- type `cost`: what the rows cost against the baseline, as a ratio rows / baseline of one of
+  `COSTS` (`margin`: the bound on that ratio, e.g. 0.8 for "at least 20% fewer FLOPs per
+  token"), read from the interleaved measurement the sweep makes after its trials (cost.csv,
+  `bench.findings.costs`). A measured time is decided from its repetitions, a cost the
+  configuration fixes by construction (`fixed`: neither spends alpha), and FLOPs, which learned
+  spans make data-dependent, per seed like any claim where an arm's spans are learned.
 
 `expect: less` / `greater` tests the claim's summary < margin / > margin one-sided (margin 0 by
 default); `expect: equivalent` is TOST: within +-margin. `margin: planted` is the farthest
@@ -45,6 +51,18 @@ MIN_SEEDS = 3  # paired seeds a test needs before its verdict counts
 # the report reads a final_<name> summary back under <name> (FINAL_RENAMED)
 FINAL = ("final_dev_bpc", "final_test_bpc", *FINAL_SAME, *FINAL_RENAMED)
 EXACT = ("params", "params_non_embedding", "flops_full")  # fixed by the config: no seed noise
+# type cost: what a ratio rows / baseline of the interleaved measurement (cost.csv) is about
+COSTS = {
+    "step_time": "training step time, measured interleaved (median over repetitions)",
+    "eval_time": "evaluation time per token, measured interleaved (median over repetitions)",
+    "flops_kept": "#FLOPS per token at the distances each head's mask keeps",
+    "flops_computed": "#FLOPS per token at the window the layer computes (what it executes)",
+    "params": "parameters",
+    "peak_memory": "a training step's tensors at their peak: weights, gradients, optimizer "
+                   "state and the activations saved for backward",
+}
+MEASURED = ("step_time", "eval_time")  # decided from the repetitions' spread, for this machine
+PER_SEED_COSTS = ("flops_kept", "flops_computed")  # learned spans: per seed, from runs.csv
 # a probe's metrics on its own target symbols (`rest`: every other symbol): probe_bpc.<probe>
 # (dev split), test_probe_bpc.<probe> (test split), probe_floor.<probe> (the lowest reachable),
 # probe_gap.<probe> / test_probe_gap.<probe> (bpc minus floor)
@@ -76,7 +94,7 @@ class Claim(Strict):
 
     id: str = Field(pattern=r"^[A-Za-z0-9_.-]+$")
     text: str
-    type: Literal["compare", "trend"] = "compare"
+    type: Literal["compare", "trend", "cost"] = "compare"
     rows: dict[str, Any] = Field(min_length=1)  # grid key -> value: the rows the claim is about
     baseline: dict[str, Any] | None = None  # values that turn `rows` into the baseline rows
     at_each: list[str] = []  # grid keys: one test per value; the claim must hold at every one
@@ -128,6 +146,8 @@ class Claim(Strict):
         if (self.type == "trend") != (self.along is not None):
             raise ValueError("`along` (the grid key on the x axis) is required by type trend "
                              "and only allowed there")
+        if self.type == "cost":
+            self._cost()
         if self.expect == "equivalent" and (self.margin == "planted" or self.margin <= 0):
             raise ValueError("expect: equivalent needs margin > 0 (the equivalence bound)")
         if self.test == "sign-flip" and (self.margin != 0 or self.expect == "equivalent"):
@@ -144,6 +164,20 @@ class Claim(Strict):
         if self.baseline is not None and all(self.rows.get(k) == v
                                              for k, v in self.baseline.items()):
             raise ValueError("baseline selects the same rows as `rows`")
+
+    def _cost(self) -> None:
+        """A cost claim's rules: a ratio of COSTS against a baseline, by a margin > 0."""
+        if self.metric not in COSTS:
+            raise ValueError(f"type cost: metric {self.metric!r} is not a cost; costs: "
+                             f"{', '.join(COSTS)}")
+        if self.baseline is None or self.expect == "equivalent" or self.margin == "planted" \
+                or not self.margin > 0:
+            raise ValueError("type cost: needs a baseline, expect less or greater and a margin "
+                             "> 0, the bound on the ratio rows / baseline (0.8: at least 20% "
+                             "less)")
+        if self.test != "sign" or self.log_offset is not None:
+            raise ValueError("type cost: a ratio is decided by its own rule (docs/claims.md, "
+                             "Cost claims): no test or log_offset")
 
 
 CLAIMS = TypeAdapter(list[Claim])
@@ -184,7 +218,7 @@ def check(claims: list[Claim], axes: dict[str, list[Any]],
         if c.id in seen:
             raise ValueError(f"{where}: duplicate claim id")
         seen.add(c.id)
-        if c.metric not in METRICS and not PROBE_METRIC.match(c.metric):
+        if c.type != "cost" and c.metric not in METRICS and not PROBE_METRIC.match(c.metric):
             raise ValueError(f"{where}: unknown metric {c.metric!r}; known: {', '.join(METRICS)}"
                              ", and a probe's test_probe_bpc.<probe>, probe_floor.<probe>, "
                              "test_probe_gap.<probe>")
@@ -230,6 +264,15 @@ def check(claims: list[Claim], axes: dict[str, list[Any]],
                                      "`exclude` drops")
 
 
+def fixed(c: Claim) -> bool:
+    """Whether a claim's values cannot vary by seed, so that it is decided without spending
+    alpha: a metric the config fixes (EXACT), or a cost read from the measurement (a time, by its
+    repetitions; parameters and memory, by construction). FLOPs keep a per-seed claim's share
+    of alpha, since learned spans make them data-dependent; a fixed mask's are decided by
+    construction all the same, spending none of it."""
+    return c.metric not in PER_SEED_COSTS if c.type == "cost" else c.metric in EXACT
+
+
 def _even(values: list[Any], scale: str) -> bool:
     """Whether a trend's x values are evenly spaced on its scale (log2: per doubling)."""
     x = np.sort(np.asarray(values, dtype=float))
@@ -248,6 +291,9 @@ def selected(metric: str) -> str | None:
 def expectation(c: Claim) -> str:
     """What a claim's test rejects for it, in words: "an effect against none (exchangeable):
     mean difference < 0, one-sided", "median slope within ±0.01 (two one-sided tests)"."""
+    if c.type == "cost":
+        side = "<" if c.expect == "less" else ">"
+        return f"ratio of {c.metric} {side} {c.margin:g} (rows / baseline)"
     what = STATISTIC[c.test] + " " + ("slope" if c.type == "trend" else
                                   "difference" if c.baseline else "value")
     what += f" of log(y + {c.log_offset:g})" if c.log_offset else ""

@@ -59,12 +59,16 @@ class Looks(Strict):
     both directions (`bench.findings.sequential`), and stops for futility (non-binding) at an
     interim look where neither direction's p is below `futility` (null: never).
     `replications`: the seed starts registered for running the same plan again on fresh seeds
-    (`--seed-start N`; `bench.findings.prereg`)."""
+    (`--seed-start N`; `bench.findings.prereg`). `withdrawn`: registered starts that will not
+    be published, each with its reason (`{300: "..."}`): publication metadata, not the plan
+    (`prereg.plan_sha` leaves it out), so it can be written after the trials ran;
+    `bench.verify` prints the reason instead of naming the start unpublished."""
 
     looks: list[int] = Field(min_length=1)
     start: int = 0
     futility: float | None = Field(0.5, gt=0, lt=1)
     replications: list[int] = []
+    withdrawn: dict[int, str] = {}
 
     @field_validator("looks")
     @classmethod
@@ -74,6 +78,17 @@ class Looks(Strict):
         if any(b <= a for a, b in zip(v, v[1:], strict=False)):
             raise ValueError(f"{v}: looks must be strictly increasing seed counts")
         return v
+
+    @model_validator(mode="after")
+    def _registered(self) -> "Looks":
+        if unknown := sorted(set(self.withdrawn) - {self.start, *self.replications}):
+            raise ValueError(f"withdrawn: {', '.join(map(str, unknown))} is not a registered "
+                             f"seed start (start {self.start}, replications "
+                             f"{self.replications}): only a registered start can be withdrawn")
+        if blank := [k for k, why in self.withdrawn.items() if not why.strip()]:
+            raise ValueError(f"withdrawn: start {blank[0]} has no reason: say why it will not "
+                             "be published")
+        return self
 
     @property
     def seeds(self) -> list[int]:

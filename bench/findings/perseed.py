@@ -2,11 +2,14 @@
 one line naming the file, the line or column and what was expected where they cannot be
 read as the grid's runs: an empty file or a header alone, no seed column, a grid axis or a
 claim's metric missing, a value that is not one of the axis's values, text where a number or
-a time belongs, a metric that is not finite or below its least value (`lowest`), a seed that
-is not a whole number, a trial or a (setting, seed) held twice. Only an empty field is a missing
-value: "NA", "n/a" and "None" are text, refused where a number belongs."""
+a time belongs, a metric that is not finite, below its least value (`lowest`) or above its
+most (`highest`: bits above log2 of the corpus's vocabulary), a seed that is not a whole number,
+a trial or a (setting, seed) held twice, a no-recall floor that is not the one the grid's data
+give (`_floors`). Only an empty field is a missing value: "NA", "n/a"
+and "None" are text, refused where a number belongs."""
 
 import json
+from collections.abc import Iterable
 from dataclasses import dataclass
 from itertools import product
 from pathlib import Path
@@ -15,7 +18,8 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from bench.config import ConfigError
+from bench.config import ConfigError, DataConfig, merge, set_dotted
+from bench.experiment import floors
 from bench.experiment.claims import DERIVED, HEAD_SPAN_METRICS, METRICS, PROBE_METRIC, num
 from bench.experiment.grid import Grid, excluded
 from bench.metrics import SEEDS
@@ -27,6 +31,7 @@ NEEDS = {"gap_to_floor": ("final_test_bpc", "floor_bpc"),
          "span_fraction": ("mean_span", "model.span"),
          **{m: ("head_spans",) for m in HEAD_SPAN_METRICS},
          "covering_head_fraction": ("head_spans", "dataset.planted")}
+RECORDED = "dataset.no_recall."  # a run's no-recall floor per probe target, as it recorded it
 
 
 def _numeric(col: str) -> bool:
@@ -41,10 +46,43 @@ def lowest(col: str) -> float:
     return -np.inf if col == "gap_to_floor" or (gap and gap.group(2) == "gap") else 0.0
 
 
-def _numbers(df: pd.DataFrame, path: Path) -> None:
+def highest(col: str, vocab: int | None) -> float:
+    """The most a metric column can hold: a bits metric (bpc, a probe's bits per answer, the
+    floors, their gaps, the entropy rate) log2 of the corpus's vocabulary `vocab`, what a
+    uniform guess over it pays (a model that pays more is a broken record, not a result: its
+    training diverged, or the number is not what the column says); any other metric, or a
+    corpus whose vocabulary is not known (None), none."""
+    bits = col in ("final_dev_bpc", "final_test_bpc", "floor_bpc", "entropy_rate",
+                   "gap_to_floor") or PROBE_METRIC.match(col)
+    return float(np.log2(vocab)) if bits and vocab else np.inf
+
+
+def vocabulary(grid: Grid, named: Iterable[str] = ()) -> int | None:
+    """The largest vocabulary of the grid's corpora, in closed form: each setting's data section
+    (`base.data` under the setting's `data.*` values) as its corpus registers it
+    (`DataConfig.vocab_size`), and each corpus in `named` (runs.csv's dataset.name) that the
+    grid does not name (a sweep run with `--data`) at its default options; None where one does
+    not say, or cannot be read without its plugins."""
+    sections = []
+    for cell in settings(grid):
+        tree = merge({"data": grid.base.data}, {})
+        for key, value in cell.items():
+            if key.startswith("data."):
+                set_dotted(tree, key, value)
+        sections.append(tree["data"])
+    names = {s.get("name", "synthetic") for s in sections}
+    sections += [{"name": n} for n in sorted(set(named) - names)]
+    try:
+        sizes = [DataConfig(**s).vocab_size for s in sections]
+    except (ValueError, ConfigError):  # a plugin's corpus, not imported: not known
+        return None
+    return None if None in sizes else max(sizes)
+
+
+def _numbers(df: pd.DataFrame, path: Path, vocab: int | None = None) -> None:
     """Every metric and seed a number (or empty) that can be: a metric finite and within its
-    range (`lowest`), a seed a whole number in [0, 2^63); else ConfigError naming the line and
-    column. Converted in place."""
+    range (`lowest`, `highest` for a corpus of `vocab` symbols), a seed a whole number in
+    [0, 2^63); else ConfigError naming the line and column. Converted in place."""
     for col in df:
         if not _numeric(col):
             continue
@@ -58,6 +96,9 @@ def _numbers(df: pd.DataFrame, path: Path) -> None:
         else:
             checks.append((values < lowest(col), f"is below {lowest(col):g}, the least {col} "
                            "can be"))
+            checks.append((values > highest(col, vocab), f"is above {highest(col, vocab):.4g}, "
+                           f"the most {col} can be: log2 of the corpus's {vocab} symbols, what "
+                           "a uniform guess pays (docs/claims.md, Findings files)"))
         for bad, expected in checks:
             if (bad := there & bad).any():
                 i = int(bad.idxmax())
@@ -119,18 +160,73 @@ def _axes(df: pd.DataFrame, path: Path, grid: Grid) -> None:
 def _metrics(df: pd.DataFrame, path: Path, grid: Grid) -> None:
     """Every claim's metric a column, or computable from columns there, else ConfigError."""
     for i, c in enumerate(grid.claims):
+        if c.type == "cost":  # read from cost.csv (`costs`), and per seed from flops_*
+            continue
         needs = NEEDS.get(c.metric, (c.metric,)) if c.metric in DERIVED else (c.metric,)
         if c.metric not in df and not set(needs) <= set(df):
             raise ConfigError(f"{path}: no column {', '.join(needs)}, which claims.{i} "
                               f"({c.id}) reads ({c.metric})")
 
 
+def _floors(df: pd.DataFrame, path: Path, grid: Grid) -> None:
+    """Every no-recall floor runs.csv records (`dataset.no_recall.<target>`) the one the grid's
+    data give its row's setting in closed form (`floors.of_grid`), else ConfigError naming the
+    line, the column and both values: the findings read the grid's, and a runs.csv that says
+    otherwise is not the grid's runs."""
+    recorded = [c for c in df if c.startswith(RECORDED)]
+    if not recorded:
+        return
+    costs = floors.of_grid(grid)
+    for at, given in costs.by:
+        rows = df[match(df, dict(zip(costs.keys, at, strict=True)))]
+        for col in recorded:
+            want = given.get(col[len(RECORDED):])
+            got = pd.to_numeric(rows[col], errors="coerce").to_numpy(dtype=float)
+            ok = np.zeros(len(rows), bool) if want is None else np.isclose(
+                got, want.floor, rtol=1e-9, atol=1e-12)
+            if (bad := rows[col].notna().to_numpy() & ~ok).any():
+                i = int(rows.index[bad][0])
+                cell = df.at[i, col]
+                shown = repr(cell) if isinstance(cell, str) else repr(float(cell))
+                expected = "none: the grid's data score no such probe" if want is None else (
+                    f"{want.floor!r} from the grid's data")
+                raise ConfigError(f"{path}: line {i + 2}, column {col}: {shown} recorded, "
+                                  f"expected {expected} (the no-recall floor in closed form)")
+
+
+def _code(df: pd.DataFrame, path: Path) -> None:
+    """Where the rows record code_sha, code.json beside runs.csv (each code_sha's files ->
+    digest, `bench.codehash.imported`) as `df.attrs["code"]`, what the pre-registration check
+    names a file that differs between looks with; ConfigError where it is not there, not JSON
+    of that form, or lacks a code_sha a row records."""
+    if "code_sha" not in df or df["code_sha"].isna().all():
+        return
+    where = path.parent / "code.json"
+    try:
+        records = json.loads(where.read_text())
+    except FileNotFoundError:
+        raise ConfigError(f"{where}: not there: runs.csv records code_sha (the code each "
+                          "trial imported), and code.json beside it names each code_sha's "
+                          "files") from None
+    except (OSError, ValueError) as err:
+        raise ConfigError(f"{where}: not JSON ({err})") from None
+    if not isinstance(records, dict) or not all(
+            isinstance(f, dict) and all(isinstance(v, str) for v in f.values())
+            for f in records.values()):
+        raise ConfigError(f"{where}: not a code record: a mapping of each code_sha to its "
+                          "files' digests (path -> hex)")
+    for i, sha in df["code_sha"].items():
+        if isinstance(sha, str) and sha not in records:
+            raise ConfigError(f"{where}: no code_sha {sha}, which runs.csv line {i + 2} records")
+    df.attrs["code"] = records
+
+
 def read(path: Path, grid: Grid | None = None) -> pd.DataFrame:
     """runs.csv back as the verdicts read runs (head spans as lists), checked against `grid`
-    (its axes, its claims' metrics; None: only the file's own form): ConfigError naming what
-    is wrong (module doc)."""
+    (its axes, its claims' metrics; None: only the file's own form), and beside it code.json
+    (`_code`): ConfigError naming what is wrong (module doc)."""
     try:
-        df = pd.read_csv(path, keep_default_na=False, na_values=[""])
+        df = pd.read_csv(path, keep_default_na=False, na_values=[""], dtype={"code_sha": str})
     except pd.errors.EmptyDataError:
         raise ConfigError(f"{path}: empty: a runs.csv holds a header and one row per finished "
                           "trial") from None
@@ -143,15 +239,18 @@ def read(path: Path, grid: Grid | None = None) -> pd.DataFrame:
     if seed is None:
         raise ConfigError(f"{path}: no seed column ({' or '.join(SEEDS)}): the verdicts pair "
                           "runs by seed")
-    _numbers(df, path)
+    names = df["dataset.name"].dropna().astype(str) if "dataset.name" in df else ()
+    _numbers(df, path, vocabulary(grid, names) if grid is not None else None)
     _times(df, path)
     if grid is not None:
         _axes(df, path, grid)
         _metrics(df, path, grid)
+        _floors(df, path, grid)
     _once(df, path, [*grid.grid, seed] if grid else [])
     if "head_spans" in df:
         df["head_spans"] = df["head_spans"].map(lambda v: json.loads(v) if isinstance(v, str)
                                                 else v)
+    _code(df, path)
     return df
 
 

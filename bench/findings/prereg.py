@@ -5,13 +5,16 @@ The plan is what a verdict depends on beyond the data: the claims, the looks and
 the seeds' start, the design seeds, alpha, the trials the grid runs (any command-line override
 makes another plan) and the version of the analysis code: every module that can move a verdict
 from the per-seed values (`ANALYSIS`: reading runs.csv, the claims, the statistics, the
-sequence, this check), hashed as code, its docstrings and comments aside (`analysis_version`),
-so that a reworded docstring or comment changes no plan. When a sweep starts, its
-driver records with every trial (`record`): `plan_sha` (the plan's hash), `seed_start`,
-`plan_file` (the grid file, relative to its repository), `run_commit` (HEAD) and `run_clean`
-(whether what can change a run was as committed there: the tracked files, results/ and runs/
-aside, and the untracked files a trial imports or reads as its plan, `uncommitted`; a notes file
-or a scratch grid beside them changes nothing); MLflow records each trial's `start_time`.
+no-recall floors and vacuity, the sequence, this check), hashed as code, its docstrings and
+comments aside (`analysis_version`), so that a reworded docstring or comment changes no plan.
+When a sweep starts, its driver records with every trial (`record`): `plan_sha` (the plan's
+hash), `seed_start`, `plan_file` (the grid file, relative to its repository), `run_commit`
+(HEAD) and `run_clean` (whether what can change a run was as committed there: the tracked
+files, results/ and runs/ aside, and the untracked files a trial imports or reads as its plan,
+`uncommitted`; a notes file or a scratch grid beside them changes nothing); MLflow records
+each trial's `start_time`, and the trial's own process, at the end of training, `code_sha`:
+the code it imported (`bench.codehash.imported`; its files in code.json beside runs.csv,
+`perseed.read`).
 
 `check` reads those columns of the runs. The findings are:
 - `confirmatory` where (a) every trial on a seed outside the design seeds ran clean from a
@@ -20,10 +23,11 @@ or a scratch grid beside them changes nothing); MLflow records each trial's `sta
   registered `replications`), and (b) the plan's first commit is an ancestor of every run
   commit and was committed before the first of those trials started, and no commit the check
   rests on has a date that cannot be true (older than one of its parents, or a run commit
-  made after a trial that names it started);
+  made after a trial that names it started), and the trials ran one version of the code that
+  trains (`trained.apart`);
 - `exploratory` where a trial ran under another plan, from a changed working tree, or from a
-  commit that does not hold its plan, or the plan was committed after the trials began; the
-  reason names the trial;
+  commit that does not hold its plan, or the plan was committed after the trials began, or
+  the trials ran different code that trains; the reason names the trial, or the file;
 - `unverified` where the trials record none of this, or git cannot say (no repository, a
   commit that is not in it): never confirmatory.
 The registered analysis is the code at the plan's first commit (`Registration.commit`): a
@@ -35,22 +39,22 @@ Git's times are set by whoever commits, so the check catches mistakes and edits 
 fact, not a determined forger (docs/claims.md says what would anchor time outside git).
 """
 
-import ast
 import hashlib
 import json
-import subprocess
 from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
 
 import pandas as pd
 
+from bench.codehash import code
 from bench.config import ConfigError
 from bench.experiment.grid import Grid, Looks
 from bench.experiment.open import GridText, open_grid
 
 from . import registered
 from .stats import ALPHA
+from .trained import apart, git
 
 ROOT = Path(__file__).resolve().parents[2]
 # the modules whose code can move a verdict from a result's per-seed values: part of the plan
@@ -58,45 +62,21 @@ ROOT = Path(__file__).resolve().parents[2]
 # whose output the plan holds as data)
 ANALYSIS = (*(f"bench/findings/{m}.py" for m in (
     "verdicts", "evidence", "sequential", "stats", "samples", "bounds", "numbers", "perseed",
-    "prereg", "judge", "verify", "registered")), "bench/experiment/claims.py", "bench/metrics.py")
+    "prereg", "judge", "verify", "registered", "vacuity", "costs", "said", "trained")),
+    "bench/experiment/claims.py", "bench/metrics.py", "bench/codehash.py",
+    # the no-recall floors and their noise bars, closed forms of the grid's data (`vacuity`)
+    "bench/experiment/floors.py", "bench/data/corpus.py",
+    *(f"bench/data/probes/{m}.py" for m in ("base", "recall", "conjunctive", "mqar")))
 # what plans recorded before the analysis was hashed as code held: these files' bytes
 ANALYSIS_BYTES = tuple(f"bench/findings/{m}.py" for m in ("verdicts", "sequential", "stats",
                                                           "samples", "bounds"))
-RECORDS = ("plan_sha", "seed_start", "plan_file", "run_commit", "run_clean")
+# what every trial records of the plan it serves (`record`), and of the code its own process
+# imported by the end of training (code_sha: `bench.codehash.imported`, its files in code.json)
+RECORDS = ("plan_sha", "seed_start", "plan_file", "run_commit", "run_clean", "code_sha")
 PACKAGES = ("bench/", "variants/")  # the tree's code a trial imports
 # the code a plan's hash can depend on: the analysis, the grid file's parser, the options
 PLAN_CODE = ("bench/findings", "bench/experiment", "bench/config.py", "bench/metrics.py",
              "bench/declare.py", "variants")
-# the code that makes a trial's numbers: run commits that differ here ran another experiment
-TRAINING = ("bench/training", "bench/model", "bench/data", "bench/config.py", "bench/train.py",
-            "bench/declare.py", "variants")
-
-
-def git(where: Path, *args: str) -> str | None:
-    try:
-        out = subprocess.run(["git", *args], cwd=where, capture_output=True, text=True,
-                             check=True, timeout=60)
-    except (OSError, subprocess.SubprocessError):
-        return None
-    return out.stdout
-
-
-def code(source: bytes) -> bytes:
-    """What a module computes: its syntax tree without its docstrings, written back as source
-    (comments and layout drop out); the bytes themselves where they do not parse."""
-    try:
-        tree = ast.parse(source)
-    except (SyntaxError, ValueError):
-        return source
-    for node in ast.walk(tree):
-        body = getattr(node, "body", None)
-        if (isinstance(node, ast.Module | ast.ClassDef | ast.FunctionDef | ast.AsyncFunctionDef)
-                and body and isinstance(body[0], ast.Expr)
-                and isinstance(body[0].value, ast.Constant)
-                and isinstance(body[0].value.value, str)):
-            node.body = body[1:] or [ast.Pass()]
-    return ast.unparse(tree).encode()
-
 
 def analysis_version(files: dict[str, bytes]) -> str:
     """The first 12 hex digits of the sha256 of the ANALYSIS modules as code (`code`;
@@ -344,12 +324,13 @@ def check(grid_file: Path | None, grid: Grid, runs: pd.DataFrame) -> Registratio
                           f"({', '.join(sorted(files))})")
     repo = _Repo(Path(top.strip()), files.pop())
     text = grid_file.read_text() if grid_file is not None and grid_file.is_file() else None
-    return _verify(repo, grid, conf, text)
+    return _verify(repo, grid, conf, text, runs.attrs.get("code", {}))
 
 
-def _verify(repo: _Repo, grid: Grid, conf: pd.DataFrame, grid_text: str | None = None
-            ) -> Registration:
-    """Conditions (a) and (b) of the module doc, trial by trial."""
+def _verify(repo: _Repo, grid: Grid, conf: pd.DataFrame, grid_text: str | None = None,
+            records: dict[str, dict[str, str]] | None = None) -> Registration:
+    """Conditions (a) and (b) of the module doc, trial by trial, and one version of the code
+    that trains (`trained.apart`; `records`: code.json, `perseed.read`)."""
     starts = {_recorded(s) for s in conf["seed_start"]}
     began = pd.to_datetime(conf["start_time"], utc=True, format="ISO8601")
     said, firsts = [], []
@@ -381,7 +362,8 @@ def _verify(repo: _Repo, grid: Grid, conf: pd.DataFrame, grid_text: str | None =
         firsts.append(found)
         said.append(f"plan {want} (seeds from {start}) first committed in {found[0][:10]} at "
                     f"{found[1]:%Y-%m-%d %H:%M:%S} UTC")
-    if why := _timeline(repo, conf, began, firsts) or _trained_apart(repo, conf):
+    if why := _timeline(repo, conf, began, firsts) or apart(
+            repo.root, repo.code or "", conf, repo.plan_file, records or {}):
         return _registered("exploratory", why)
     commits = ", ".join(sorted({c[:10] for c in conf["run_commit"].astype(str)}))
     first = min(firsts, key=lambda f: f[1])[0]
@@ -423,20 +405,6 @@ def _timeline(repo: _Repo, conf: pd.DataFrame, began: pd.Series,
             return (f"run commit {commit[:10]} is dated {when:%Y-%m-%d %H:%M:%S} UTC, after "
                     f"trial {_name(conf.loc[named.idxmin()])} that ran from it started "
                     f"({named.min():%Y-%m-%d %H:%M:%S} UTC)")
-    return ""
-
-
-def _trained_apart(repo: _Repo, conf: pd.DataFrame) -> str:
-    """Why the trials are not one experiment, or "": run commits that differ in code that
-    trains (TRAINING; documentation and analysis changes between looks are not)."""
-    runs = sorted(set(conf["run_commit"].astype(str)))
-    paths = [f"{repo.code or ''}{p}" for p in TRAINING]
-    for other in runs[1:]:
-        if changed := (git(repo.root, "diff", "--name-only", runs[0], other, "--", *paths)
-                       or "").split():
-            return (f"the trials ran from commits {runs[0][:10]} and {other[:10]}, which differ "
-                    f"in code that trains ({', '.join(changed[:3])}"
-                    f"{', ...' if len(changed) > 3 else ''})")
     return ""
 
 

@@ -1,7 +1,9 @@
 """What the sweep's MLflow page shows of its report (`bench.tracking.page.Page`), read top to
 bottom: a line per claim (claim, verdict, effect with its interval, p against its rule,
-evidence), the pre-registration line, the paper-style tables, the figures; the rest of the
-findings (reasons, offsets, unlearned counts) stays in findings.md, which the page links."""
+evidence), the pre-registration line, the cost table (findings.md's cost block: what the rows
+cost against their baseline, measured interleaved), the paper-style tables, the figures; the
+rest of the findings (reasons, offsets, unlearned counts) stays in findings.md, which the page
+links."""
 
 import re
 from pathlib import Path
@@ -11,6 +13,7 @@ import pandas as pd
 
 from bench.tracking.page import REPORT, ClaimResult, Page, Part
 
+from .costs import END, START
 from .runs import machine_line
 
 
@@ -88,6 +91,18 @@ def _registration(paths: list[Path]) -> list[Part]:
             for line in lines if line.startswith("Pre-registration:")]
 
 
+def _cost(paths: list[Path]) -> list[Part]:
+    """findings.md's cost block (`costs.block`), as a part of the page (none where the sweep
+    measured no cost)."""
+    found = [p for p in paths if p.name == "findings.md"]
+    text = found[0].read_text() if found else ""
+    if START not in text:
+        return []
+    inside = text.split(START, 1)[1].split(END, 1)[0].strip().splitlines()
+    body = "\n".join(map(_compact, inside)).replace("## ", "### ", 1)
+    return [Part(body, "the cost table", f"{REPORT}/findings.md")]
+
+
 def sweep_page(runs: pd.DataFrame, paths: list[Path], table: pd.DataFrame | None,
                out_dir: Path) -> Page:
     """What the sweep's run page shows of the report written to `paths` (`page.Page`):
@@ -100,6 +115,6 @@ def sweep_page(runs: pd.DataFrame, paths: list[Path], table: pd.DataFrame | None
         if "precision" in runs else "not recorded"
     whole = f"{REPORT}/findings.md" if any(p.name == "findings.md" for p in paths) else REPORT
     return Page(claims, [] if table is None else claim_lines(table),
-                _registration(paths) + _tables(paths),
+                _registration(paths) + _cost(paths) + _tables(paths),
                 machine_line(runs).removeprefix("Machine: "), precision,
                 [p for p in paths if p.suffix == ".png"], whole, out_dir.resolve())

@@ -9,6 +9,7 @@ import numpy as np
 import pandas as pd
 from mlflow import MlflowClient
 
+from bench.experiment import floors
 from bench.experiment.claims import HEAD_SPAN_METRICS, Claim, num
 from bench.experiment.grid import Grid, ReportSpec
 from bench.experiment.layouts import display_name
@@ -205,7 +206,8 @@ def waiting(uri: str, experiment: str, grid: Grid, trials: list[str]) -> list[Cl
     if grid.looks is None:
         return []
     data = load_sweep(reader.sweep_runs(uri, experiment, identity(), trials=set(trials)), grid)
-    return verdicts.undecided(grid.claims, claim_runs(data), data.missing, grid.looks)
+    return verdicts.undecided(grid.claims, claim_runs(data), data.missing, grid.looks,
+                              floors.of_grid(grid))
 
 
 def head_spans(sweep: Sweep) -> pd.Series:
@@ -214,10 +216,20 @@ def head_spans(sweep: Sweep) -> pd.Series:
     return pd.Series([s if s else np.nan for s in spans], index=sweep.runs.index, dtype=object)
 
 
+def code_records(runs: pd.DataFrame) -> dict[str, dict[str, str]]:
+    """Each code_sha the runs record (`claim_runs`) -> its files' digests, from the code.json
+    artifact of one run that records it: what code.json beside runs.csv holds."""
+    if "code_sha" not in runs:
+        return {}
+    named = runs.dropna(subset=["code_sha"]).groupby("code_sha")["run_id"].first()
+    return {sha: found for sha, run_id in named.items()
+            if (found := reader.artifact_dict(run_id, "code.json")) is not None}
+
+
 def claim_runs(sweep: Sweep) -> pd.DataFrame:
     """The finished runs with what the claims read: their grid keys, seed, metrics, layer
-    description, the plan records (`prereg.RECORDS`, from their tags), and head spans where a
-    claim needs them (as runs.csv holds them)."""
+    description, the plan and code records (`prereg.RECORDS`, from their tags), and head spans
+    where a claim needs them (as runs.csv holds them)."""
     runs = sweep.runs.rename(columns={f"tags.{PLAN}{k}": k for k in prereg.RECORDS})
     if any(c.metric in HEAD_SPAN_METRICS for c in sweep.claims):
         runs = runs.assign(head_spans=head_spans(sweep))

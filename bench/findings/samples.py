@@ -1,8 +1,10 @@
 """The per-seed values a claim's tests are about, read from a sweep's finished runs: the derived
-metrics, the runs of one cell (grid values), a part's values per seed (differences, or slopes
-along the trend axis, on the claim's scale), and why a part cannot be computed."""
+metrics, the runs of one cell (grid values), the raw values of the cells a part reads (`Arms`),
+a part's values per seed (differences, or slopes along the trend axis, on the claim's scale:
+`per_seed`, what `vacuity` also reads), and why a part cannot be computed."""
 
 import json
+from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
@@ -182,34 +184,70 @@ def values(runs: pd.DataFrame, missing: pd.DataFrame, cell: dict, metric: str,
     return out
 
 
+@dataclass(frozen=True)
+class Arms:
+    """The metric per seed of the cells one test reads, as the runs logged it: `rows` and
+    `base` (points, seeds), one point per value of the trend axis `x` (as the grid gives it;
+    None and one point for a compare claim), `base` None without a baseline."""
+
+    rows: np.ndarray
+    base: np.ndarray | None
+    x: np.ndarray | None
+
+
+def arms(claim: Claim, runs: pd.DataFrame, missing: pd.DataFrame, pairs: list,
+         seeds: list[Any]) -> Arms:
+    """The raw values of the test's (rows, baseline) cell pairs (`Arms`); raises Unavailable
+    naming what is missing."""
+    rows, base = [], []
+    for r, b in pairs:
+        rows.append(values(runs, missing, r, column(claim), seeds).to_numpy())
+        if b is not None:
+            base.append(values(runs, missing, b, column(claim), seeds).to_numpy())
+    x = None if claim.type == "compare" else np.array([float(r[claim.along]) for r, _ in pairs])
+    return Arms(np.array(rows), np.array(base) if base else None, x)
+
+
+def points(claim: Claim, arms: Arms) -> np.ndarray:
+    """(points, seeds): on the claim's scale (log(y + log_offset) where declared), the rows
+    less the baseline (or the rows alone)."""
+    def scaled(v: np.ndarray) -> np.ndarray:
+        return np.log(v + claim.log_offset) if claim.log_offset else v
+
+    return scaled(arms.rows) - (0.0 if arms.base is None else scaled(arms.base))
+
+
+def per_seed(claim: Claim, arms: Arms) -> np.ndarray:
+    """(seeds,): the values one test is about: a compare claim's difference, or a trend's
+    least-squares slope along its axis (per doubling on `log2`), one line per seed."""
+    y = points(claim, arms)
+    if arms.x is None:
+        return y[0]
+    return np.polyfit(np.log2(arms.x) if claim.scale == "log2" else arms.x, y, 1)[0]
+
+
 def sample(claim: Claim, runs: pd.DataFrame, missing: pd.DataFrame, pairs: list,
            seeds: list[Any]) -> tuple[pd.Series, str]:
-    """Per-seed values one test is about (differences, or slopes along the trend axis), on the
-    claim's scale (log(y + log_offset) where declared), and for a trend what its slope
-    estimates."""
-    def point(rows: dict, base: dict | None) -> pd.Series:
-        def at(cell: dict) -> pd.Series:
-            v = values(runs, missing, cell, column(claim), seeds)
-            if claim.log_offset and not (low := v[v + claim.log_offset <= 0]).empty:
-                at_seeds = ", ".join(f"{num(s)} ({x:g})" for s, x in low.items())
-                raise Unavailable(f"log({column(claim)} + {num(claim.log_offset)}) is undefined "
-                                  f"at seeds {at_seeds}")
-            return np.log(v + claim.log_offset) if claim.log_offset else v
-
-        return at(rows) if base is None else at(rows) - at(base)
-
-    if claim.type == "compare":
-        (rows, base), = pairs
-        return point(rows, base), ""
-    x = np.array([float(rows[claim.along]) for rows, _ in pairs])
-    if len(np.unique(x)) < 2:
+    """Per-seed values one test is about (`per_seed`), and for a trend what its slope
+    estimates; raises Unavailable where a value is missing or off the claim's scale."""
+    given = np.array([float(rows[claim.along]) for rows, _ in pairs]) if claim.along else None
+    if given is not None and len(np.unique(given)) < 2:
         raise Unavailable(f"a trend needs at least 2 values of {claim.along}; the runs have "
-                          f"{', '.join(map(num, np.unique(x)))}")
-    given = x
-    x = np.log2(x) if claim.scale == "log2" else x
-    y = pd.concat([point(rows, base) for rows, base in pairs], axis=1)  # (seeds, x)
-    slopes = np.polyfit(x, y.to_numpy().T, 1)[0]  # least squares, one line per seed
-    return pd.Series(slopes, index=y.index), _shape(claim, given, x, y.mean().to_numpy())
+                          f"{', '.join(map(num, np.unique(given)))}")
+    got = arms(claim, runs, missing, pairs, seeds)
+    each = [v for i in range(len(pairs)) for v in (got.rows[i], *(
+        () if got.base is None else (got.base[i],)))]  # each cell, in the pairs' order
+    for v in each if claim.log_offset else ():
+        if (low := v + claim.log_offset <= 0).any():
+            at = ", ".join(f"{num(s)} ({x:g})" for s, x, bad in zip(seeds, v, low, strict=True)
+                           if bad)
+            raise Unavailable(f"log({column(claim)} + {num(claim.log_offset)}) is undefined "
+                              f"at seeds {at}")
+    out = pd.Series(per_seed(claim, got), index=seeds, dtype=float)
+    if given is None:
+        return out, ""
+    x = np.log2(given) if claim.scale == "log2" else given
+    return out, _shape(claim, given, x, points(claim, got).mean(axis=1))
 
 
 def _shape(claim: Claim, given: np.ndarray, x: np.ndarray, means: np.ndarray) -> str:
@@ -270,52 +308,3 @@ def one_precision(runs: pd.DataFrame, claim: Claim, rows: dict, base: dict | Non
         return (f"rows and baseline both ran {', '.join(sorted(ran[0]))}: train.amp=true fell "
                 "back to fp32 where the device has no native bf16")
     return None
-
-
-def learning(claim: Claim, runs: pd.DataFrame, pairs: list, seeds: list[Any],
-             share: float) -> list[tuple[dict, int, int]]:
-    """For a claim on a probe's bits per answer: per cell of its pairs, (cell, the seeds that
-    did not learn the probe, its seeds), where a seed that answered with more than `share` of
-    the bits a model without recall pays (the corpus's `no_recall` floor) did not learn it;
-    [] for any other claim."""
-    head, _, probe = claim.metric.partition(".")
-    column = f"dataset.no_recall.{probe}"
-    if head not in ("test_probe_bpc", "test_probe_gap") or column not in runs:
-        return []
-    cells = list(dict.fromkeys(json.dumps(c) for pair in pairs for c in pair
-                               if c is not None))
-    out = []
-    for text in cells:
-        cell = json.loads(text)
-        sub = runs[match(runs, cell)]
-        col = seed_col(sub)
-        sub = sub[sub[col].isin(seeds)] if col else sub
-        above = pd.to_numeric(sub[claim.metric]) > share * pd.to_numeric(sub[column])
-        out.append((cell, int(above.sum()), len(sub)))
-    return out
-
-
-def unlearned(learned: list[tuple[dict, int, int]]) -> str:
-    """`learning`'s counts in words, a descriptive number beside the test: "fixed: 8/8"."""
-    return "; ".join(f"{label(cell)}: {k}/{n}" for cell, k, n in learned)
-
-
-def unanswerable(claim: Claim, learned: list[tuple[dict, int, int]], pairs: list) -> str:
-    """Why the data cannot make a claim's comparison, "" where it can: no cell learned the probe
-    (each did not in most of its seeds: every arm answers at the no-recall floor, so any
-    difference is noise about it), or a non-inferiority claim (a margin on the worse side) whose
-    reference arm did not learn it (not worse than an arm that never answers says nothing). A
-    claim that one arm learns what the other does not (the main job's headline) is answerable."""
-    if not learned:
-        return ""
-    failed = {json.dumps(cell, sort_keys=True) for cell, k, n in learned if n and 2 * k > n}
-    said = "; ".join(f"{label(cell)} {k}/{n}" for cell, k, n in learned)
-    if len(failed) == len(learned):
-        return f"unanswerable: no arm learned the probe in most seeds ({said} did not)"
-    margin = claim.margin if isinstance(claim.margin, float | int) else 0.0
-    worse = (claim.expect == "less" and margin > 0) or (claim.expect == "greater" and margin < 0)
-    bases = {json.dumps(base, sort_keys=True) for _, base in pairs if base is not None}
-    if claim.type == "compare" and worse and bases and bases <= failed:
-        return ("unanswerable: a non-inferiority claim whose reference arm did not learn the "
-                f"probe in most seeds ({said} did not)")
-    return ""

@@ -300,9 +300,12 @@ def p_all_reproduced(looks: tuple[int, ...], claims: list[Contrary], budgets: li
     """The chance that every claim of the sequence comes out reproduced, exactly over count
     paths (`operating` by counts: each claim's seeds land on its claimed side independently
     with its chance q[j], values +-1), the claims independent and each judged from the look at
-    which the sequence reaches it (a claim decided at look k passes the next one look k)."""
+    which the sequence reaches it (a claim decided at look k passes the next one look k); a
+    claim whose values cannot vary by seed (`Contrary.exact`) is taken where it holds."""
     reach = {0: 1.0}
     for c, b, qj in zip(claims, budgets, q, strict=True):
+        if c.exact:  # no seed noise (a configured value, a measured cost): it passes the look
+            continue
         after: dict[int, float] = {}
         for k0, chance in reach.items():
             won = operating(looks, c, qj, futility, b, Reached(k0, counts=True)).reproduced

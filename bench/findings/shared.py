@@ -5,7 +5,8 @@ span_limit), and a results folder copied under another parent holds the same tri
 original: the claims then rest partly, or wholly, on the same runs, not on independent
 replications, and the findings say so beside the pre-registration line. And the seed starts a
 grid registers (`seeds: {start, replications}`) that no result of the repository holds: a
-replication registered and not published is named (`unpublished_line`)."""
+replication registered and not published is named, unless a grid file withdraws it with a
+reason, which is said instead (`publication`)."""
 
 import subprocess
 from pathlib import Path
@@ -18,13 +19,19 @@ from bench.experiment.open import load_grid
 from bench.metrics import SEEDS
 
 
+def _top(out_dir: Path) -> Path:
+    """The repository that holds out_dir; a SubprocessError or OSError outside one."""
+    return Path(subprocess.run(["git", "rev-parse", "--show-toplevel"],
+                               cwd=out_dir.resolve().parent, capture_output=True, text=True,
+                               check=True).stdout.strip())
+
+
 def _others(out_dir: Path) -> dict[Path, str]:
     """Every other runs.csv of the repository that holds out_dir (tracked, or new and not
     ignored; else of out_dir's parent folder), with its folder's name in the repository."""
     where = out_dir.resolve()
     try:
-        top = Path(subprocess.run(["git", "rev-parse", "--show-toplevel"], cwd=where.parent,
-                                  capture_output=True, text=True, check=True).stdout.strip())
+        top = _top(out_dir)
         listed = subprocess.run(["git", "ls-files", "-z", "--cached", "--others",
                                  "--exclude-standard", "--", "*runs.csv"], cwd=top,
                                 capture_output=True, check=True).stdout.decode().split("\0")
@@ -69,21 +76,43 @@ def _seeds_of(runs_csv: Path, name: str) -> set[int]:
     return set() if col is None else set(pd.to_numeric(runs[col], errors="coerce").dropna())
 
 
-def unpublished_line(grid: Grid, out_dir: Path) -> str | None:
+def _withdrawn(grid: Grid, runs: pd.DataFrame, out_dir: Path) -> dict[int, str]:
+    """The registered starts withdrawn, with their reasons: by the result's grid.yaml and by
+    the grid file its runs ran from (their `plan_file`, as it is now: a withdrawal is written
+    after the trials, and results are records), where that file is still grid.name's."""
+    out = dict(grid.looks.withdrawn)
+    files = set(runs.get("plan_file", pd.Series(dtype=object)).dropna().astype(str))
+    try:
+        live = load_grid(_top(out_dir) / files.pop()) if len(files) == 1 else None
+    except (ConfigError, OSError, subprocess.SubprocessError):  # gone, or not a grid now
+        live = None
+    if live is not None and live.name == grid.name and live.looks is not None:
+        out |= live.looks.withdrawn
+    return out
+
+
+def publication(grid: Grid, runs: pd.DataFrame, out_dir: Path) -> tuple[str | None, str | None]:
     """The seed starts `grid` registers (its start and `replications`) whose first look's
-    seeds no result of grid.name in the repository holds (this one included), named; None
-    where every one is published (or the grid runs a list of seeds)."""
+    seeds no result of grid.name in the repository holds (this one included): a line naming
+    those not withdrawn ('Unpublished: ...'; `bench.verify` exits 5) and a line giving the
+    reasons of those withdrawn (`_withdrawn`; 'Withdrawn: ...'), None for each where there are
+    none (or the grid runs a list of seeds)."""
     if grid.looks is None or not grid.looks.replications:
-        return None
+        return None, None
     held = set().union(*(_seeds_of(f, grid.name) for f in
                          [*_others(out_dir), out_dir.resolve() / "runs.csv"]))
     first = grid.looks.looks[0]
     lost = [s for s in (grid.looks.start, *grid.looks.replications)
             if not held & set(range(s, s + first))]
-    if not lost:
-        return None
-    starts = ", ".join(map(str, lost))
-    return (f"Unpublished: seed start {starts} is registered by {grid.name} (seeds.start or "
-            "seeds.replications), and no result of this repository holds its first look's "
-            "seeds: a replication registered and not published (or not run yet), so the "
-            "published ones are not the whole registered set.")
+    withdrawn = _withdrawn(grid, runs, out_dir) if lost else {}
+    named = [s for s in lost if s in withdrawn]
+    said = None if not named else (
+        "Withdrawn: " + "; ".join(f"seed start {s}: {withdrawn[s]}" for s in named)
+        + f" (seeds.withdrawn: registered by {grid.name}, not published, and said so).")
+    if not (unpublished := [s for s in lost if s not in withdrawn]):
+        return None, said
+    return (f"Unpublished: seed start {', '.join(map(str, unpublished))} is registered by "
+            f"{grid.name} (seeds.start or seeds.replications), and no result of this "
+            "repository holds its first look's seeds: a replication registered and not "
+            "published (or not run yet), so the published ones are not the whole registered "
+            "set; run it, or withdraw it with its reason (seeds.withdrawn).", said)

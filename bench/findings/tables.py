@@ -155,7 +155,10 @@ COLUMN_NOTES = {
 PROBE_NOTE = ("test <probe>: bits per answer on a capability probe's answers over the whole "
               "test split (test_probe_bpc.<probe>, the metric and split the claims read), beside "
               "the lowest reachable at the model's reach (<probe> floor).")
-MEASURED_NOTES = {"tokens/s": "tokens/s: training throughput over all steps",
+MEASURED_NOTES = {"tokens/s": "tokens/s: training throughput over all steps, as each trial "
+                               "measured it beside the trials that ran with it (for what a "
+                               "variant costs against its baseline, interleaved and alone: "
+                               "findings.md's cost table)",
                   "peak RSS MB": "peak RSS MB: the process's peak resident memory, imports and "
                                  "data included",
                   "peak CUDA MB": "peak CUDA MB: the peak allocated by tensors on the GPU"}

@@ -20,12 +20,15 @@ the standard).
   overlap the grid's `design_seeds` (or of a grid that does not name them, or whose grid file
   was not committed before its first confirmation trial started: `prereg`) is exploratory, its
   verdicts `holds (exploratory)` / `fails (exploratory)`, never reproduced or contradicted.
-- A claim with a log offset reports the offsets of a fixed ladder at
-  which its verdict stands; an inconclusive part what its seeds could detect and the seeds that
-  would detect what it saw; a claim on a probe's bits per answer in how many seeds each cell
-  did not learn the probe; a raw span statistic in how many seeds its floor fixed it.
+- On a probe's bits per answer, a seed whose outcome could not tell learning from none is
+  vacuous (`vacuity`, from each cell's no-recall floor as the grid gives it): on neither side.
+- A claim with a log offset reports the offsets of a fixed ladder at which its verdict stands;
+  an inconclusive part what its seeds could detect and the seeds that would detect what it saw;
+  a claim on a probe's bits per answer its cells' unlearned seeds and its vacuous ones; a raw
+  span statistic in how many seeds its floor fixed it.
 A test whose outcome the setup decides (`bounds`) is `not tested`, with the reason; a claim all
-of whose tests are is skipped by the sequence.
+of whose tests are is skipped by the sequence. A cost claim read from the measurement (`costs`)
+spends no alpha and is decided where the sequence meets it (`Design.settled`).
 """
 
 from dataclasses import dataclass
@@ -34,23 +37,23 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from bench.experiment.claims import EXACT, MIN_SEEDS, Claim, cells, expectation
+from bench.experiment.claims import MIN_SEEDS, Claim, cells, expectation, fixed
+from bench.experiment.floors import Floors
 from bench.experiment.grid import Looks
 
-from . import samples, sequential, stats
+from . import costs, said, samples, sequential, stats, vacuity
 from .bounds import SPAN_METRICS, decided
 from .evidence import EXPLORATORY, evidence_of, seed_range
+from .said import NOT_TESTED
 from .samples import Unavailable
 
 COLUMNS = ["claim", "about", "null", "effect", "ci_low", "ci_high", "p", "level", "rule",
            "p_opposite", "level_opposite", "verdict", "look", "n", "seed_range", "evidence",
            "test", "offsets", "detectable", "seeds_needed", "unlearned",
            "fixed_by_floor", "metric", "expect", "reason", "text"]
-NOT_TESTED = "not tested"
 WITHDRAWN = "withdrawn"  # a verdict the span's floor R decides: never counted, stops the sequence
 # "a few long heads": the claims that also need the heads not alike (`_alike`)
 SPECIALISED = {("long_head_fraction", "less"), ("head_span_spread", "greater")}
-UNLEARNED = 0.1  # a seed above this share of the no-recall bits per answer did not learn
 OFFSETS = (0.0005, 0.001, 0.002, 0.005, 0.01, 0.02, 0.05)  # the log offsets a verdict is tried at
 
 
@@ -66,26 +69,44 @@ class Plan:
 
 
 @dataclass(frozen=True)
+class Reading:
+    """How the verdicts read the runs: each cell's probe costs without recall (`floors`, the
+    grid's: `floors.of_grid`; None: unknown, no claim on one computed); `describe` (`Plan`);
+    the cost measurement (`cost`: cost.csv, None: not made); `pending`: a sweep still running,
+    which measures after its trials, so a claim read from the measurement passes for now."""
+
+    floors: Floors | None = None
+    describe: bool = True
+    cost: pd.DataFrame | None = None
+    pending: bool = False
+
+
+@dataclass(frozen=True)
 class Seen:
-    """What one look reads: the finished runs (derived metrics added), the sweep's other
-    trials, the look's seeds, and whether they are confirmatory (`evidence`, and `why` not)."""
+    """What one look reads: the finished runs (derived metrics added), the sweep's other trials,
+    the look's seeds, whether confirmatory (`evidence`; `why` not), the cells' `floors` and the
+    cost measurement (`cost`, where made)."""
 
     runs: pd.DataFrame
     missing: pd.DataFrame
     seeds: list[Any]
     evidence: str = "confirmatory"
     why: str = ""
+    floors: Floors | None = None
+    cost: pd.DataFrame | None = None  # the interleaved measurement (cost.csv), where made
 
 
 class Design:
     """A claim's boundaries in both directions at look k of the plan, at its share of the
     family's alpha (`sequential.family`): `look` (the claim's), `against` (the contrary's, over
-    its parts), whether it is the last, and the plan."""
+    its parts), whether it is the last, and the plan; `settled`: read from the measurement alone,
+    which no later look changes."""
 
     def __init__(self, c: Claim, plan: Plan, k: int, parts: int,
-                 budget: sequential.Budget) -> None:
-        exact = c.metric in EXACT
+                 budget: sequential.Budget, settled: bool = False) -> None:
+        exact = fixed(c)
         self.plan, self.k, self.futility, self.budget = plan, k, plan.futility, budget
+        self.settled = settled
         self.claim = sequential.design(plan.looks, c.test, exact, budget.claim)
         self.opposite = sequential.opposite_boundaries(plan.looks, c.test, exact, parts,
                                                        budget.contrary, c.expect == "equivalent")
@@ -98,15 +119,18 @@ class Design:
 
 
 def _part(c: Claim, margin: float | None, pairs: list, seen: Seen, alpha: float) -> dict:
-    """One part's numbers at these seeds (effect, the interval at `alpha`, p both ways, n, the
-    per-seed values), or `not tested` where the setup decides it; raises Unavailable with the
-    reason it cannot be computed."""
+    """One part's numbers at these seeds (effect, the interval at `alpha`, p both ways, n; its
+    vacuous seeds on neither side), or `not tested` where the setup decides it; raises
+    Unavailable with the reason it cannot be computed."""
     if not pairs:
         raise Unavailable(f"the runs have no trials for {', '.join(c.rows)}")
     if margin is None:
         raise Unavailable("the corpus plants no structure (real text): the claim is about "
                           "planted distances")
     runs, missing, seeds = seen.runs, seen.missing, seen.seeds
+    if c.type == "cost":
+        (rows, base), = pairs
+        return costs.part(c, (rows, base), seen.cost, runs, seeds, alpha) | {"usable": True}
     if c.type == "compare":
         (rows, base), = pairs
         spans = [samples.spans(runs, cell) for cell in (rows, base) if cell is not None] \
@@ -116,22 +140,21 @@ def _part(c: Claim, margin: float | None, pairs: list, seen: Seen, alpha: float)
         if why := samples.one_precision(runs, c, rows, base):
             raise Unavailable(why)
     values, shape = samples.sample(c, runs, missing, pairs, seeds)
-    est = stats.estimate(values, c.expect, margin, exact=c.metric in EXACT, test=c.test,
-                         alpha=alpha)
+    vac = vacuity.of_test(c, margin, pairs, samples.arms(c, runs, missing, pairs, seeds),
+                          seen.floors)  # None: not a claim on a probe's bits per answer
+    est = vacuity.estimate(c, margin, values.to_numpy(dtype=float), vac, alpha)
     out = {"effect": est.effect, "ci_low": est.ci_low, "ci_high": est.ci_high, "p": est.p,
            "p_opposite": est.p_opposite, "n": est.n, "sd": est.sd, "share": est.share,
-           "values": values.to_numpy(dtype=float), "reason": shape}
-    if learned := samples.learning(c, runs, pairs, seeds, UNLEARNED):
-        out["unlearned"] = samples.unlearned(learned)
-        out["unanswerable"] = samples.unanswerable(c, learned, pairs)
+           "unlearned": vac.counted if vac else None}
     out |= _floor(c, margin, pairs, seen, (values, est, alpha))
     out["floor_decided"] = bool(out.get("decided_by_floor"))
     out |= _alike(c, pairs, seen)
-    out["reason"] = "; ".join(filter(None, [out.get("unanswerable"), shape,
-                                            out.pop("decided_by_floor", ""),
+    vacuous = vac.reason if vac else ""
+    out["reason"] = "; ".join(filter(None, [vacuous, shape, out.pop("decided_by_floor", ""),
                                             out.pop("alike_said", "")]))
     if est.n < MIN_SEEDS:  # the numbers are shown, the verdict waits
-        return out | {"reason": f"{est.n} paired seeds; a verdict needs {MIN_SEEDS}"}
+        return out | {"reason": "; ".join(filter(None, [vacuous, f"{est.n} paired seeds; a "
+                                                        f"verdict needs {MIN_SEEDS}"]))}
     return out | {"usable": True}
 
 
@@ -185,14 +208,14 @@ def _tests(c: Claim, runs: pd.DataFrame, missing: pd.DataFrame) -> dict[str, lis
 
 def contrary(c: Claim, parts: int) -> sequential.Contrary:
     """What the claim's opposite direction is, for its share of the family's alpha."""
-    return sequential.Contrary(c.test, c.metric in EXACT, parts, c.expect == "equivalent")
+    return sequential.Contrary(c.test, fixed(c), parts, c.expect == "equivalent")
 
 
 def _parts(c: Claim, seen: Seen, plan: Plan, k: int, budget: sequential.Budget
            ) -> tuple[list[dict], Design]:
     """The claim's parts at look k, one row each (numbers, or a reason), and its design."""
     tests = _tests(c, seen.runs, seen.missing)
-    d = Design(c, plan, k, len(tests) or 1, budget)
+    d = Design(c, plan, k, len(tests) or 1, budget, costs.reads_measurement(c, seen.runs))
     margin = samples.planted(seen.runs) if c.margin == "planted" else c.margin
     out = []
     for label, pairs in (tests or {"": []}).items():
@@ -223,10 +246,9 @@ def _judge(parts: list[dict], d: Design) -> str:
         return "unavailable"
     if any(t.get("floor_decided") for t in counted):
         return WITHDRAWN
-    if any(t.get("unanswerable") for t in counted):  # the data cannot make the comparison
-        return "inconclusive" if d.last else "undecided"
     p, p_opp = (np.array([t[key] for t in counted]) for key in ("p", "p_opposite"))
-    state = str(sequential.judge(p, p_opp, d.look, d.against, d.last, d.futility))
+    state = str(sequential.judge(p, p_opp, d.look, d.against, d.last or d.settled
+                                 or all(t.get("settled") for t in counted), d.futility))
     if state == "reproduced" and any(t.get("alike_p", 0.0) > d.look.level * (
             1 + sequential.SLACK) for t in counted):  # heads alike not rejected (`_alike`)
         return "inconclusive" if d.last else "undecided"
@@ -244,20 +266,6 @@ def _power(c: Claim, t: dict, level: float) -> dict:
     plan = stats.detectable(est, c.expect, t["margin"], level, c.test,
                             sd=stats.sd_upper(t["sd"], t["n"]) if c.test == "sign-flip" else None)
     return {"detectable": seen.effect, "seeds_needed": plan.seeds}
-
-
-def _notes(t: dict, state: str, d: Design, parts: int) -> list[str]:
-    """Why a part is short of its claim's verdict, in words."""
-    note = []
-    if t["p"] <= d.look.level and parts > 1 and state != "reproduced":
-        note.append("shown at this value alone; the claim needs every value")
-    if not d.look.can_reject:
-        note.append(f"with {d.look.n} seeds no attainable p of its test is within this look's "
-                    "level" + ("" if d.last else ": it could only stop for futility"))
-    if state == "futile":
-        note.append(f"stopped for futility at look {d.where}: neither direction's p below "
-                    f"{d.futility:g}")
-    return note
 
 
 def _report(c: Claim, parts: list[dict], state: str, d: Design, seen: Seen) -> list[dict]:
@@ -278,10 +286,11 @@ def _report(c: Claim, parts: list[dict], state: str, d: Design, seen: Seen) -> l
             1 + sequential.SLACK)
         t["verdict"] = "contradicted" if against else (
             state if state in ("reproduced", WITHDRAWN) else "inconclusive")
-        if t["verdict"] == "inconclusive":
+        if t["verdict"] == "inconclusive" and not t.get("settled"):
             t |= _power(c, t, d.claim[-1].level) if describe else {}
-        note = _notes(t, state, d, len(counted)) if t["verdict"] == "inconclusive" else []
-        if not any(look.can_reject for look in d.opposite) and c.metric not in EXACT:
+        note = said.notes(t, state, d, len(counted)) if t["verdict"] == "inconclusive" and not \
+            t.get("settled") else []
+        if not any(look.can_reject for look in d.opposite) and not fixed(c):
             note.append(f"cannot come out contradicted with {d.plan.looks[-1]} seeds: any "
                         "alpha for its contrary would leave the claim unable to reject")
         t["reason"] = "; ".join(filter(None, [t["reason"], *note]))
@@ -294,24 +303,12 @@ def _report(c: Claim, parts: list[dict], state: str, d: Design, seen: Seen) -> l
                "level_opposite": d.against.level, **common,
                "verdict": word(state if state in ("reproduced", "contradicted", NOT_TESTED,
                                                   WITHDRAWN) else "inconclusive"),
-               "reason": _tally(parts, d)}
+               "reason": said.tally(parts, d)}
     if counted:
         summary |= {"p": max(t["p"] for t in counted),
                     "p_opposite": min(t["p_opposite"] for t in counted),
                     "n": min(t["n"] for t in counted)}
     return [*parts, summary]
-
-
-def _tally(parts: list[dict], d: Design) -> str:
-    """A claim's parts counted: shown at the level, contradicted, decided by construction."""
-    counted = [t for t in parts if t.get("usable")]
-    shown = sum(t["p"] <= d.look.level * (1 + sequential.SLACK) for t in counted)
-    against = sum(t["p_opposite"] <= d.against.level * (1 + sequential.SLACK) for t in counted)
-    skipped = [t["claim"].split("[", 1)[-1].rstrip("]") for t in parts
-               if t.get("verdict") == NOT_TESTED]
-    return (f"{shown} of {len(counted)} parts shown at the level" +
-            (f", {against} contradicted" if against else "") +
-            (f"; not tested at {'; '.join(skipped)}: decided by construction" if skipped else ""))
 
 
 def offsets(c: Claim, seen: Seen, d: Design, state: str) -> str:
@@ -343,7 +340,7 @@ class SequenceResult:
 
 def verdict_table(claims: list[Claim], runs: pd.DataFrame, missing: pd.DataFrame | None = None,
                   looks: Looks | None = None, design: list[int] | None = (),
-                  describe: bool = True) -> pd.DataFrame:
+                  reading: Reading = Reading()) -> pd.DataFrame:
     """One row per test (and one summary row per claim with several tests), in COLUMNS.
 
     runs: the finished trials, one row each, with grid-key columns, a seed column and metrics
@@ -351,17 +348,20 @@ def verdict_table(claims: list[Claim], runs: pd.DataFrame, missing: pd.DataFrame
     failure tags) so an inconclusive verdict can say what happened; looks: the grid's
     group-sequential design, whose look k reads seeds start .. start + looks[k] - 1 (None: one
     look at every seed the runs have); design: the seeds the claims were designed from (None:
-    not named); describe: compute what the verdicts do not need (offsets, what an
-    inconclusive test could detect), the slow part. Never raises on data.
+    not named); reading: each cell's probe costs without recall (from the grid) and whether to
+    compute what the verdicts do not need (offsets, what an inconclusive test could detect),
+    the slow part. Never raises on data.
     """
-    return judge_sequence(claims, runs, missing, looks, design, describe).table
+    return judge_sequence(claims, runs, missing, looks, design, reading).table
 
 
 def undecided(claims: list[Claim], runs: pd.DataFrame, missing: pd.DataFrame | None,
-              looks: Looks) -> list[Claim]:
+              looks: Looks, floors: Floors | None) -> list[Claim]:
     """The claims that wait for the next look: the one the sequence is at, if it is undecided
-    at the last look the runs complete, and every claim after it."""
-    return judge_sequence(claims, runs, missing, looks, (), False).waiting
+    at the last look the runs complete, and every claim after it (`floors`: the grid's;
+    a sweep still running measures its costs after its trials: `Reading.pending`)."""
+    return judge_sequence(claims, runs, missing, looks, (),
+                          Reading(floors, False, pending=True)).waiting
 
 
 def _looks(runs: pd.DataFrame, missing: pd.DataFrame, looks: Looks | None
@@ -383,24 +383,28 @@ def _looks(runs: pd.DataFrame, missing: pd.DataFrame, looks: Looks | None
 
 def judge_sequence(claims: list[Claim], runs: pd.DataFrame, missing: pd.DataFrame | None = None,
                    looks: Looks | None = None, design: list[int] | None = (),
-                   describe: bool = True) -> SequenceResult:
+                   reading: Reading = Reading()) -> SequenceResult:
     """The fixed sequence over the looks the runs reach (`verdict_table` says what the arguments
     are): every test row, and the claims still waiting for seeds."""
     missing = pd.DataFrame() if missing is None else missing
     runs = samples.derive(runs)
     seeds, plan, reached = _looks(runs, missing, looks)
-    plan = Plan(plan.looks, plan.futility, describe)
+    plan = Plan(plan.looks, plan.futility, reading.describe)
     budgets = sequential.family([contrary(c, len(_tests(c, runs, missing)) or 1)
                                  for c in claims], plan.looks)
     out: list[dict] = []
     i = 0
     for k, n in enumerate(reached):
-        seen = Seen(runs, missing, seeds[:n], *evidence_of(seeds[:n], design))
+        seen = Seen(runs, missing, seeds[:n], *evidence_of(seeds[:n], design), reading.floors,
+                    reading.cost)
         while i < len(claims):
             c = claims[i]
+            if reading.pending and costs.reads_measurement(c, runs):
+                i += 1  # measured after the trials
+                continue
             parts, d = _parts(c, seen, plan, k, budgets[i])
             state = _judge(parts, d)
-            if state == "undecided" or state == "unavailable" and not d.last:
+            if state == "undecided" or state == "unavailable" and not (d.last or d.settled):
                 break
             out += _decided(c, parts, state, d, seen)
             i += 1

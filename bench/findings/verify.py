@@ -8,13 +8,18 @@ today's analysis code differs from it, the result is recomputed with that code t
 git into a scratch folder and run as `python -m bench.report GRID --runs RUNS --out DIR` (the
 command every version of the code has); the committed findings are held against the
 registered code's, and where today's code decides otherwise both are printed. The registered
-code decides the statistics only: what counts as a valid result (rows, seeds, values, dates,
-files) is today's check for every result, whenever it was registered (`_today`)."""
+code decides the statistics only, which looks had to run among them: what counts as a valid
+result (rows, seeds, values, dates, files, and each row's trial where the caller can rebuild
+it: `bench.sweep.recompute`) is today's check for every result, whenever it was registered
+(`_today`). What this
+returns is enough to regenerate findings.md whole (`bench.findings.page.regenerate`): the
+registered code's page, the findings it is held against and today's registration line."""
 
 import os
 import subprocess
 import sys
 import tempfile
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -22,12 +27,12 @@ import numpy as np
 import pandas as pd
 
 from bench.config import ConfigError
-from bench.experiment.catalogue import RUN_TIME
+from bench.experiment.catalogue import RUN_TIME, as_today, today
 from bench.experiment.open import open_grid
 
-from . import evidence, perseed, prereg
-from .judge import judge
-from .shared import shared_line, unpublished_line
+from . import costs, evidence, perseed, prereg
+from .judge import Judged, Recomputed, judge
+from .shared import publication, shared_line
 
 # what a finding says: compared between the committed findings.csv and the recomputed one
 KEYS = ("claim", "verdict", "evidence", "effect", "p", "level", "p_opposite", "level_opposite",
@@ -41,7 +46,11 @@ class Checked:
     differences from its committed findings.csv (against the registered code's findings where
     today's code is not the registered one), what today's code decides otherwise (`moved`), the
     results elsewhere in the repository that hold its trials, the registered seed starts no
-    result holds (`unpublished`), and the evidence."""
+    result holds (`unpublished`; those a grid file withdraws, with their reasons: `withdrawn`),
+    and the evidence. What findings.md is regenerated from: `table`
+    (the findings the committed ones are held against), `registered` (today's registration
+    check: its line is the page's) and `page` (findings.md as the registered code writes it;
+    None where today's code is the registered one)."""
 
     folder: Path
     lines: list[str]
@@ -49,7 +58,11 @@ class Checked:
     evidence: str
     moved: list[str]
     shared: str | None
+    table: pd.DataFrame
+    registered: prereg.Registration
     unpublished: str | None = None
+    withdrawn: str | None = None
+    page: str | None = None
 
 
 def folders(paths: list[Path]) -> list[Path]:
@@ -106,6 +119,15 @@ def _differ(mine: pd.DataFrame, theirs: pd.DataFrame) -> list[str]:
     return out
 
 
+def _waited(judged: Judged, then: pd.DataFrame) -> list[str]:
+    """Where today's analysis code would wait for a look the sweep did not run and the
+    registered code does not (its findings leave no claim undecided), in words."""
+    if not judged.waits or (then["evidence"] == "unverified").any():
+        return []
+    return [f"today's analysis code: {judged.waits} (the registered code, whose decision "
+            "stands, decides every claim at the looks that ran)"]
+
+
 def _moved(today: pd.DataFrame, then: pd.DataFrame) -> list[str]:
     """Each claim whose verdict or evidence today's analysis code decides otherwise than the
     registered code, in words."""
@@ -123,29 +145,59 @@ def _moved(today: pd.DataFrame, then: pd.DataFrame) -> list[str]:
     return out
 
 
-def _today(then: pd.DataFrame, registered: prereg.Registration) -> pd.DataFrame:
+def relabelled(registered: prereg.Registration) -> bool:
+    """Whether today's checks relabel the registered code's findings (`_today`)."""
+    return registered.evidence in ("exploratory", "unverified")
+
+
+def _today(then: pd.DataFrame, judged: Judged) -> tuple[pd.DataFrame, prereg.Registration]:
     """The registered code's findings under today's checks of what counts as a valid result
-    (rows, seeds, values, dates, files: `judge`, whatever code registered the result): where
-    today's checks make it exploratory or unverified, so are the registered code's verdicts."""
-    if registered.evidence == "exploratory":
-        return evidence.exploratory(then, registered.why)
-    if registered.evidence == "unverified":
-        return evidence.unverified(then, registered.why)
-    return then
+    (rows, seeds, values, dates, files: `judge`'s `valid`, whatever code registered the
+    result), and the registration they make: where today's checks make it exploratory or
+    unverified, so are the registered code's verdicts; where they do not, the registered code's
+    own labels stand, its decision of which looks had to run among them (a statistics
+    decision, as its verdicts are: a claim it left waiting for a look the sweep did not run
+    makes the result unverified, one only today's code would wait for does not)."""
+    valid = judged.valid
+    if valid.evidence == "exploratory":
+        return evidence.exploratory(then, valid.why), valid
+    if valid.evidence == "unverified":
+        return evidence.unverified(then, valid.why), valid
+    short = then[then["evidence"] == "unverified"]["reason"].dropna().astype(str)
+    if valid.evidence == "confirmatory" and len(short):
+        why = f"the registered analysis code: {short.iloc[0].rsplit('; ', 1)[-1]}"
+        return then, prereg.Registration(f"Pre-registration: unverified: {why}.", "unverified",
+                                         why, valid.commit, valid.code_moved)
+    return then, valid
 
 
-def registered_findings(folder: Path, commit: str) -> pd.DataFrame:
-    """The folder's findings recomputed by the analysis code of `commit`: its bench/ and
-    variants/ from git into a scratch folder, run there as `python -m bench.report GRID --runs
-    runs.csv`, GRID the grid file where the runs say it lay (their `plan_file`, where it still
-    holds the folder's text: its plugins' relative paths resolve as they did), else the
-    folder's grid.yaml; ConfigError where git cannot give that code or it fails."""
-    top = Path((prereg.git(folder, "rev-parse", "--show-toplevel") or ".").strip())
-    text = (folder / "grid.yaml").read_text()
+def _grid_read(folder: Path, top: Path) -> Path:
+    """The grid file the registered code reads: today's file of the grid where the runs say it
+    lay (their `plan_file`, named as today: `catalogue.MOVED`), where it still holds the
+    folder's grid (the same YAML, its plugins the same files), so that its plugins' relative
+    paths resolve; else the folder's grid.yaml."""
+    own = folder / "grid.yaml"
     planned = pd.read_csv(folder / "runs.csv").get("plan_file", pd.Series(dtype=object)).dropna()
-    where = top / str(planned.iloc[0]) if len(planned) else None
-    grid = where if where is not None and where.is_file() and where.read_text() == text \
-        else folder / "grid.yaml"
+    if not len(planned):
+        return own
+    where = top / today(str(planned.iloc[0]))
+    try:
+        same = where.is_file() and as_today(where, where.parent, top) == as_today(
+            own, (top / str(planned.iloc[0])).parent, top)
+    except ConfigError:  # today's file no longer reads as a grid
+        same = False
+    return where if same else own
+
+
+def registered_findings(folder: Path, commit: str) -> tuple[pd.DataFrame, str]:
+    """The folder's findings (findings.csv as a table, findings.md as text) recomputed by the
+    analysis code of `commit`: its bench/ and variants/ from git into a scratch folder, run
+    there as `python -m bench.report GRID --runs runs.csv`, GRID the grid file that holds the
+    folder's grid where the runs say it lay (`_grid_read`); ConfigError where git cannot give
+    that code or it fails. The scratch output lies outside any repository, so the page holds
+    no line of the repository around the folder (its Shared runs)."""
+    top = Path((prereg.git(folder, "rev-parse", "--show-toplevel") or ".").strip())
+    grid = _grid_read(folder, top)
     with tempfile.TemporaryDirectory(prefix="attnbench-registered-") as scratch:
         code, out = Path(scratch) / "code", Path(scratch) / "out"
         code.mkdir()
@@ -164,12 +216,15 @@ def registered_findings(folder: Path, commit: str) -> pd.DataFrame:
         if ran.returncode:
             raise ConfigError(f"{folder}: the registered analysis code (commit {commit[:10]}) "
                               f"failed: {ran.stderr.strip().splitlines()[-1:]}")
-        return pd.read_csv(out / "findings.csv")
+        return pd.read_csv(out / "findings.csv"), (out / "findings.md").read_text()
 
 
-def verify(folder: Path) -> Checked:
-    """Recompute one result folder's findings (see the module doc); ConfigError for a folder
-    without its files, or a runs.csv or findings.csv that cannot be read as the grid's."""
+def verify(folder: Path, recompute: Callable[[Path, pd.DataFrame], Recomputed] | None = None
+           ) -> Checked:
+    """Recompute one result folder's findings (see the module doc), each row's trial too where
+    `recompute` is given (`bench.sweep.recompute.rows`: bench.verify's); ConfigError for a
+    folder without its files, or a runs.csv or findings.csv that cannot be read as the
+    grid's."""
     if missing := [f for f in FILES if not (folder / f).is_file()]:
         raise ConfigError(f"{folder}: no {', '.join(missing)} (a result folder holds "
                           f"{', '.join(FILES)})")
@@ -177,12 +232,14 @@ def verify(folder: Path) -> Checked:
     grid = open_grid(grid_file, imports=False)  # the runs hold what the verdicts read
     runs = perseed.read(folder / "runs.csv", grid)
     committed = _findings(folder / "findings.csv")
-    judged = judge(grid, runs, pd.DataFrame(), grid_file)
+    rows = recompute(folder, runs) if recompute is not None else None
+    judged = judge(grid, runs, pd.DataFrame(), grid_file, rows, costs.read(folder / costs.FILE))
     table, registered = judged.table, judged.registered
-    moved = []
+    moved, page = [], None
     if registered.commit and registered.code_moved:
-        then = _today(registered_findings(folder, registered.commit), registered)
-        moved = _moved(table, then)
+        then, page = registered_findings(folder, registered.commit)
+        then, registered = _today(then, judged)
+        moved = _moved(table, then) + _waited(judged, then)
         table = then
     lines = []
     for c in grid.claims:
@@ -194,4 +251,5 @@ def verify(folder: Path) -> Checked:
     evidence = registered.evidence or str(table["evidence"].dropna().iloc[0]
                                           if table["evidence"].notna().any() else "")
     return Checked(folder, lines, _differ(table, committed), evidence, moved,
-                   shared_line(runs, folder), unpublished_line(grid, folder))
+                   shared_line(runs, folder), table, registered,
+                   *publication(grid, runs, folder), page)

@@ -31,6 +31,7 @@ class Case:
     n_heads: int
     learned: int | None = None  # learned spans (adaptive, dynamic) set to z + R = this many keys
     attn: tuple[tuple[str, Any], ...] = ()  # composition: layer options over the preset's
+    vocab: int = 256  # the corpus's symbols (random bytes by default)
 
     @property
     def label(self) -> str:
@@ -84,15 +85,16 @@ def bf16_fallback(dev: torch.device, amp: bool) -> str | None:
 
 
 class Bench:
-    """One model at one setting, with a full cache, stepping on random bytes."""
+    """One model at one setting, with a full cache, stepping on random symbols of its case's
+    vocabulary."""
 
     def __init__(self, case: Case, cfg: Config, dev: torch.device, compile_: bool,
                  amp: bool = False, graphs: Config | None = None) -> None:
         self.case, self.dev, self.t, self.amp = case, dev, cfg.train, amp
-        self.model = create_model(cfg.model, 256).to(dev)
+        self.model = create_model(cfg.model, case.vocab).to(dev)
         self.opt = make_optimizer(self.model, cfg.train)
         B, M = cfg.train.batch_size, cfg.train.block
-        self.x = torch.randint(0, 256, (B, M), device=dev)
+        self.x = torch.randint(0, case.vocab, (B, M), device=dev)
         self.cache = None
         for _ in range(-(-case.span // M) + 1):  # fill every layer's cache
             _, self.cache = self.model(self.x, self.cache)

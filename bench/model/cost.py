@@ -63,6 +63,30 @@ def executed_flops(model: nn.Module, which: Span = "max",
     return sum(flops_parts(model, which, spans).values())
 
 
+def kept_distances(attn: Attention) -> float | None:
+    """Distances a layer's mask keeps, per head (mean over its heads): how many of 0..S-1 the
+    mask keeps nonzero for some query. A hard window keeps S; a local window its width; a
+    dilated mask every other distance, though the layer computes the whole window. None where
+    the spans are learned or the mask has parameters (they move with training: the run
+    measures them, as flops_mean)."""
+    policy = attn.span_policy
+    if policy.learned or policy.moves:
+        return None
+    anywhere = policy.kept.anywhere  # (h | 1, 1, S): what the mask keeps at any position
+    if anywhere is None:
+        return float(policy.S)
+    keep = (anywhere != 0).sum(-1).flatten().float()  # (h | 1,)
+    return float(keep.expand(policy.n_heads).mean())
+
+
+def kept_flops(model: nn.Module) -> float | None:
+    """#FLOPS (`analytic_flops`) at the distances each layer's mask keeps (`kept_distances`):
+    the work the mask asks for, beside `analytic_flops(model, "max")`, the work the layer
+    computes; None where a layer's spans are learned."""
+    kept = [kept_distances(b.attn) for b in model.blocks]
+    return None if None in kept else analytic_flops(model, spans=kept)
+
+
 def set_spans(model: nn.Module, spans: torch.Tensor | float) -> None:
     """Every layer's effective spans (z + R) set as if learned (`Attention.set_spans`): one
     value, or one per head; the layers trim their windows to them."""

@@ -1,22 +1,26 @@
 """What a grid can do where it will run, checked before Ray or MLflow start: a claim naming a
-probe metric its corpus does not score, none of whose tests the data could decide (the setup
-fixes the outcome: `bench.findings.bounds`), on a span statistic without the floor it is
+probe metric its corpus does not score, or a probe part whose no-recall floor is 0 (nothing to
+learn without recall: `bench.findings.vacuity`), none of whose tests the data could decide (the
+setup fixes the outcome: `bench.findings.bounds`), on a span statistic without the floor it is
 measured above, or none of whose looks can reject (its exact test's rule at the last look is
-empty) is refused, naming the claim; what each look can decide, the design's exact rates and
-the claims that imply one another are printed; GPUs the grid asks for and the machine or
-cluster lacks, naming resources.gpu."""
+empty) is refused, naming the claim; what each look can decide, the design's exact rates, the
+rule that makes a seed of a claim on a probe vacuous and the claims that imply one another are
+printed; GPUs the grid asks for and the machine or cluster lacks, naming resources.gpu."""
 
 from pathlib import Path
 from typing import Any
 
+import numpy as np
 import pandas as pd
 import torch
 
 from bench.config import ConfigError
-from bench.experiment.claims import EXACT, PROBE_METRIC, SPAN_SHAPE, Claim, cells
+from bench.experiment import floors
+from bench.experiment.claims import PROBE_METRIC, SPAN_SHAPE, Claim, cells, fixed
+from bench.experiment.floors import Floors
 from bench.experiment.grid import Grid, Seeds, plan_of
 from bench.experiment.open import load_grid
-from bench.findings import sequential
+from bench.findings import samples, sequential, vacuity
 from bench.findings.bounds import Spans, decided
 from bench.findings.stats import ALPHA, min_seeds
 from bench.provenance import RESULTS
@@ -52,7 +56,7 @@ def check(claims: list[Claim], axes: dict[str, list[Any]], trials: list[Trial]) 
             scored = sorted({p for t in trials for p in t.probes or []}) or ["none"]
             raise ConfigError(f"{where}: metric {c.metric!r}: the runs' corpus scores no probe "
                               f"{probe[3]!r} (it scores: {', '.join(scored)})")
-        if c.type == "trend" or c.margin == "planted":
+        if c.type in ("trend", "cost") or c.margin == "planted":
             continue
         why = []
         for _, rows, base in cells(c, axes):
@@ -64,6 +68,68 @@ def check(claims: list[Claim], axes: dict[str, list[Any]], trials: list[Trial]) 
             raise ConfigError(f"{where}: {why[0]}; no test of the claim is left to the data")
 
 
+def check_floors(grid: Grid) -> Floors:
+    """The grid's cells' probe costs without recall (`floors.of_grid`), after refusing, with a
+    ConfigError naming it, a claim on a probe part whose no-recall floor is 0
+    (`vacuity.refused`: nothing to learn without recall)."""
+    costs = floors.of_grid(grid)
+    for i, c in enumerate(grid.claims):
+        found = [costs(cell) for _, *pair in cells(c, grid.grid) for cell in pair if cell]
+        if why := vacuity.refused(c, found):
+            raise ConfigError(f"claims.{i} ({c.id}): {why}")
+    return costs
+
+
+def vacuity_rules(claims: list[Claim], axes: dict[str, list[Any]], costs: Floors) -> list[str]:
+    """Per claim on a probe's test bits per answer (per part where they differ), the rule that
+    makes one of its seeds vacuous, with its numbers (`vacuity.words`: what the findings decide
+    by)."""
+    out = []
+    for c in claims:
+        if (t := vacuity.target(c.metric)) is None or c.margin == "planted":
+            continue
+        tests: dict[str, list] = {}
+        for label, rows, base in cells(c, axes):
+            tests.setdefault(label, []).append((rows, base))
+        said: dict[str, list[str]] = {}
+        for label, pairs in tests.items():
+            rows = [costs(r).get(t) for r, _ in pairs]
+            base = None if pairs[0][1] is None else [costs(b).get(t) for _, b in pairs]
+            if None in rows + (base or []):
+                continue
+            names = ([samples.label(r) for r, _ in pairs],
+                     None if base is None else [samples.label(b) for _, b in pairs])
+            x = np.array([float(r[c.along]) for r, _ in pairs]) if c.along else None
+            rule, _ = vacuity.words(c, float(c.margin), x, vacuity.Costs(t, rows, base, names))
+            said.setdefault(rule, []).append(label)
+        out += [c.id + (f" [{'; '.join(parts)}]" if len(said) > 1 else "") + f": {rule}"
+                for rule, parts in said.items()]
+    return out
+
+
+def seedless(c: Claim, trials: list[Trial]) -> bool:
+    """A cost claim these trials decide without seeds: a measured time or a configured cost, or
+    FLOPs where no arm's spans are learned (by construction: the share of alpha it keeps as a
+    per-seed claim goes unspent, `sequential.family`)."""
+    if c.type != "cost":
+        return False
+    arms = [c.rows, {**c.rows, **(c.baseline or {})}]
+    return fixed(c) or not any(t.cfg.model.layer.learned_spans for t in trials
+                               if any(all(t.values.get(k) == v for k, v in cell.items())
+                                      for cell in arms))
+
+
+def by_construction(rates: pd.DataFrame, claims: list[Claim], trials: list[Trial]
+                    ) -> pd.DataFrame:
+    """`rates` with each `seedless` claim's row saying so in place of a per-seed test's rates."""
+    out = rates.copy()
+    for i, c in enumerate(claims):
+        if seedless(c, trials) and not fixed(c):
+            out.loc[i] = {"claim": c.id, "test": "none: by construction (no arm's spans "
+                                                 "are learned)"}
+    return out
+
+
 def _parts(c: Claim, axes: dict[str, list[Any]]) -> int:
     """How many tests (parts) a claim has: one per value of its at_each keys."""
     return len({label for label, *_ in cells(c, axes)})
@@ -73,7 +139,7 @@ def family(claims: list[Claim], axes: dict[str, list[Any]], seeds: Seeds
            ) -> tuple[list[sequential.Contrary], list[sequential.Budget]]:
     """Each claim's contrary and its share of the family's alpha (`sequential.family`)."""
     plan, _ = plan_of(seeds)
-    contraries = [sequential.Contrary(c.test, c.metric in EXACT, _parts(c, axes),
+    contraries = [sequential.Contrary(c.test, fixed(c), _parts(c, axes),
                                       c.expect == "equivalent") for c in claims]
     return contraries, sequential.family(contraries, plan)
 
@@ -114,7 +180,8 @@ def rates(claims: list[Claim], axes: dict[str, list[Any]], seeds: Seeds,
     rows = []
     for c, o, b in zip(claims, contraries, budgets, strict=True):
         if o.exact:
-            rows.append({"claim": c.id, "test": "none: a value fixed by the config"})
+            rows.append({"claim": c.id, "test": "none: decided from the cost measurement" if
+                         c.type == "cost" else "none: a value fixed by the config"})
             continue
         one = sequential.Contrary(o.test, parts=1, equivalent=o.equivalent)
         alone = sequential.Budget(b.claim, b.contrary / o.parts)
@@ -163,7 +230,7 @@ def uncontradictable(claims: list[Claim], axes: dict[str, list[Any]], seeds: See
     return [f"claims.{i} ({c.id}): cannot come out contradicted with {plan[-1]} seeds: any "
             f"alpha for its contrary would leave the claim itself unable to reject"
             for i, (c, b) in enumerate(zip(claims, budgets, strict=True))
-            if b.contrary == 0 and c.metric not in EXACT]
+            if b.contrary == 0 and not fixed(c)]
 
 
 def implied(claims: list[Claim]) -> list[str]:

@@ -101,13 +101,15 @@ def print_plan(trials: list[Trial], grid: Grid, levels: pd.DataFrame | None = No
 
 
 def print_time(grid: Grid, first: list[Trial], later: set[str], slots: int | None,
-               rates: pd.DataFrame | None, power_at: tuple[float, ...]) -> None:
+               rates: pd.DataFrame | None, power_at: tuple[float, ...]
+               ) -> dict[str, estimate.Speed]:
     """The wall time here (`estimate`): each setting's measured step and trial, each look's
     and the whole grid's at worst (every later look run); then, for each claim under
-    `sizing.TARGET` power at a q of `power_at`, the looks that reach it and their time."""
+    `sizing.TARGET` power at a q of `power_at`, the looks that reach it and their time.
+    Returns each setting's speed ({}: not timed)."""
     if slots is None or not first:
         print("\ntime: not estimated (a cluster's CPUs are not known before it starts)")
-        return
+        return {}
     speeds = estimate.speeds(first)
     seconds = {t.setting: estimate.trial_seconds(t, speeds[t.setting]) for t in first}
     looks, futility = plan_of(grid.seeds)
@@ -124,10 +126,10 @@ def print_time(grid: Grid, first: list[Trial], later: set[str], slots: int | Non
           + (f"; the whole grid at most {sum(each) / 60:.1f} min (every look run)"
              if len(each) > 1 else ""))
     if rates is None or not grid.claims:
-        return
+        return speeds
     rows = sizing.needed(grid.claims, grid.grid, looks, futility, rates, power_at)
     if not rows:
-        return
+        return speeds
     for r in rows:
         r["whole grid min"] = None if r["looks"] is None else sum(estimate.look_seconds(
             seconds, later, r["looks"], slots)) / 60
@@ -137,3 +139,4 @@ def print_time(grid: Grid, first: list[Trial], later: set[str], slots: int | Non
     print(pd.DataFrame(rows).rename(columns={"now": "power now", "looks": f"looks for "
                                              f"{sizing.TARGET:g}"}
                        ).to_markdown(index=False, floatfmt=".3g"))
+    return speeds

@@ -17,7 +17,7 @@ import threading
 import time
 import traceback
 from collections import Counter
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -30,6 +30,7 @@ from bench import provenance
 from bench.experiment.claims import Claim, cells
 from bench.experiment.grid import Grid
 from bench.experiment.open import to_text
+from bench.findings import costs
 from bench.findings.runs import waiting
 from bench.metrics import FAILURE, PLAN, STOPPED
 from bench.provenance import GridText
@@ -62,6 +63,9 @@ class SweepOptions:
     gpu: float = 0.0  # each trial's share of a GPU (`gpus.packing`; 0: none)
     mps: str | None = None  # whether NVIDIA's MPS serves the packed trials, in words
     out: Path | None = None  # the run's folder (--out); None: <results_dir>/<grid>
+    # what the claims' rows cost against their baselines, measured into the run's folder after
+    # the trials, alone on the machine (`bench.measure.cost.measure_into`); None: not measured
+    cost: Callable[[Path], object] | None = None
 
 
 @dataclass
@@ -259,16 +263,37 @@ def tracked_sweep(grid: Grid, trials: list[Trial], options: SweepOptions, uri: s
     print("dev_bpc, test_bpc: the whole splits, from each run's best checkpoint; flops/token: "
           "analytic #FLOPS at the windows it computed over dev (flops_max); tokens/s: training")
     if run.parent and options.report:
+        if options.cost and not interrupted:
+            measure_cost(run)
         done = int((table.status == "FINISHED").sum())
         failed |= not render_report(run, None if not interrupted else (
             f"the sweep was stopped (SIGINT or SIGTERM) before it ended: {done} of the "
             f"{len(covered)} trials it had reached finished, the rest were killed, and no "
             "later look ran; the findings read the finished trials only. The same command "
             "continues it."))
+    for line in costs.closing(run.root) if run.parent and options.report else []:
+        print(f"cost: {line}")
     print(f"\nresults: {run.root}\nMLflow:  {store.ui_hint(uri, exp)}")
     if interrupted:
         print("interrupted: finished trials are kept; rerun the same command to continue")
     return 130 if interrupted else 1 if failed else 0
+
+
+def measure_cost(run: Session) -> None:
+    """The cost measurement (`SweepOptions.cost`) into the run's folder, Ray ended; a failure
+    is printed whole and loses nothing: the report says the cost was not measured, and
+    `python -m bench.cost FOLDER` measures it again."""
+    print(f"{run.grid.name}: measuring what the claims' rows cost against their baselines, "
+          "interleaved, alone on the machine")
+    tic = time.perf_counter()
+    try:
+        run.options.cost(run.root)
+    except Exception:  # noqa: BLE001  (a measurement bug must not lose a finished sweep)
+        traceback.print_exc()
+        print(f"error: the cost measurement failed (above); python -m bench.cost {run.root} "
+              "measures it again", file=sys.stderr)
+        return
+    print(f"{run.grid.name}: cost measured in {time.perf_counter() - tic:.0f} s")
 
 
 @contextlib.contextmanager

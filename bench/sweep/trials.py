@@ -2,8 +2,8 @@
 `bench.experiment.open`): the trials (cross product minus `exclude`, times seeds), each built
 whole by `resolve_trials` as the one `bench.trial.Trial` the plan, Ray's worker and the MLflow
 writer share: its validated config and its identity (the config, what its corpus is, the
-precision it runs in), its vocabulary and the probes its corpus scores, and what the sweep
-gives each trial (its folder, threads, plugins, the plan it serves).
+precision it runs in, the grid's plugins' code), its vocabulary and the probes its corpus
+scores, and what the sweep gives each trial (its folder, threads, plugins, the plan it serves).
 
 Nothing here starts Ray or MLflow: the runner runs what this module resolves.
 """
@@ -11,11 +11,12 @@ Nothing here starts Ray or MLflow: the runner runs what this module resolves.
 import hashlib
 import itertools
 import json
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
 import variants
-from bench import data, provenance
+from bench import codehash, data, plugins, provenance
 from bench.config import (
     Config,
     ConfigError,
@@ -58,7 +59,8 @@ def config_hash(cfg: Config) -> str:
     return _sha256_json(_identity_tree(cfg))
 
 
-def trial_hash(cfg: Config, identity: dict | None, precision_name: str) -> str:
+def trial_hash(cfg: Config, identity: dict | None, precision_name: str,
+               plugin_code: Sequence[str] = ()) -> str:
     """A trial's identity: the config's hash with its data section replaced by what the data is
     (`Corpus.identity()`: name, sha256, split sizes), so the same trial has the same identity in
     every checkout and on every machine, and other bytes under the same path do not; and the
@@ -66,11 +68,29 @@ def trial_hash(cfg: Config, identity: dict | None, precision_name: str) -> str:
     so a rerun elsewhere never reuses or averages with runs of the other precision. The worker
     refuses a trial whose precision it would resolve otherwise (`train(precision=...)`), so the
     identity is always what ran. None (a dry run that downloads nothing) hashes the data
-    section as written."""
+    section as written. `plugin_code`: the digests of the grid's plugin files as code
+    (`plugin_digests`), in its order, so that a plugin edited between two sweeps makes new
+    trials, never finished ones reused; none (a grid without plugins, or a trial recorded
+    before trials recorded their code, code_sha) leaves the identity as it was."""
     tree = _identity_tree(cfg)
     if identity is not None:
         tree["data"] = identity
-    return _sha256_json({**tree, "precision": precision_name})
+    return _sha256_json({**tree, "precision": precision_name,
+                         **({"plugins": list(plugin_code)} if plugin_code else {})})
+
+
+def own_plugins(listed: Sequence[str]) -> list[Path]:
+    """The files of the plugins a grid file lists, in its order (`listed`: its plugins as
+    `open_grid` gives them), $ATTNBENCH_PLUGINS' aside: the environment's plugins (a test's
+    hold, a user's tooling) are not the grid's."""
+    env = set(plugins.absolute(plugins.from_env()))
+    return codehash.plugin_files(p for p in listed if p not in env)
+
+
+def plugin_digests(listed: Sequence[str]) -> list[str]:
+    """The digest of each of the grid's own plugin files as code (`own_plugins`,
+    `bench.codehash.digest`), in its order."""
+    return [codehash.digest(p.read_bytes()) for p in own_plugins(listed)]
 
 
 def resolved_precision(cfg: Config) -> str:
@@ -109,21 +129,33 @@ def trial_config(values: dict[str, Any], seed: int, base: dict, preset: str | No
     return cfg, ignored
 
 
+def base_of(grid: Grid) -> tuple[dict, str | None]:
+    """The grid's base config tree, by section, and its preset."""
+    return {k: getattr(grid.base, k) for k in SECTIONS}, grid.base.preset
+
+
+def refused(grid: Grid, combos: list[dict[str, Any]]) -> set[str]:
+    """The model.attn options the grid sets that no trial's variant takes (among `combos`, its
+    settings): refused by name, where the others are dropped as ignored."""
+    base, preset = base_of(grid)
+    return set.intersection(*(set(untaken(trial_tree(v, 0, base), preset)) for v in combos))
+
+
 def expand(grid: Grid) -> list[tuple[dict[str, Any], Config, list[str]]]:
     """Every distinct trial's (grid values, validated config, options dropped as ignored); raises
     ConfigError naming the trial and the key. An option the grid sets for several variants is
     dropped, and recorded as ignored, for the trials whose variant does not take it; one that no
     trial's variant takes is refused."""
-    base, preset = {k: getattr(grid.base, k) for k in SECTIONS}, grid.base.preset
+    base, preset = base_of(grid)
     combos = [values for combo in itertools.product(*grid.grid.values())
               if not excluded(values := dict(zip(grid.grid, combo, strict=True)), grid.exclude)]
     if not combos:
         raise ConfigError("exclude: every trial of the grid is excluded")
-    refused = set.intersection(*(set(untaken(trial_tree(v, 0, base), preset)) for v in combos))
+    refusing = refused(grid, combos)
     found: dict[str, tuple] = {}
     for values in combos:
         for seed in seed_list(grid.seeds):
-            cfg, ignored = trial_config(values, seed, base, preset, refused)
+            cfg, ignored = trial_config(values, seed, base, preset, refusing)
             found.setdefault(config_hash(cfg), (values, cfg, ignored))
     return list(found.values())
 
@@ -138,7 +170,8 @@ def resolve_trials(grid: Grid, dry_run: bool, *, results_dir: Path = provenance.
                    plan: dict[str, str] | None = None, out: Path | None = None) -> list[Trial]:
     """The grid's trials (a grid opened under the command line's overrides), each built whole:
     validated, its corpus built once per distinct data section (so a bad data option is a user
-    error here, and a download happens once), identified by that corpus and its precision,
+    error here, and a download happens once), identified by that corpus, its precision and the
+    grid's plugin files as code (`trial_hash`),
     placed in <run folder>/trials/<hash> (`run_folder`: `out`, else <results_dir>/<grid>), and
     given the grid's threads and plugins and `plan`, what it records of the plan it serves
     (None: nothing). A dry run downloads nothing: a corpus not yet downloaded is planned with
@@ -146,6 +179,7 @@ def resolve_trials(grid: Grid, dry_run: bool, *, results_dir: Path = provenance.
     seen: dict[str, tuple] = {}  # data options -> (vocabulary, identity, probes, needs)
     widths: dict[str, int] = {}  # model options -> the widest window a head can ever use
     trials_dir = run_folder(results_dir, grid.name, out) / "trials"
+    plugin_code = plugin_digests(grid.plugins)
     trials = []
     for values, cfg, ignored in expand(grid):
         d, tr = cfg.data, cfg.train
@@ -155,7 +189,7 @@ def resolve_trials(grid: Grid, dry_run: bool, *, results_dir: Path = provenance.
         vocab, identity, probes, needs = seen[key]
         _check_reach(cfg, vocab, needs, widths, trial_name(values, cfg))
         precision_name = resolved_precision(cfg)
-        hashed = trial_hash(cfg, identity, precision_name)
+        hashed = trial_hash(cfg, identity, precision_name, plugin_code)
         trials.append(Trial(
             values, cfg, hashed, precision_name, vocab, grid=grid.name,
             out_dir=trials_dir / hashed, threads=max(1, int(grid.resources.cpu)),

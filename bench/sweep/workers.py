@@ -10,7 +10,7 @@ from typing import Any
 import torch
 from mlflow.exceptions import MlflowException
 
-from bench import data, plugins
+from bench import codehash, data, plugins
 from bench.config import ConfigError
 from bench.metrics import FAILURE, STOPPED
 from bench.record import Evaluation, RunResult
@@ -40,10 +40,11 @@ def trainable(config: dict, by_hash: dict[str, Trial], where: Where) -> None:
 
 
 def train_logged(trial: Trial, where: Where) -> None:
-    """Train one trial, logging to MLflow. The trial folder is the only checkpoint store:
-    train() resumes from its checkpoint.pt after a crash, so nothing is handed to Ray's
-    checkpointing (which would copy the weights into <results-dir>/<grid>/ray/ at every
-    evaluation)."""
+    """Train one trial, logging to MLflow, and the code its process imported by the end of
+    training (`bench.codehash.imported`: the project and plugin files, each as code). The
+    trial folder is the only checkpoint store: train() resumes from its checkpoint.pt after a
+    crash, so nothing is handed to Ray's checkpointing (which would copy the weights into
+    <results-dir>/<grid>/ray/ at every evaluation)."""
     import ray
     from ray import tune
 
@@ -69,6 +70,7 @@ def train_logged(trial: Trial, where: Where) -> None:
     except (Diverged, data.DataError, ConfigError) as err:  # retrying cannot help
         run.fail(f"{type(err).__name__}: {err}", trial.out_dir)
         return
+    run.log_code(codehash.imported(trial.plugins))  # what this process trained with
     run.finish(result, trial.out_dir)
 
 

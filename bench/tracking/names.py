@@ -7,7 +7,8 @@ One experiment per grid; a parent run per sweep (tags ROLE=sweep, GRID, SWEEP_PR
 SETTING=SWEEPS; LOST when a later sweep found its driver gone and ended it; the grid file and
 TRIALS, the sweep's trial hashes, as artifacts) and a child run per trial (ROLE=trial, GRID,
 HASH, GRID_KEYS, SETTING, FAILURE when it failed, IGNORED for grid options its variant does not
-take, PLAN + each record of the plan it serves). Child params: the flattened resolved config
+take, PLAN + each record of the plan it serves, PLAN + code_sha for the code its process
+imported, whose files' digests are its artifact CODE). Child params: the flattened resolved config
 (model.n_heads, ...), seed, git_commit, code_version, versions.<pkg>, dataset.<DATASET_KEYS>,
 the run's machine and precision (RUN_MACHINE) and layer.* (the layer's own description);
 metrics: EVAL_METRICS and dev_bpc.<probe> (on each probe's target symbols, the evaluated dev
@@ -43,6 +44,7 @@ SETTING, SWEEPS = "setting", "sweep"
 MACHINE, PRECISION = "machine", "precision"
 PARENT = "mlflow.parentRunId"
 TRIALS = "trials.json"  # the sweep run's artifact: the hashes of the trials the sweep covers
+CODE = "code.json"  # a trial run's artifact: its code record, each file imported -> digest
 # MLflow's UI opens an experiment of this kind on its runs (unset, 3.x opens the GenAI overview)
 EXPERIMENT_KIND, TRAINING = "mlflow.experimentKind", "custom_model_development"
 DATASET_KEYS = ("name", "n_bytes", "sha256", "prefix", "entropy_rate", "planted", "no_recall")

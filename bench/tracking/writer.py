@@ -29,7 +29,7 @@ from mlflow.utils.mlflow_tags import (
     MLFLOW_SOURCE_TYPE,
 )
 
-from bench import provenance
+from bench import codehash, provenance
 from bench.metrics import EVAL_METRICS, FAILURE, FINAL_RENAMED, FINAL_SAME, GRID_KEYS, PLAN
 from bench.provenance import GridText
 from bench.record import Evaluation, RunResult
@@ -37,6 +37,7 @@ from bench.trial import Trial
 
 from . import page
 from .names import (
+    CODE,
     DATASET_KEYS,
     FLOPS_ERROR,
     GRID,
@@ -353,6 +354,14 @@ class TrialRun:
         for metrics in history:
             if metrics["step"] not in have:
                 self.log_eval(metrics, out_dir)
+
+    def log_code(self, files: dict[str, str]) -> None:
+        """The code this trial's process imported by the end of training (a code record,
+        `bench.codehash.imported`): the files' digests as the artifact CODE, then its code_sha
+        as the tag PLAN + code_sha, which the findings read as the runs.csv column (a tag
+        found means its record was logged)."""
+        self.client.log_dict(self.run_id, files, CODE)
+        self.client.set_tag(self.run_id, PLAN + "code_sha", codehash.code_sha(files))
 
     def finish(self, result: RunResult, out_dir: Path) -> None:
         """Every evaluation (`log_history`), final metrics, config.json and result.json as

@@ -12,7 +12,7 @@ class Heads(NamedTuple):
     M queries and the K = W - 1 + M keys of [cache; block]: queries q (B, h_k, M, d) scaled by
     1/sqrt(d_k), keys k (B, h_k | 1, K, d), values v (B, h_v | 1, K, d_v), the query side of
     the relative-position term q_pos (B, h_k, M, d_p) (q itself for multi-head), and the
-    policy's own per-block tensors (`extra`, read by its `mix_logits` and `mix_weights`)."""
+    policy's own per-block tensors (`extra`, read by its `pre_softmax` and `post_softmax`)."""
 
     q: Tensor
     k: Tensor
@@ -26,8 +26,8 @@ class MixingPolicy(nn.Module):
 
     The layer calls `project(x, mem)` once per block -> `Heads`, then per chunk of queries
     `rows` over their band of keys `keys` (a slice of K) computes the logits J = q.k + q_pos.p
-    (B, h_k, c, W), calls `mix_logits(J, heads, rows, keys)` -> (B, h, c, W) (talking-heads
-    P_l), applies the span mask and the softmax, calls `mix_weights(w, heads, rows, keys)` ->
+    (B, h_k, c, W), calls `pre_softmax(J, heads, rows, keys)` -> (B, h, c, W) (talking-heads
+    P_l), applies the span mask and the softmax, calls `post_softmax(w, heads, rows, keys)` ->
     (B, h_v, c, W) (P_w) and sums the values over the band; `output(o)` maps the chunks'
     per-head outputs (B, h_v, M, d_v) to (B, M, D). A policy keeps no state between the calls.
     It states its heads h_k, h, h_v and widths d_k, d_v, holds a relative-position table
@@ -74,11 +74,11 @@ class MixingPolicy(nn.Module):
         queries, keys and values, once per block."""
         raise NotImplementedError
 
-    def mix_logits(self, J: Tensor, heads: Heads, rows: slice, keys: slice) -> Tensor:
+    def pre_softmax(self, J: Tensor, heads: Heads, rows: slice, keys: slice) -> Tensor:
         """The logits J (B, h_k, c, W) of the queries `rows` -> (B, h, c, W): the identity."""
         return J
 
-    def mix_weights(self, w: Tensor, heads: Heads, rows: slice, keys: slice) -> Tensor:
+    def post_softmax(self, w: Tensor, heads: Heads, rows: slice, keys: slice) -> Tensor:
         """The weights w (B, h, c, W) of the queries `rows` -> (B, h_v, c, W): the identity."""
         return w
 

@@ -78,7 +78,7 @@ class DynamicTalkingHeads(TalkingHeads):
         r_mw = (mem @ self.P_Mw).view(B, K, self.h, self.h_v)
         return heads._replace(extra=(r_xl, r_xw, r_ml, r_mw))
 
-    def mix_logits(self, J: Tensor, heads: Heads, rows: slice, keys: slice) -> Tensor:
+    def pre_softmax(self, J: Tensor, heads: Heads, rows: slice, keys: slice) -> Tensor:
         """J (B, h_k, c, W) -> L (B, h, c, W) through P_l + R_Xl (of each query) + R_Ml (of
         each band column's key: (B, c, h_k, h, W))."""
         r_xl, _, r_ml, _ = heads.extra
@@ -86,7 +86,7 @@ class DynamicTalkingHeads(TalkingHeads):
         return (self.P_l(J) + torch.einsum("bkiw,bkih->bhiw", J, r_xl[:, :, rows])
                 + torch.einsum("bkiw,bikhw->bhiw", J, by_key))
 
-    def mix_weights(self, w: Tensor, heads: Heads, rows: slice, keys: slice) -> Tensor:
+    def post_softmax(self, w: Tensor, heads: Heads, rows: slice, keys: slice) -> Tensor:
         """w (B, h, c, W) -> U (B, h_v, c, W) through P_w + R_Xw (of each query) + R_Mw (of
         each band column's key)."""
         _, r_xw, _, r_mw = heads.extra

@@ -81,11 +81,11 @@ class MultiHead(MixingPolicy):
         v = (mem @ self.W_v).view(B, K, self.h_v, self.d_v).transpose(1, 2).contiguous()
         return Heads(q, k, v, q)
 
-    def mix_logits(self, J: Tensor, heads: Heads, rows: slice, keys: slice) -> Tensor:
+    def pre_softmax(self, J: Tensor, heads: Heads, rows: slice, keys: slice) -> Tensor:
         """P_l: (B, h_k, c, W) -> (B, h, c, W), where the policy has it."""
         return J if self.P_l is None else self.P_l(J)
 
-    def mix_weights(self, w: Tensor, heads: Heads, rows: slice, keys: slice) -> Tensor:
+    def post_softmax(self, w: Tensor, heads: Heads, rows: slice, keys: slice) -> Tensor:
         """P_w: (B, h, c, W) -> (B, h_v, c, W), where the policy has it."""
         return w if self.P_w is None else self.P_w(w)
 

@@ -1,12 +1,24 @@
 """What every probe of the built-in corpus is (`Probe`: its options, limits, script and exact
-floors) and what the one-symbol-record probes share (`FusedRecords`)."""
+floors, with recall and without it: `NoRecall`, `mixed`) and what the one-symbol-record
+probes share (`FusedRecords`)."""
 
 from dataclasses import dataclass
-from typing import ClassVar
+from typing import ClassVar, NamedTuple
 
 import numpy as np
 
 from ..corpus import DataError
+
+
+class NoRecall(NamedTuple):
+    """A target set's cost without recall: `floor`, the bits per answer of the best model that
+    never matches a query to its record; `spread`, a bound on one episode's standard deviation
+    about it per answer (`Probe.no_recall`); `episodes`, the episodes expected in the split
+    scored (`mixed`; 0 where not given)."""
+
+    floor: float
+    spread: float
+    episodes: float = 0.0
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -89,11 +101,29 @@ class Probe:
             return dict.fromkeys(self.sets, 0.0)
         return None
 
-    def without_recall(self) -> dict[str, float]:
+    def without_recall(self, power: int = 1) -> dict[str, float]:
         """Expected bits per episode, on each of its `sets`, of the best model that sees the
         episode whole but never matches a query to its record: it knows the values the records
-        hold (not which key holds which) and the answers given before."""
+        hold (not which key holds which) and the answers given before. `power` 2: the expected
+        sum of each answer's bits squared (the second moment `no_recall` reads)."""
         raise NotImplementedError
+
+    def no_recall(self) -> dict[str, NoRecall]:
+        """Per target set it scores (all its answers, then each part): the bits per answer of
+        the best model without recall (`without_recall` over `counts`), and `spread`, a bound
+        on the standard deviation of one episode's excess bits over that floor, per expected
+        answer: sqrt(Q E[sum (b - F)^2]) / c for the episode's answers b in the set (c of them
+        expected, at most Q), which holds whatever the correlation between one episode's
+        answers (Cauchy-Schwarz), with E[sum (b - F)^2] = E[sum b^2] - F^2 c."""
+        bits, squares, count = self.without_recall(), self.without_recall(2), self.counts()
+        out = {}
+        for t in dict.fromkeys((self.name, *self.sets)):
+            members = self.sets if t == self.name else (t,)
+            c = sum(count[s] for s in members)
+            floor = float(sum(bits[s] for s in members) / c)
+            excess = max(0.0, sum(squares[s] for s in members) - floor ** 2 * c)
+            out[t] = NoRecall(floor, float(np.sqrt(self.queries * excess) / c))
+        return out
 
     def steps(self) -> set[int]:
         """The reaches where `loss` changes."""
@@ -105,6 +135,21 @@ class Probe:
         delimiter; answers (n, L) int8, 1 + the index in `sets` of an answer's set, 0 for the
         other symbols)."""
         raise NotImplementedError
+
+
+def unit_length(probes: tuple[Probe, ...], frame: int) -> float:
+    """Expected symbols per unit of a stream whose units are each probe's episodes (at its
+    rate) and frames of `frame` symbols otherwise."""
+    return (1 - sum(p.rate for p in probes)) * frame + sum(p.rate * p.length for p in probes)
+
+
+def mixed(probes: tuple[Probe, ...], frame: int, symbols: int) -> dict[str, NoRecall]:
+    """Per target set of each probe mixed into `symbols` symbols of such a stream (the split a
+    claim scores): its cost without recall (`Probe.no_recall`) and the episodes expected
+    there, symbols x rate / `unit_length`. Closed form: no stream is generated."""
+    length = unit_length(probes, frame)
+    return {t: cost._replace(episodes=symbols * p.rate / length)
+            for p in probes for t, cost in p.no_recall().items()}
 
 
 class FusedRecords(Probe):

@@ -55,10 +55,10 @@ class Conjunctive(FusedRecords):
         pick = math.log2(math.comb(self.keys_a, g)) + math.log2(math.comb(self.keys_b, g))
         return float(pick + order + N * np.log2(self.values) + self.queries * 2 * np.log2(g))
 
-    def without_recall(self) -> dict[str, float]:
+    def without_recall(self, power: int = 1) -> dict[str, float]:
         """As recall's: a repeated pair's answer copied, a first-asked one guessed from the
         counts of the values not yet answered (`first_asked`)."""
-        return {self.name: first_asked(self.records, self.values, self.queries)[1]}
+        return {self.name: first_asked(self.records, self.values, self.queries, power)[1]}
 
     def generate(self, rng: np.random.Generator, n: int) -> tuple[np.ndarray, np.ndarray,
                                                                    np.ndarray]:

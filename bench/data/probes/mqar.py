@@ -74,11 +74,12 @@ class MQAR(Probe):
         records = np.sum(np.log2(self.keys - i) + np.log2(self.values - i))
         return float(records + np.sum(np.log2(N - np.arange(Q))) - Q * np.sum(p * np.log2(p)))
 
-    def without_recall(self) -> dict[str, float]:
+    def without_recall(self, power: int = 1) -> dict[str, float]:
         """The j-th answer (from 0) is uniform over the N - j recorded values not yet answered
         (values are distinct): sum over j < Q of log2(N - j); log2(N!) / N per answer when every
         key is asked."""
-        return {self.name: float(np.sum(np.log2(self.stored - np.arange(self.queries))))}
+        return {self.name: float(np.sum(np.log2(self.stored - np.arange(self.queries))
+                                        ** power))}
 
     def generate(self, rng: np.random.Generator, n: int) -> tuple[np.ndarray, np.ndarray,
                                                                    np.ndarray]:

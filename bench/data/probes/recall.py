@@ -85,10 +85,10 @@ class Recall(FusedRecords):
             repeat += unseen * ((1 - 1 / N) ** near - (1 - 1 / N) ** q)
         return self._parts(first * np.log2(self.values), repeat * np.log2(self.values))
 
-    def without_recall(self) -> dict[str, float]:
+    def without_recall(self, power: int = 1) -> dict[str, float]:
         """A repeated query's answer is copied from the earlier one (0 bits); a first-asked one
         is guessed from the counts of the values not yet answered (`first_asked`)."""
-        return self._parts(first_asked(self.records, self.values, self.queries)[1], 0.0)
+        return self._parts(first_asked(self.records, self.values, self.queries, power)[1], 0.0)
 
     def steps(self) -> set[int]:
         if self.drawn:
@@ -119,10 +119,11 @@ class Recall(FusedRecords):
         return tokens, bits, answers
 
 
-def first_asked(N: int, V: int, Q: int) -> tuple[float, float]:
+def first_asked(N: int, V: int, Q: int, power: int = 1) -> tuple[float, float]:
     """Q queries drawn with replacement, uniform over N records whose values are iid uniform
     over V: (the expected number per episode of first-asked queries, whose key was not asked
-    before, and their expected bits for the best model without recall).
+    before, and the expected sum over them of their bits for the best model without recall,
+    each bit count raised to `power`: 2 gives the second moment the noise bars read).
 
     With m keys asked before, such a query asks one of the N - m others, which one unknown
     without recall, so its answer is one of their n = N - m values (those recorded, less those
@@ -132,7 +133,8 @@ def first_asked(N: int, V: int, Q: int) -> tuple[float, float]:
     """
     m = np.arange(N + 1)
     h = np.array([sum(math.comb(n - 1, k) * (1 / V) ** k * (1 - 1 / V) ** (n - 1 - k)
-                      * math.log2(n / (k + 1)) for k in range(n)) for n in range(N, -1, -1)])
+                      * math.log2(n / (k + 1)) ** power for k in range(n))
+                  for n in range(N, -1, -1)])
     prob = np.eye(N + 1)[0]  # P(m keys asked before the query)
     count = bits = 0.0
     for _ in range(Q):

@@ -1,8 +1,9 @@
 """attnbench plugin: the `window` variant, multi-head attention whose mask keeps the last `keep`
 distances (0 .. keep - 1) of the span S: a hard local window, the README's worked example. Its
-reach, floors and cost are read off this mask (`SpanPolicy.widest`), so a window shorter than a
-probe's episode is refused before anything trains; its check of `keep` needs S, so it lives in
-the constructor, which bench.run calls before Ray or MLflow start (exit 2, one line)."""
+spans, window, cache, reach, floors and cost are read off this mask (`Attention.widest`,
+`flops`), so a window shorter than a probe's episode is refused before anything trains; its
+check of `keep` needs S, so it lives in the constructor, which bench.run calls before Ray or
+MLflow start (exit 2, one line)."""
 
 from dataclasses import dataclass
 
@@ -24,8 +25,8 @@ class WindowSpan(SpanPolicy):
             raise OptionError("keep", options.keep, f"1 to the span S = {shape.span}")
         self.keep = options.keep
 
-    def mask(self, dist: Tensor, rows: slice) -> Tensor:  # broadcast to (B, h, len(rows), W)
-        return (dist < self.keep).to(dist.dtype)
+    def mask(self, dist: Tensor, pos: Tensor) -> Tensor:  # each key's distance, its position
+        return (dist < self.keep).to(dist.dtype)  # (W,): every head and position alike
 
 
 variants.register("window", span_policy=WindowSpan)

@@ -6,8 +6,9 @@ result whose sweep did not measure it (committed before), or to measure again on
 python -m bench.cost results/window/seeds100 [results/heads_grid/seeds600 ...] [--reps 9]
 python -m bench.cost results          # every result folder below (those with findings.csv)
 
-The arms are the grid file's trials (grid.yaml, its plugins found where the runs say it lay),
-built and timed here, alone: run it on an idle machine, one folder after another. Then
+The arms are the trials of the folder's grid.yaml (its plugins found where the runs say the grid
+file lay, as named today: `recompute.opened`), built and timed here, alone: run it on an idle
+machine, one folder after another. Then
 `python -m bench.grids` puts the tables into the experiments' READMEs.
 """
 
@@ -19,29 +20,15 @@ import pandas as pd
 
 from bench.cli import about
 from bench.config import ConfigError
-from bench.experiment.open import open_grid
 from bench.findings.presentation import costs
 from bench.findings.provenance.verify import folders
 from bench.findings.reading import measurement
 from bench.measure import cost as measured
 from bench.sweep import estimate
+from bench.sweep.recompute import opened
 from bench.sweep.trials import resolve_trials
 
-
-def grid_file(folder: Path) -> Path:
-    """The grid file a result ran from, where its runs say it lay and it still holds the
-    folder's grid.yaml (its plugins' paths resolve from there), else the folder's grid.yaml;
-    ConfigError for a folder without grid.yaml, runs.csv and findings.md."""
-    if missing := [f for f in ("grid.yaml", "runs.csv", "findings.md")
-                   if not (folder / f).is_file()]:
-        raise ConfigError(f"{folder}: no {', '.join(missing)} (a result folder holds grid.yaml, "
-                          "runs.csv and findings.md)")
-    text = (folder / "grid.yaml").read_text()
-    planned = pd.read_csv(folder / "runs.csv").get("plan_file", pd.Series(dtype=object)).dropna()
-    top = Path(__file__).resolve().parents[1]
-    where = top / str(planned.iloc[0]) if len(planned) else None
-    return where if where is not None and where.is_file() and where.read_text() == text \
-        else folder / "grid.yaml"
+TOP = Path(__file__).resolve().parents[1]
 
 
 def put_block(page: str, block: str) -> str:
@@ -62,7 +49,11 @@ def main(argv: list[str] | None = None) -> int:
     try:  # every folder's grid and trials resolved before anything is timed
         todo = []
         for folder in folders(args.paths):
-            grid = open_grid(grid_file(folder))
+            if missing := [f for f in ("grid.yaml", "runs.csv", "findings.md")
+                           if not (folder / f).is_file()]:
+                raise ConfigError(f"{folder}: no {', '.join(missing)} (a result folder holds "
+                                  "grid.yaml, runs.csv and findings.md)")
+            grid = opened(folder, TOP, pd.read_csv(folder / "runs.csv"))
             todo.append((folder, measured.comparisons(grid, resolve_trials(grid, True))))
     except ConfigError as err:
         print(f"bench.cost: {err}", file=sys.stderr)

@@ -51,7 +51,7 @@ class RunResult:
     peak_cuda_mb: float | None  # the largest evaluation window's CUDA peak; None off CUDA
     params: int
     params_non_embedding: int
-    flops_full: float  # analytic multiply-adds per token at the span limit S
+    flops_full: float  # analytic multiply-adds per token at S (a layer: at most its widest)
     flops_mean: float  # ... at the mean span over the dev split (the paper's #FLOPS)
     flops_max: float  # ... at each layer's widest window over the dev split
     flops_position: float  # the relative-position term q.p at each layer's window: not #FLOPS

@@ -28,8 +28,8 @@ class DecaySpan(SpanPolicy):
         super().__init__(shape, options)
         self.log_tau = nn.Parameter(torch.full((shape.h, 1, 1), math.log(options.tau_init)))
 
-    def mask(self, dist: Tensor, rows: slice) -> Tensor:  # broadcast to (B, h, len(rows), W)
-        return torch.exp(-dist / self.log_tau.exp())
+    def mask(self, dist: Tensor, pos: Tensor) -> Tensor:  # each key's distance, its position
+        return torch.exp(-dist / self.log_tau.exp())  # (h, 1, W): every position alike
 
 
 variants.register("decay", span_policy=DecaySpan, mixing="both")  # decay span + talking heads

@@ -2,14 +2,13 @@
 window of `keep` distances plus global tokens: every key whose position in the text is a
 multiple of `every`, and the text's first `sinks` symbols (attention sinks), the Sparse
 Transformer's strided pattern and Longformer's global tokens within the span S. Its mask reads
-absolute positions (`mask_at`), so a key is global wherever the text is cut into batches; its
-`mask` is what any position may keep (here every distance below S), which its spans, reach,
-floors and cost are read off: it computes the whole band of S and masks the rest. A key
-further than S - 1 is never computed, global or not."""
+each key's position in the text (`pos`), so a key is global wherever the text is cut into
+batches; its spans, reach, floors and cost are read off what it keeps at any position (here
+every distance below S, with global tokens): it computes the whole band of S and masks the
+rest. A key further than S - 1 is never computed, global or not."""
 
 from dataclasses import dataclass
 
-import torch
 from torch import Tensor
 
 import variants
@@ -33,13 +32,10 @@ class GlobalTokens(SpanPolicy):
                               min(options.every, options.sinks), "0 or more")
         self.keep, self.every, self.sinks = options.keep, options.every, options.sinks
 
-    def mask(self, dist: Tensor, rows: slice) -> Tensor:  # what any position may keep: (W,)
-        if self.every or self.sinks:
-            return torch.ones_like(dist)
-        return (dist < self.keep).to(dist.dtype)
-
-    def mask_at(self, dist: Tensor, rows: slice, pos: Tensor) -> Tensor:  # (B, 1, rows, W)
-        keep = (dist < self.keep) | (pos >= 0) & (pos < self.sinks)
+    def mask(self, dist: Tensor, pos: Tensor) -> Tensor:  # dist (W,), pos (B, 1, rows, W)
+        keep = dist < self.keep
+        if self.sinks:
+            keep = keep | (pos >= 0) & (pos < self.sinks)
         if self.every:
             keep = keep | (pos >= 0) & (pos % self.every == 0)
         return keep.to(dist.dtype)

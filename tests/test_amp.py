@@ -16,7 +16,7 @@ from bench.training.evaluate import Reading, evaluate
 from bench.training.loop import train
 from bench.training.step import Learner, make_optimizer, train_step
 from tests.test_train import small_cfg
-from variants.attention import Attention
+from variants import attention
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -43,14 +43,14 @@ def tiny(variant: str) -> TransformerLM:
 def test_amp_multiplies_in_bf16_and_keeps_softmax_loss_and_spans_fp32(bf16, monkeypatch,
                                                                        variant):
     seen = {}
-    weights = Attention._weights
+    weights = attention.softmax
 
     def spy(logits, m):
         w = weights(logits, m)
         seen["logits"], seen["weights"] = logits.dtype, w.dtype
         return w
 
-    monkeypatch.setattr(Attention, "_weights", staticmethod(spy))
+    monkeypatch.setattr(attention, "softmax", spy)
     model = tiny(variant)
     for name, module in (("ff", model.blocks[0].ff.fc1), ("norm", model.blocks[0].ln1)):
         module.register_forward_hook(lambda m, i, o, name=name: seen.update({name: o.dtype}))

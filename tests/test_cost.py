@@ -306,7 +306,7 @@ def test_a_dilated_mask_keeps_half_its_distances_and_computes_them_all():
     from variants.span import SpanPolicy
 
     class Dilated(SpanPolicy):
-        def mask(self, dist: torch.Tensor, rows: slice) -> torch.Tensor:
+        def mask(self, dist: torch.Tensor, pos: torch.Tensor) -> torch.Tensor:
             return (dist % 2 == 0).to(dist.dtype)
 
     model = dict(span=32, d_model=32, n_layers=1, n_heads=2)

@@ -19,6 +19,8 @@ import variants
 from bench import flops, plugins, report, run, speed, train
 from bench.config import ConfigError, parse_sets, resolve
 from bench.experiment.open import GridText, Overrides, load_grid, open_grid
+from bench.sweep.plan import plan_table
+from bench.sweep.trials import resolve_trials
 from bench.training.loop import train as train_run
 from tests.limits import HANG
 
@@ -138,7 +140,7 @@ class HardWindow(SpanPolicy):
         super().__init__(shape, options)
         self.keep = options.keep
 
-    def mask(self, dist, rows):
+    def mask(self, dist, pos):
         return (dist < self.keep).to(dist.dtype)
 
 
@@ -146,11 +148,56 @@ variants.register("hard-window", span_policy=HardWindow)
 """
 
 
+PAST_ONLY = HARD_WINDOW.replace("(dist < self.keep)", "((dist >= 1) & (dist < self.keep))"
+                                ).replace('"hard-window"', '"past-only"')  # distances 1..7
+
+
+def test_a_mask_that_leaves_a_query_no_key_is_refused_when_registered(clean, tmp_path, capsys,
+                                                                      monkeypatch):
+    """A mask that drops distance 0 leaves a stream's first query (every batch row's, every
+    evaluation stream's) without a key: its softmax row is empty and the loss NaN at step 1.
+    bench.train refuses it when the plugin registers the variant: exit 2, one line naming the
+    variant and the distance, before anything is built or trained. A mask reading positions
+    that drops distance 0 at some of them is refused naming the first such position."""
+    (tmp_path / "past.py").write_text(PAST_ONLY)
+    monkeypatch.setenv(plugins.ENV, str(tmp_path / "past.py"))
+    code = train.main(["--no-progress", "--variant", "past-only", "--out", str(tmp_path / "run"),
+                       *QUICK])
+    err = capsys.readouterr().err
+    assert code == 2 and len(err.strip().splitlines()) == 1, err
+    assert "variant 'past-only': span_policy=HardWindow: its mask keeps nothing at distance 0 " \
+        "(every head, every query)" in err, err
+    assert not (tmp_path / "run").exists()
+
+    class OddSelf(variants.span.SpanPolicy):  # itself only at even text positions
+        def mask(self, dist, pos):
+            return ((dist > 0) | (pos % 2 == 0)).float()
+
+    with pytest.raises(ValueError, match=r"variant 'odd-self': .*distance 0 \(every head, the "
+                       r"query at text position 1\)"):
+        variants.register("odd-self", span_policy=OddSelf)
+    assert "odd-self" not in variants.names()
+
+
+def test_options_that_leave_a_query_no_key_exit_2_before_anything_runs(clean, tmp_path,
+                                                                       capsys):
+    """A mask whose options drop distance 0 (keep = 0 here, which the plugin does not check)
+    passes registration at its defaults; bench.run builds every model before Ray or MLflow
+    start, so the grid that sets it exits 2 with one line naming the trial and the distance."""
+    (tmp_path / "hard.py").write_text(HARD_WINDOW)
+    grid = grid_file(tmp_path, plugins=["hard.py"], grid={"model.variant": ["hard-window"]})
+    code = run.main([str(grid), "--set", "model.attn.keep=0", "--dry-run"])
+    err = capsys.readouterr().err
+    assert code == 2 and len(err.strip().splitlines()) == 1, err
+    assert "its mask keeps nothing at distance 0 (every head, every query)" in err, err
+
+
 def test_a_mask_only_plugin_reports_the_span_and_flops_its_mask_computes(clean, tmp_path):
     """A plugin that says only its mask (distances 0..7 in every head) under the tiny preset's
     S = 256 trains and reports mean span 8, windows of 8 and #FLOPS by hand (SPEC section 6:
     L (4 D^2 + 2 D F + 2 D s) multiply-adds per token, s the span computed), not the fixed
-    window's; fvcore's count of the executed step adds the output layer and q.p at s = 8."""
+    window's, at S too (`flops_full`: what the layer computes at most); fvcore's count of the
+    executed step adds the output layer and q.p at s = 8."""
     (tmp_path / "hard.py").write_text(HARD_WINDOW)
     plugins.load([str(tmp_path / "hard.py")])
     cfg = resolve(parse_sets(["model.variant=hard-window", "train.steps=2", "train.block=64",
@@ -161,14 +208,35 @@ def test_a_mask_only_plugin_reports_the_span_and_flops_its_mask_computes(clean, 
     result = train_run(cfg, tmp_path / "run", progress=False)
     D, L, F, s, V = 128, 4, 512, 8, cfg.corpus().vocab_size
     assert result.mean_span == s and result.layer_max_span == [s] * L
-    assert result.flops_mean == result.flops_max == L * (4 * D**2 + 2 * D * F + 2 * D * s) \
-        == 794_624
-    assert result.flops_full == L * (4 * D**2 + 2 * D * F + 2 * D * 256) == 1_048_576
+    assert result.flops_mean == result.flops_max == result.flops_full == L * (
+        4 * D**2 + 2 * D * F + 2 * D * s) == 794_624
     assert result.flops_position == L * D * s
     assert result.flops_counted == 794_624 + L * D * s + D * V
     corpus = cfg.corpus()  # its floors at its own reach, L (s - 1) + 1 symbols, not S's
     assert result.floor_bpc == corpus.floor_bpc(L * (s - 1) + 1) > corpus.floor_bpc(L * 255 + 1)
     assert result.probe_floor == corpus.target_floors(L * (s - 1) + 1)
+
+
+def test_the_layer_the_dry_run_and_the_record_say_one_cost(clean, tmp_path):
+    """One set of costs: a mask keeping distances 0..7 of a 64 window costs 8 keys however it is
+    asked. Its layer's flops(64) is flops(8) (D = 32: 4 D^2 + 2 D 8 = 4608, not the fixed
+    window's 8192); the dry run's FLOPs column and the run's flops_full and flops_max say the
+    model's sum of it."""
+    (tmp_path / "hard.py").write_text(HARD_WINDOW)
+    plugins.load([str(tmp_path / "hard.py")])
+    layer = variants.build("hard-window", d_model=32, n_heads=4, span=64)
+    fixed = variants.build("fixed", d_model=32, n_heads=4, span=64)
+    assert fixed.flops(64) == 8192 and layer.flops(64) == layer.flops(8) == 4608
+    assert layer.flops(64, position=True) == layer.flops(8, position=True)
+    sets = ["model.d_model=32", "model.n_heads=4", "model.span=64", "model.n_layers=1",
+            "model.d_ff=64", "train.steps=2", "train.block=32", "train.batch_size=2",
+            "train.eval_tokens=300", "data.n_chars=20000"]
+    cfg = resolve(parse_sets([*sets, "model.variant=hard-window"]), preset="smoke")
+    result = train_run(cfg, tmp_path / "run", progress=False)
+    grid = grid_file(tmp_path, plugins=["hard.py"], grid={"model.variant": ["hard-window"]})
+    trials = resolve_trials(open_grid(grid, Overrides(parse_sets(sets))), dry_run=True)
+    planned = plan_table(trials)["flops/token"].tolist()
+    assert planned == [result.flops_full] == [result.flops_max] == [4608 + 2 * 32 * 64]
 
 
 # --- typed options ----------------------------------------------------------------------------

@@ -1,8 +1,8 @@
-"""Masks that see absolute positions (`SpanPolicy.mask_at`), through the example plugin
+"""Masks that see absolute positions (`SpanPolicy.mask`'s `pos`), through the example plugin
 examples/global_plugin.py: a local window plus global tokens (every key whose position in the
 text is a multiple of `every`) and sinks (the text's first symbols). A key is global by its
 place in the text, however the text is cut into blocks, streams and batches; the policy's cost
-is what it computes (read off `mask`, what any position may keep)."""
+is what it computes (read off what its mask keeps at any position)."""
 
 from pathlib import Path
 
@@ -66,17 +66,16 @@ def test_without_global_tokens_it_is_the_local_window(plugin):
     assert (wide.window, wide.cache_size, wide.spans().tolist()) == (S, S - 1, [float(S)] * H)
 
 
-def test_a_mask_at_beyond_its_mask_is_refused(plugin):
-    """mask_at may keep only what mask keeps (spans and cost are read off mask): a policy whose
-    mask says the local window while mask_at adds global keys is refused when registered."""
-    base = variants.registry._VARIANTS["global-tokens"]["span_policy"]
-
-    class Understated(base):
-        def mask(self, dist, rows):
-            return (dist < self.keep).to(dist.dtype)
-
-    with pytest.raises(ValueError, match="its mask_at keeps keys its mask does not"):
-        variants.register("understated", span_policy=Understated)
+def test_whether_a_mask_reads_positions_is_read_off_it(plugin):
+    """Reading `pos` makes a mask positional (the layer then computes each key's position);
+    one that never reads it is not, with global tokens or sinks off, whatever its class: the
+    layer computes no positions for it, and its output does not depend on `start`."""
+    assert build(keep=4, every=8).span_policy.kept.positional
+    assert build(keep=4, every=0, sinks=2).span_policy.kept.positional
+    local = build(keep=4, every=0, sinks=0)
+    assert not local.span_policy.kept.positional
+    x = torch.randn(1, 40, D)
+    assert torch.equal(local(x, None, torch.tensor([3])), local(x, None, torch.tensor([50])))
 
 
 def model() -> TransformerLM:
@@ -109,14 +108,14 @@ def test_training_hands_each_block_its_text_positions(plugin, monkeypatch, tmp_p
     itself at b n + pos."""
     seen: list[torch.Tensor] = []
     policy = variants.registry._VARIANTS["global-tokens"]["span_policy"]
-    mask_at = policy.mask_at
+    mask = policy.mask
 
-    def spy(self, dist, rows, pos):
-        if self.training and rows.start == 0:
+    def spy(self, dist, pos):
+        if self.training and pos.shape[:3] == (2, 1, 32):  # a training block, not the read-off
             seen.append(pos[:, 0, 0, -1].clone())  # query 0's own key: distance 0
-        return mask_at(self, dist, rows, pos)
+        return mask(self, dist, pos)
 
-    monkeypatch.setattr(policy, "mask_at", spy)
+    monkeypatch.setattr(policy, "mask", spy)
     cfg = resolve(parse_sets(["model.variant=global-tokens", "model.n_layers=1",
                               "train.steps=3", "train.block=32", "train.batch_size=2",
                               "train.eval_every=3", "train.eval_tokens=300",

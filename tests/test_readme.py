@@ -29,7 +29,7 @@ def test_add_a_variant_example():
         exec(compile(code, "ablations/window.py", "exec"), {})
         assert "window" in variants.names() and variants.options("window")["keep"].type is int
         layer = variants.build("window", d_model=32, n_heads=2, span=16, keep=5)
-        assert layer.spans().tolist() == [5.0, 5.0] and layer.span_policy.widest == 5
+        assert layer.spans().tolist() == [5.0, 5.0] and layer.widest == 5
         x = torch.randn(1, 20, 32, requires_grad=True)
         layer(x)[:, 12].sum().backward()
         seen = (x.grad[0].abs().sum(-1) > 0).nonzero().flatten().tolist()

@@ -5,7 +5,7 @@ import json
 import torch
 
 from ci import regression
-from variants.attention import Attention
+from variants import attention
 
 
 def test_weakened_variant_trips_the_check(monkeypatch):
@@ -16,8 +16,8 @@ def test_weakened_variant_trips_the_check(monkeypatch):
     case = [("fixed", "synthetic")]
     assert regression.check(baselines, case).status.tolist() == ["ok"]
 
-    monkeypatch.setattr(Attention, "_weights",
-                        staticmethod(lambda logits, m: torch.zeros_like(logits).softmax(-1)))
+    monkeypatch.setattr(attention, "softmax",
+                        lambda logits, m: torch.zeros_like(logits).softmax(-1))
     bad = regression.check(baselines, case)
     assert bad.status.tolist() == ["REGRESSED"], bad.to_string()
     assert (bad.delta > bad.tolerance).all()

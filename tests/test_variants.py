@@ -314,17 +314,18 @@ def test_cuda_matches_cpu(name, cfg):
 def start_variances(name, d_model=128, n_heads=4, span=32, seeds=4):
     """Mean over seeds of the variance of a fresh layer's logits (valid band entries, position
     term included) and of its outputs, on N(0, 1) inputs (what LayerNorm feeds a layer)."""
-    from variants.band import valid_keys
+    from variants.attention import scores, valid_keys
 
     logit_v, out_v = [], []
     for seed in range(seeds):
         torch.manual_seed(seed)
         layer = variants.build(name, d_model=d_model, n_heads=n_heads, span=span)
         x = torch.randn(8, span, d_model)
-        mix = layer.mixing
+        mix, every = layer.mixing, slice(None)
         with torch.no_grad():
-            kv = mix.memory(torch.nn.functional.pad(x, (0, 0, span - 1, 0)))
-            logits = mix.logits(mix.query(x), kv, 0, span)
+            p = mix.project(x, torch.nn.functional.pad(x, (0, 0, span - 1, 0)))
+            J = scores(p.q, p.k, span) + p.q_pos @ layer.key_pe.flip(0).T
+            logits = mix.pre_softmax(J, p, every, every)
             logit_v.append(logits[..., valid_keys(span, span, 0)].var().item())
             out_v.append(layer(x).var().item())
     return sum(logit_v) / seeds, sum(out_v) / seeds
@@ -551,7 +552,7 @@ class HardWindow(variants.span.SpanPolicy):
         super().__init__(shape, opts)
         self.register_buffer("keep", torch.tensor(opts.keep).view(-1, 1, 1), persistent=False)
 
-    def mask(self, dist: torch.Tensor, rows: slice) -> torch.Tensor:
+    def mask(self, dist: torch.Tensor, pos: torch.Tensor) -> torch.Tensor:
         return (dist < self.keep).to(dist.dtype)  # (h | 1, 1, W)
 
 
@@ -603,7 +604,7 @@ def test_spans_that_disagree_with_the_mask_are_refused_naming_both(clean):
     ad = variants.build("adaptive", d_model=D, n_heads=H, span=256, ramp=8.0).span_policy
     for spans in ([8.0, 100.5, 256.0, 31.25], torch.rand(H) * 300):
         ad.set_spans(torch.as_tensor(spans))
-        variants.span.check_spans(ad)
+        variants.span.check(ad)
 
     class FromInput(HardWindow):
         def prepare(self, x: torch.Tensor) -> int:

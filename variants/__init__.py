@@ -6,8 +6,7 @@ from . import named as _named  # noqa: F401  (registers the built-in policies an
 from .attention import Attention
 from .layer_spec import LayerSpec, register_policy
 from .registry import build, check_name, names, options, register, spec
-from .shape import Shape
-from .typed import NoOptions, Option, OptionError, declared, parse
+from .typed import NoOptions, Option, OptionError, Shape, declared, parse
 
 __all__ = ["Attention", "LayerSpec", "NoOptions", "Option", "OptionError", "Shape", "build",
            "check_name", "declared", "names", "option", "options", "parse", "register",

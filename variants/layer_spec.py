@@ -13,8 +13,7 @@ from bench.declare import option
 
 from . import mixing as mix
 from . import span as sp
-from .shape import Shape
-from .typed import Option, OptionError, check_api, declared, parse
+from .typed import Option, OptionError, Shape, check_api, declared, parse
 
 SpanArg = str | type[sp.SpanPolicy]
 MixingArg = str | type[mix.MixingPolicy]

@@ -8,9 +8,8 @@ from dataclasses import replace
 
 from .attention import Attention
 from .layer_spec import SIZES, LayerSpec, MixingArg, SpanArg, layer_options, make
-from .shape import Shape
-from .span import check_spans
-from .typed import Option, declared, parse
+from .span import check
+from .typed import Option, Shape, declared, parse
 
 _VARIANTS: dict[str, dict] = {}  # name -> its span policy, mixing and option defaults
 PROBE = Shape(d_model=32, span=64, h_k=2, h=2, h_v=2, d_k=16, d_v=16)  # a span policy's check
@@ -21,7 +20,8 @@ def register(name: str, *, span_policy: SpanArg = "fixed", mixing: MixingArg = "
     """Register variant `name`: a layer of `span_policy` and `mixing` (registered names or
     policy classes, e.g. a plugin's own) with `defaults` for any of its options. A ValueError
     for a name already registered, a default no part of the layer takes, or a span policy class
-    whose spans disagree with its mask (`check_spans`, on a layer of `PROBE`'s shape)."""
+    whose mask leaves a query without a key or whose spans disagree with its mask (`span.check`,
+    on a layer of `PROBE`'s shape), one line naming the variant."""
     if name in _VARIANTS:
         raise ValueError(f"variant {name!r} is already registered")
     variant = {"span_policy": span_policy, "mixing": mixing, **defaults}
@@ -30,7 +30,11 @@ def register(name: str, *, span_policy: SpanArg = "fixed", mixing: MixingArg = "
     if isinstance(span_policy, type):
         cls = span_policy
         given = {k: v for k, v in defaults.items() if k in declared(cls.Options)}
-        check_spans(cls(PROBE, parse(cls.Options, given, f"variant {name!r}")))
+        policy = cls(PROBE, parse(cls.Options, given, f"variant {name!r}"))
+        try:
+            check(policy)
+        except ValueError as err:
+            raise ValueError(f"variant {name!r}: {err}") from None
     _VARIANTS[name] = variant
 
 

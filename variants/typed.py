@@ -1,9 +1,10 @@
-"""Options declared as types. Each part of a layer (span policy, mixing policy) declares the
-options it takes as a frozen dataclass nested in its class, `Options`: a field per option, with
-its type, its default and a help sentence (`bench.declare.option`, which corpora use too). The
-layer routes model.attn by these classes, the run's schema types them, `describe()` and the
-MLflow params report their values, and the docs and the dry run list them: nothing reads a
-constructor's signature for options.
+"""What a part of a layer is built from, declared as types: the layer's `Shape` and its options.
+Each part of a layer (span policy, mixing policy) declares the options it takes as a frozen
+dataclass nested in its class, `Options`: a field per option, with its type, its default and a
+help sentence (`bench.declare.option`, which corpora use too). The layer routes model.attn by
+these classes, the run's schema types them, `describe()` and the MLflow params report their
+values, and the docs and the dry run list them: nothing reads a constructor's signature for
+options.
 
 A part's constructor takes the layer's `Shape` and an instance of its `Options`; a subclass
 extends its base's options by subclassing its `Options`. `parse` is the one validator of
@@ -16,6 +17,23 @@ from functools import cache
 from typing import Any, get_type_hints
 
 from pydantic import BaseModel, ConfigDict, ValidationError, create_model
+from torch import nn
+
+
+@dataclass(frozen=True)
+class Shape:
+    """One layer's dimensions, as the layer resolved and checked them: the model width, the
+    span limit S, heads h_k (queries and keys), h (softmax), h_v (values), their widths d_k,
+    d_v, and the relative-position table to share (S, d_k) (None: the policy's own)."""
+
+    d_model: int
+    span: int
+    h_k: int
+    h: int
+    h_v: int
+    d_k: int
+    d_v: int
+    key_pe: nn.Parameter | None = None
 
 
 @dataclass(frozen=True)

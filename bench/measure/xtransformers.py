@@ -39,7 +39,7 @@ from torch.utils.flop_counter import FlopCounterMode
 from bench import provenance
 from bench.training import precision
 from variants import Attention, build
-from variants.band import band, unband
+from variants.attention import band, unband
 
 INSTALL = "pip install -e '.[anchors]' -c constraints.txt"
 TOLERANCE = 1e-5  # largest difference (fp32) of outputs and input gradients that still agrees

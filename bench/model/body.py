@@ -63,7 +63,7 @@ class TransformerLM(nn.Module):
     symbols. forward(idx (B, M), cache, start) -> logits (B, M, V), new cache; the cache is a
     list of L tensors (B, C_l, D) holding each layer's last `cache_size` attention inputs,
     detached; start (B,) int64, the text position of idx[:, 0] (its index in the split), is read
-    by span policies whose masks see absolute positions (`SpanPolicy.mask_at`).
+    by span policies whose masks see absolute positions (`SpanPolicy.mask`'s `pos`).
     `m.shared_pe`: one relative-position table `key_pe` (S, d_k) for every layer, as in the
     adaptive-span reference and the paper's parameter counts; False: a table per layer.
     """

@@ -15,14 +15,14 @@ import torch
 from torch import nn
 
 from variants.attention import Attention
-from variants.band import distances
 
 Span = Literal["full", "mean", "max"]
 
 
 def layer_span(attn: Attention, which: Span) -> float:
-    """Keys per query: S ("full"), mean of the heads' z + R ("mean", the paper's estimate) or the
-    layer's computed window ("max", what a batched implementation executes)."""
+    """Keys per query: S ("full", which the layer's `flops` counts at most at its `widest`, a
+    mask's own window), mean of the heads' z + R ("mean", the paper's estimate) or the layer's
+    computed window ("max", what a batched implementation executes)."""
     if which == "full":
         return attn.S
     if which == "mean":
@@ -70,16 +70,13 @@ def kept_distances(attn: Attention) -> float | None:
     the spans are learned or the mask has parameters (they move with training: the run
     measures them, as flops_mean)."""
     policy = attn.span_policy
-    if policy.learned or any(True for _ in policy.parameters()):
+    if policy.learned or policy.moves:
         return None
-    device = next(policy.parameters(), torch.zeros(())).device
-    with torch.no_grad():
-        m = policy.mask(distances(policy.S, device).float(), slice(None))
-    if m is None:
+    anywhere = policy.kept.anywhere  # (h | 1, 1, S): what the mask keeps at any position
+    if anywhere is None:
         return float(policy.S)
-    keep = torch.as_tensor(m) != 0
-    keep = keep.reshape((1,) * (4 - keep.dim()) + tuple(keep.shape)).any(2).any(0)  # (h | 1, W)
-    return float(keep.sum(-1).float().expand(policy.n_heads).mean())
+    keep = (anywhere != 0).sum(-1).flatten().float()  # (h | 1,)
+    return float(keep.expand(policy.n_heads).mean())
 
 
 def kept_flops(model: nn.Module) -> float | None:
@@ -100,7 +97,8 @@ def set_spans(model: nn.Module, spans: torch.Tensor | float) -> None:
 def cost(model: nn.Module, mean_spans: list[float] | None = None,
          windows: list[int] | None = None) -> dict[str, float]:
     """A model's size and analytic cost per token: params (total, non-embedding), #FLOPS at the
-    full span S, at each layer's mean span (the paper's estimate; default: its heads' z + R) and
+    full span S (each layer at most at the widest window it can compute: `Attention.widest`),
+    at each layer's mean span (the paper's estimate; default: its heads' z + R) and
     at each layer's computed window (what runs; default: its current window), and the q.p
     position term at those windows. A run passes the spans and windows measured over dev."""
     return {"params": sum(p.numel() for p in model.parameters()),

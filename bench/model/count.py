@@ -112,7 +112,7 @@ class StepHandles:
     @staticmethod
     def vecdot(inputs: list, outputs: list) -> Counter:
         """linalg_vecdot(x, y, dim): one multiply-add per element of x and y broadcast together.
-        Only the banded q.k and w.v call it (`variants.band`): attention."""
+        Only the banded q.k and w.v call it (`variants.attention`): attention."""
         shape = torch.broadcast_shapes(tuple(get_shape(inputs[0])), tuple(get_shape(inputs[1])))
         return Counter({"attention": prod(shape)})
 

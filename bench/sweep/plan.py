@@ -11,7 +11,7 @@ from bench.experiment.option_tables import markdown, trial_options
 from bench.findings.decision.evidence import evidence_of, seed_range
 from bench.findings.statistics.sequential import REPS
 from bench.model import create_model
-from bench.model.cost import analytic_flops, cost, executed_flops
+from bench.model.cost import cost, executed_flops
 from bench.provenance import cpu_name
 from bench.sweep import estimate, sizing
 from bench.trial import Trial
@@ -21,9 +21,9 @@ SCORE_PASSES = 16  # elementwise kernels over each attention score (band, mask, 
 
 def plan_table(trials: list[Trial]) -> pd.DataFrame:
     """One row per trial: its grid values, params, analytic #FLOPS per token at the widest
-    window its policy can compute (`SpanPolicy.widest`: S where spans are learned, a mask's own
-    window), tokens, cost (tokens x FLOPs), the schedule's work estimate and the options it
-    ignores."""
+    window its layers can compute (`Attention.widest`: S where spans are learned, a mask's own
+    window; what its runs record as `flops_full`), tokens, cost (tokens x FLOPs), the
+    schedule's work estimate and the options it ignores."""
     models: dict[str, dict] = {}
     rows = []
     for t in trials:
@@ -31,15 +31,14 @@ def plan_table(trials: list[Trial]) -> pd.DataFrame:
         if key not in models:
             model = create_model(t.cfg.model, t.vocab)
             scores = sum(b.attn.describe()["h"] * b.attn.window for b in model.blocks)
-            widest = [b.attn.span_policy.widest for b in model.blocks]
-            models[key] = {**cost(model), "widest": analytic_flops(model, "max", widest),
+            models[key] = {**cost(model),
                            "work": executed_flops(model, "full") + SCORE_PASSES * scores}
         c, tr = models[key], t.cfg.train
         tokens = tr.steps * tr.batch_size * tr.block
         rows.append({"trial": t.hash[:10] + ("*" if t.provisional else ""), **t.values,
-                     "seed": t.seed, "params": c["params"], "flops/token": c["widest"],
+                     "seed": t.seed, "params": c["params"], "flops/token": c["flops_full"],
                      "tokens": tokens,
-                     "cost": float(tokens * c["widest"]), "work": float(tokens * c["work"]),
+                     "cost": float(tokens * c["flops_full"]), "work": float(tokens * c["work"]),
                      "ignored": ", ".join(t.ignored) or "-"})
     return pd.DataFrame(rows)
 

@@ -131,7 +131,7 @@ def _row(rows: _Rows, i: Any) -> str:
             f"{_instead(rows, cell, seed, str(row['trial']), str(row['precision']), plugins)}")
 
 
-def _opened(folder: Path, top: Path, runs: pd.DataFrame) -> Grid:
+def opened(folder: Path, top: Path, runs: pd.DataFrame) -> Grid:
     """The folder's grid.yaml with its plugins imported from where the grid file lay when it
     ran (the runs' plan_file's folder, else the result's), each as named today (a plugin moved
     since: `catalogue.plugins_today`)."""
@@ -152,7 +152,7 @@ def rows(folder: Path, runs: pd.DataFrame) -> Recomputed:
     wrong = []
     try:
         with contextlib.chdir(top):  # data paths are relative to where the sweep ran
-            recomputing = _Rows(top, _opened(folder, top, runs), runs)
+            recomputing = _Rows(top, opened(folder, top, runs), runs)
             wrong = [why for i in runs.index if (why := _row(recomputing, i))]
     except (ConfigError, data.DataError, OSError) as err:
         return Recomputed([], f"{type(err).__name__}: {err}")

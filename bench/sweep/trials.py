@@ -221,7 +221,7 @@ def _check_reach(cfg: Config, vocab: int, needs: dict[str, int], widths: dict[st
     """A ConfigError (exit 2, before anything runs) where the model cannot be built (an
     OptionError its policy raises once it knows its Shape: S, h, d_model), or a probe's episode
     needs a wider window than one head of this model can ever use (its widest layer's
-    `SpanPolicy.widest`, computed once per model section in `widths`): that variant could never
+    `Attention.widest`, computed once per model section in `widths`): that variant could never
     learn the probe, so no claim on it can be answered.
     The span limit itself is checked where the corpus is fitted (`data.fitted`)."""
     key = json.dumps(cfg.model.model_dump(mode="json"), sort_keys=True, default=str)
@@ -231,7 +231,7 @@ def _check_reach(cfg: Config, vocab: int, needs: dict[str, int], widths: dict[st
         except variants.OptionError as err:
             raise ConfigError(f"trial {name}: " + "; ".join(err.lines(
                 lambda k: f"model.attn.{k}"))) from None
-        widths[key] = max(b.attn.span_policy.widest for b in model.blocks)
+        widths[key] = max(b.attn.widest for b in model.blocks)
     for option, need in needs.items():
         if widths[key] < need:
             raise ConfigError(

@@ -20,10 +20,10 @@ from .state import LoopState, TrainingSetup
 
 def limit_reach(model: TransformerLM) -> int:
     """`bench.model.reach` of the model's architecture: every layer at the widest window its
-    policy can ever compute (`SpanPolicy.widest`: S where spans are learned, whatever windows
+    policy can ever compute (`Attention.widest`: S where spans are learned, whatever windows
     they trim to now; a fixed mask's own window). A run's floors are taken there, so a plugin
     whose mask keeps 8 distances gets the floors of its own reach, L x 7, not of S."""
-    return reach(b.attn.span_policy.widest - 1 for b in model.blocks)
+    return reach(b.attn.widest - 1 for b in model.blocks)
 
 
 def run_peaks(history: list[Evaluation], device: torch.device) -> dict[str, float | None]:

@@ -1,23 +1,38 @@
 """The mixing-policy interface: what happens across the heads dimension, as the layer calls it."""
 
-from typing import Any
+from typing import Any, NamedTuple
 
 from torch import Tensor, nn
 
-from ..shape import Shape
-from ..typed import NoOptions
+from ..typed import NoOptions, Shape
+
+
+class Heads(NamedTuple):
+    """What a mixing policy projects once per block (`MixingPolicy.project`), over the block's
+    M queries and the K = W - 1 + M keys of [cache; block]: queries q (B, h_k, M, d) scaled by
+    1/sqrt(d_k), keys k (B, h_k | 1, K, d), values v (B, h_v | 1, K, d_v), the query side of
+    the relative-position term q_pos (B, h_k, M, d_p) (q itself for multi-head), and the
+    policy's own per-block tensors (`extra`, read by its `pre_softmax` and `post_softmax`)."""
+
+    q: Tensor
+    k: Tensor
+    v: Tensor
+    q_pos: Tensor
+    extra: tuple[Tensor, ...] = ()
 
 
 class MixingPolicy(nn.Module):
     """Projections and head mixing of one attention layer (docs/variants.md).
 
-    The layer calls `query(x)` and `memory(mem)` once per block, then, per chunk of queries
-    start..start+c-1 over a band of W keys, `logits(q, kv, start, W)` -> (B, h, c, W) (the span
-    mask and softmax are the layer's), `attend(w, q, kv, start)` on the weights (B, h, c, W) and
-    the same chunk's queries, and `output(...)` -> (B, M, D) on the concatenated chunks. The
-    intermediate types are the policy's own, and a policy keeps no state between the calls. A
-    policy states its heads h_k, h, h_v and widths d_k, d_v, holds a relative-position table
-    `key_pe` (S, d) (its own, or the caller's shared one), and reports its cost: `flops(s)` (the
+    The layer calls `project(x, mem)` once per block -> `Heads`, then per chunk of queries
+    `rows` over their band of keys `keys` (a slice of K) computes the logits J = q.k + q_pos.p
+    (B, h_k, c, W), calls `pre_softmax(J, heads, rows, keys)` -> (B, h, c, W) (talking-heads
+    P_l), applies the span mask and the softmax, calls `post_softmax(w, heads, rows, keys)` ->
+    (B, h_v, c, W) (P_w) and sums the values over the band; `output(o)` maps the chunks'
+    per-head outputs (B, h_v, M, d_v) to (B, M, D). A policy keeps no state between the calls.
+    It states its heads h_k, h, h_v and widths d_k, d_v, holds a relative-position table
+    `key_pe` (S, d) (its own, or the caller's shared one), says whether q.k and w.v are
+    `banded` (computed over each query's window only), and reports its cost: `flops(s)` (the
     paper's #FLOPS convention) and `position_flops(s)` (the q.p term), per query over s keys.
     The constructor takes the layer's `Shape` and the policy's options, an instance of its
     `Options` (a frozen dataclass: model.attn.<option>, `variants.options`), and any argument a
@@ -27,6 +42,7 @@ class MixingPolicy(nn.Module):
 
     Options: type = NoOptions
     heads: tuple[str, ...] = ("h_k", "h", "h_v", "d_k", "d_v")
+    banded = False
 
     h_k: int
     h: int
@@ -42,7 +58,7 @@ class MixingPolicy(nn.Module):
     @property
     def name(self) -> str:
         """How tables and reports name the policy (the built-in ones: none, logits, weights,
-        both, gbma)."""
+        both, dynamic-projections, gbma)."""
         return type(self).__name__
 
     @classmethod
@@ -53,25 +69,21 @@ class MixingPolicy(nn.Module):
         whose projection maps heads (talking-heads P_l: h_k -> h, P_w: h -> h_v) adds them."""
         return {k for k in ("h_k", "h_v") if k not in cls.heads}
 
-    def query(self, x: Tensor):
-        """x (B, M, D) -> the queries, once per block."""
+    def project(self, x: Tensor, mem: Tensor) -> Heads:
+        """x (B, M, D), the block; mem (B, K, D), [cache; block] padded to a full band -> the
+        queries, keys and values, once per block."""
         raise NotImplementedError
 
-    def memory(self, mem: Tensor):
-        """mem (B, K, D), [cache; block] padded to a full window -> keys and values."""
-        raise NotImplementedError
+    def pre_softmax(self, J: Tensor, heads: Heads, rows: slice, keys: slice) -> Tensor:
+        """The logits J (B, h_k, c, W) of the queries `rows` -> (B, h, c, W): the identity."""
+        return J
 
-    def logits(self, q, kv, start: int, window: int) -> Tensor:
-        """Queries start..start+c-1 -> unmasked logits (B, h, c, window)."""
-        raise NotImplementedError
-
-    def attend(self, w: Tensor, q, kv, start: int) -> Tensor:
-        """Attention weights (B, h, c, W) of the queries q (as `logits` got them) start.. ->
-        per-head outputs."""
-        raise NotImplementedError
+    def post_softmax(self, w: Tensor, heads: Heads, rows: slice, keys: slice) -> Tensor:
+        """The weights w (B, h, c, W) of the queries `rows` -> (B, h_v, c, W): the identity."""
+        return w
 
     def output(self, o: Tensor) -> Tensor:
-        """The chunks' per-head outputs, concatenated over queries -> (B, M, D)."""
+        """The chunks' per-head outputs (B, h_v, M, d_v), concatenated over queries -> (B, M, D)."""
         raise NotImplementedError
 
     def flops(self, s: float) -> float:

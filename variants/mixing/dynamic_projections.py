@@ -9,9 +9,8 @@ from torch import Tensor, nn
 
 from bench.declare import option
 
-from ..band import band, scores, unband
 from ..typed import OptionError
-from .base import Shape
+from .base import Heads, Shape
 from .talking import TalkingHeads
 
 
@@ -27,8 +26,9 @@ class DynamicTalkingHeads(TalkingHeads):
     only with small initial values of the four projection-generating parameters: they start
     N(0, dynamic_init^2 / D), so each generated entry has std `dynamic_init` at unit-variance
     inputs, small against P_l's and P_w's identity. At dynamic_init = 0 (or with those four at
-    zero) the layer computes talking-heads attention exactly. The memory-side terms are applied
-    key-major, to the c x (c + W - 1) products, so the option `banded` is refused.
+    zero) the layer computes talking-heads attention exactly. The memory-side terms vary along
+    the keys: each band column reads its key's (an `unfold` view of R_Ml and R_Mw). The option
+    `banded` is refused (not implemented for these terms).
     """
 
     @dataclass(frozen=True)
@@ -40,8 +40,8 @@ class DynamicTalkingHeads(TalkingHeads):
             if not self.dynamic_init >= 0:
                 raise OptionError("dynamic_init", self.dynamic_init, "a std >= 0")
             if self.banded:
-                raise OptionError("banded", self.banded, "false with dynamic projections (their "
-                                  "memory-side terms need the unbanded products)")
+                raise OptionError("banded", self.banded, "false with dynamic projections (not "
+                                  "implemented for their memory-side terms)")
 
     def __init__(self, shape: Shape, options: Options) -> None:
         super().__init__(shape, options)
@@ -66,41 +66,30 @@ class DynamicTalkingHeads(TalkingHeads):
         side) and applying them (per key, both sides): 2 (D + s) (h_k h + h h_v)."""
         return super().flops(s) + 2 * (self.d_model + s) * (self.h_k * self.h + self.h * self.h_v)
 
-    def query(self, x: Tensor) -> tuple[Tensor, Tensor, Tensor]:
-        """x (B, M, D) -> q / sqrt(d_k) (B, h_k, M, d_k), R_Xl (B, h_k, M, h),
-        R_Xw (B, h, M, h_v)."""
+    def project(self, x: Tensor, mem: Tensor) -> Heads:
+        """x (B, M, D), mem (B, K, D) -> multi-head's queries, keys and values, and as `extra`
+        R_Xl (B, h_k, M, h), R_Xw (B, h, M, h_v), R_Ml (B, K, h_k, h), R_Mw (B, K, h, h_v)."""
         B, M, _ = x.shape
+        K = mem.size(1)
+        heads = super().project(x, mem)
         r_xl = (x @ self.P_Xl).view(B, M, self.h_k, self.h).transpose(1, 2)
         r_xw = (x @ self.P_Xw).view(B, M, self.h, self.h_v).transpose(1, 2)
-        return super().query(x), r_xl, r_xw
-
-    def memory(self, mem: Tensor) -> tuple[Tensor, Tensor, Tensor, Tensor]:
-        """mem (B, K, D) -> keys, values (as multi-head), R_Ml (B, K, h_k, h),
-        R_Mw (B, K, h, h_v)."""
-        B, K, _ = mem.shape
-        k, v = super().memory(mem)
         r_ml = (mem @ self.P_Ml).view(B, K, self.h_k, self.h)
         r_mw = (mem @ self.P_Mw).view(B, K, self.h, self.h_v)
-        return k, v, r_ml, r_mw
+        return heads._replace(extra=(r_xl, r_xw, r_ml, r_mw))
 
-    def logits(self, q: tuple[Tensor, Tensor, Tensor], kv: tuple[Tensor, ...], start: int,
-               window: int) -> Tensor:
-        """Queries start..start+c-1 -> logits (B, h, c, W): J through P_l + R_Xl + R_Ml."""
-        q, r_xl, _ = q
-        c = q.size(2)
-        keys = slice(start, start + c + window - 1)
-        J = scores(q, kv[0][:, :, keys], window) + q @ self.key_pe[:window].flip(0).T
-        L = self.P_l(J) + torch.einsum("bkiw,bkih->bhiw", J, r_xl)
-        # the memory-side term varies along the keys: applied key-major (query i, key r = i + w)
-        by_key = torch.einsum("bkir,brkh->bhir", unband(J, c + window - 1), kv[2][:, keys])
-        return L + band(by_key.contiguous(), window)
+    def pre_softmax(self, J: Tensor, heads: Heads, rows: slice, keys: slice) -> Tensor:
+        """J (B, h_k, c, W) -> L (B, h, c, W) through P_l + R_Xl (of each query) + R_Ml (of
+        each band column's key: (B, c, h_k, h, W))."""
+        r_xl, _, r_ml, _ = heads.extra
+        by_key = r_ml[:, keys].unfold(1, J.size(-1), 1)
+        return (self.P_l(J) + torch.einsum("bkiw,bkih->bhiw", J, r_xl[:, :, rows])
+                + torch.einsum("bkiw,bikhw->bhiw", J, by_key))
 
-    def attend(self, w: Tensor, q: tuple[Tensor, Tensor, Tensor], kv: tuple[Tensor, ...],
-               start: int) -> Tensor:
-        """Weights (B, h, c, W) -> per-head outputs (B, h_v, c, d_v) through P_w + R_Xw + R_Mw,
-        R_Xw that of the chunk's queries q."""
-        c, window = w.shape[-2:]
-        keys = slice(start, start + c + window - 1)
-        U = self.P_w(w) + torch.einsum("bhiw,bhiv->bviw", w, q[2])
-        by_key = torch.einsum("bhir,brhv->bvir", unband(w, c + window - 1), kv[3][:, keys])
-        return (unband(U, c + window - 1) + by_key) @ kv[1][:, :, keys]
+    def post_softmax(self, w: Tensor, heads: Heads, rows: slice, keys: slice) -> Tensor:
+        """w (B, h, c, W) -> U (B, h_v, c, W) through P_w + R_Xw (of each query) + R_Mw (of
+        each band column's key)."""
+        _, r_xw, _, r_mw = heads.extra
+        by_key = r_mw[:, keys].unfold(1, w.size(-1), 1)
+        return (self.P_w(w) + torch.einsum("bhiw,bhiv->bviw", w, r_xw[:, :, rows])
+                + torch.einsum("bhiw,bihvw->bviw", w, by_key))

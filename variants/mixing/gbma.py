@@ -5,8 +5,7 @@ import math
 import torch
 from torch import Tensor, nn
 
-from ..band import mix, scores
-from .base import MixingPolicy, Shape
+from .base import Heads, MixingPolicy, Shape
 
 
 def _uniform(*shape: int, var: float) -> Tensor:
@@ -54,28 +53,13 @@ class GBMA(MixingPolicy):
         """The relative-position term: X P_pos (D d h) and its product with p (d h s)."""
         return self.d_model * self.d_pos * self.h + self.d_pos * self.h * s
 
-    def query(self, x: Tensor) -> tuple[Tensor, Tensor]:
-        """x (B, M, D) -> (X P) (B, h, M, D) and (X P_pos) (B, h, M, d)."""
-        return (torch.einsum("bna,ach->bhnc", x, self.P),
-                torch.einsum("bna,adh->bhnd", x, self.P_pos))
-
-    def memory(self, mem: Tensor) -> tuple[Tensor, Tensor]:
-        """GBMA attends over the raw hidden states: (B, 1, K, D) as keys and values."""
+    def project(self, x: Tensor, mem: Tensor) -> Heads:
+        """x (B, M, D), mem (B, K, D) -> queries X P (B, h, M, D), the raw hidden states
+        (B, 1, K, D) as keys and values (GBMA attends over them), and X P_pos (B, h, M, d), the
+        query side of the position term."""
         m = mem.unsqueeze(1)
-        return m, m
-
-    def logits(self, q: tuple[Tensor, Tensor], kv: tuple[Tensor, Tensor], start: int,
-               window: int) -> Tensor:
-        """Queries start..start+c-1 -> logits (B, h, c, W)."""
-        xp, xpos = q
-        m = kv[0][:, :, start : start + xp.size(2) + window - 1]
-        return scores(xp, m, window) + xpos @ self.key_pe[:window].flip(0).T
-
-    def attend(self, w: Tensor, q: tuple[Tensor, Tensor], kv: tuple[Tensor, Tensor],
-               start: int) -> Tensor:
-        """Weights (B, h, c, W) -> sum_m W[n,m,h] Mem[m] (B, h, c, D)."""
-        c, window = w.shape[-2:]
-        return mix(w, kv[1][:, :, start : start + c + window - 1])
+        return Heads(torch.einsum("bna,ach->bhnc", x, self.P), m, m,
+                     torch.einsum("bna,adh->bhnd", x, self.P_pos))
 
     def output(self, u: Tensor) -> Tensor:
         """(B, h, M, D) -> (B, M, D) through Q."""

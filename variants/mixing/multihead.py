@@ -9,8 +9,7 @@ from torch import Tensor, nn
 
 from bench.declare import option
 
-from ..band import mix, scores
-from .base import MixingPolicy, Shape
+from .base import Heads, MixingPolicy, Shape
 
 
 def _uniform(*shape: int, bound: float) -> nn.Parameter:
@@ -23,8 +22,8 @@ class MultiHead(MixingPolicy):
     Relative positions (Shaw et al.): s_tr = q_t . (k_r + p_{t-r}) / sqrt(d_k), with one table
     `key_pe` (S, d_k) shared by all heads, N(0, 1) as in the paper: the caller's table when given
     (one for every layer of a model), else the layer's own.
-    The attention layer calls query/memory once per block and logits/attend per query chunk.
-    Option `banded`: q.k and w.v computed over each query's window only (`variants.band`), which
+    The attention layer calls `project` once per block, P_l and P_w per query chunk. Option
+    `banded`: q.k and w.v computed over each query's window only (`variants.attention`), which
     pays where heads are 1 wide (d_k = d_v = 1); the same function to float rounding.
     """
 
@@ -71,32 +70,24 @@ class MultiHead(MixingPolicy):
         """The relative-position term q.p over s keys (h_k d_k s): executed, not in #FLOPS."""
         return s * self.h_k * self.d_k
 
-    def query(self, x: Tensor) -> Tensor:
-        """x (B, M, D) -> q / sqrt(d_k) (B, h_k, M, d_k)."""
+    def project(self, x: Tensor, mem: Tensor) -> Heads:
+        """x (B, M, D), mem (B, K, D) -> q / sqrt(d_k) (B, h_k, M, d_k), keys (B, h_k, K, d_k)
+        and values (B, h_v, K, d_v), contiguous: every query chunk slices its keys, and a
+        strided slice would be copied by each chunk's matmuls. q is also the position term's."""
         B, M, _ = x.shape
-        q = (x @ (self.W_q / math.sqrt(self.d_k))).view(B, M, self.h_k, self.d_k)
-        return q.transpose(1, 2)
-
-    def memory(self, mem: Tensor) -> tuple[Tensor, Tensor]:
-        """mem (B, K, D) -> keys (B, h_k, K, d_k), values (B, h_v, K, d_v), contiguous: every query
-        chunk slices its keys, and a strided slice would be copied by each chunk's matmuls."""
-        B, K, _ = mem.shape
+        K = mem.size(1)
+        q = (x @ (self.W_q / math.sqrt(self.d_k))).view(B, M, self.h_k, self.d_k).transpose(1, 2)
         k = (mem @ self.W_k).view(B, K, self.h_k, self.d_k).transpose(1, 2).contiguous()
         v = (mem @ self.W_v).view(B, K, self.h_v, self.d_v).transpose(1, 2).contiguous()
-        return k, v
+        return Heads(q, k, v, q)
 
-    def logits(self, q: Tensor, kv: tuple[Tensor, Tensor], start: int, window: int) -> Tensor:
-        """Queries start..start+c-1 (q: (B, h_k, c, d_k)) -> logits (B, h, c, W), unmasked."""
-        c = q.size(2)
-        k = kv[0][:, :, start : start + c + window - 1]
-        J = scores(q, k, window, self.banded) + q @ self.key_pe[:window].flip(0).T
+    def pre_softmax(self, J: Tensor, heads: Heads, rows: slice, keys: slice) -> Tensor:
+        """P_l: (B, h_k, c, W) -> (B, h, c, W), where the policy has it."""
         return J if self.P_l is None else self.P_l(J)
 
-    def attend(self, w: Tensor, q: Tensor, kv: tuple[Tensor, Tensor], start: int) -> Tensor:
-        """Weights (B, h, c, W) of queries start.. -> per-head outputs (B, h_v, c, d_v)."""
-        c, window = w.shape[-2:]
-        U = w if self.P_w is None else self.P_w(w)
-        return mix(U, kv[1][:, :, start : start + c + window - 1], self.banded)
+    def post_softmax(self, w: Tensor, heads: Heads, rows: slice, keys: slice) -> Tensor:
+        """P_w: (B, h, c, W) -> (B, h_v, c, W), where the policy has it."""
+        return w if self.P_w is None else self.P_w(w)
 
     def output(self, o: Tensor) -> Tensor:
         """(B, h_v, M, d_v) -> (B, M, D)."""

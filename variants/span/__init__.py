@@ -1,9 +1,10 @@
 """Span policies: fixed, adaptive, dynamic-span."""
 
 from .adaptive import AdaptiveSpan
-from .base import LearnedSpan, SpanPolicy, check_spans
+from .base import FixedSpan, SpanPolicy, check
 from .dynamic import DynamicSpan
-from .fixed import FixedSpan
+from .learned import LearnedSpan
+from .read import distances, read_mask
 
-__all__ = ["AdaptiveSpan", "DynamicSpan", "FixedSpan", "LearnedSpan",
-           "SpanPolicy", "check_spans"]
+__all__ = ["AdaptiveSpan", "DynamicSpan", "FixedSpan", "LearnedSpan", "SpanPolicy", "check",
+           "distances", "read_mask"]

@@ -7,8 +7,8 @@ from torch import Tensor, nn
 
 from bench.declare import option
 
-from ..shape import Shape
-from .base import LearnedSpan, soft_mask
+from ..typed import Shape
+from .learned import LearnedSpan, soft_mask
 
 GROWTH = 64  # cached states kept beyond the window: "a span might increase" (the reference's 64)
 
@@ -25,6 +25,7 @@ class AdaptiveSpan(LearnedSpan):
     """
 
     name = "adaptive"
+    growth = GROWTH  # the cache: min(S, W + GROWTH) - 1, the reference's min(S, S - trim + 64)
 
     @dataclass(frozen=True)
     class Options(LearnedSpan.Options):
@@ -39,12 +40,7 @@ class AdaptiveSpan(LearnedSpan):
     def z(self) -> Tensor:
         return self.S * self.z_prime
 
-    @property
-    def cache_size(self) -> int:
-        """min(S, W + GROWTH) - 1: the reference's min(S, S - trim + 64) in this layer's terms."""
-        return min(self.S, self.window + GROWTH) - 1
-
-    def mask(self, dist: Tensor, rows: slice) -> Tensor:
+    def mask(self, dist: Tensor, pos: Tensor | None) -> Tensor:
         return soft_mask(self.z, dist, self.ramp)  # (h, 1, W): the same for every query
 
     def loss(self) -> Tensor:

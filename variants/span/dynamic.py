@@ -8,15 +8,16 @@ from torch import Tensor, nn
 
 from bench.declare import option
 
-from ..shape import Shape
-from .base import LearnedSpan, soft_mask
+from ..typed import Shape
+from .learned import LearnedSpan, soft_mask
 
 
 class DynamicSpan(LearnedSpan):
     """z_t = S * sigmoid(v . x_t + b) per head and query position, b initialised `gate_bias`.
 
-    The next block's spans are unknown, so the cache keeps S - 1 states; each forward trims
-    its own window (that of the last forward) to max_t z_t + R: one host read per forward.
+    The next block's spans are unknown, so the cache keeps S - 1 states (its gate has
+    parameters: `growth` S); each forward trims its own window (that of the last forward) to
+    max_t z_t + R: one host read per forward.
     z_t lives from a forward to the span loss of the same step; statistics over a split are
     read per forward through `trace()` (the trainer's evaluation), never from a later forward.
     """
@@ -34,10 +35,6 @@ class DynamicSpan(LearnedSpan):
         nn.init.constant_(self.gate.bias, options.gate_bias)
         self.z_t: Tensor | None = None
 
-    @property
-    def cache_size(self) -> int:
-        return self.S - 1
-
     def prepare(self, x: Tensor) -> int:
         with torch.autocast(x.device.type, enabled=False):  # the span parameters stay fp32
             g = self.gate(x.float())
@@ -46,8 +43,8 @@ class DynamicSpan(LearnedSpan):
             self._window = self.trimmed(self.z_t.max().item())
         return self._window
 
-    def mask(self, dist: Tensor, rows: slice) -> Tensor:
-        return soft_mask(self.z_t[:, :, rows], dist, self.ramp)  # (B, h, len(rows), W)
+    def mask(self, dist: Tensor, pos: Tensor | None) -> Tensor:
+        return soft_mask(self.z_t, dist, self.ramp)  # (B, h, M, W): per query of the block
 
     @torch.no_grad()
     def set_spans(self, spans: Tensor | float) -> None:

@@ -6,6 +6,7 @@ spoofs an outside review passed through the old check (a backdated commit, claim
 the trials, looks changed after the data, the start times dropped) come out exploratory or
 unverified."""
 
+import shutil
 import subprocess
 
 import pandas as pd
@@ -114,6 +115,18 @@ def test_looks_futility_or_design_seeds_changed_after_the_data_are_exploratory(
     md, table = findings(repo, data, tmp_path)
     assert "ran under another plan" in md
     assert table["evidence"].iloc[0] == "exploratory"
+
+
+def test_a_withdrawal_written_after_the_trials_is_not_another_plan(repo, tmp_path):
+    """`seeds.withdrawn` is publication metadata, not the plan: the grid file given states a
+    registered start withdrawn after the trials ran (committed after them), and they stay
+    confirmatory; their plan's first commit is still the one before them."""
+    data = trials(repo)
+    seeds = GRID["seeds"] | {"withdrawn": {100: "its machine was lent elsewhere"}}
+    commit(repo, {**GRID, "seeds": seeds}, "2026-01-02T12:00:00+00:00")
+    md, table = findings(repo, data, tmp_path)
+    assert "Pre-registration: confirmatory" in md, md
+    assert table["evidence"].iloc[0] == "confirmatory"
 
 
 def test_runs_without_start_times_or_records_are_unverified(repo, tmp_path):
@@ -293,4 +306,19 @@ def test_a_plan_edited_in_its_record_is_not_the_plan_its_hash_names(repo, tmp_pa
     assert table["evidence"].iloc[0] == "unverified" and table["verdict"].iloc[0] == "reproduced"
     data.attrs["plans"] = {}
     got = prereg.check(repo / "g.yaml", open_grid(repo / "g.yaml"), data)
+    assert got.evidence == "unverified" and f"record plan {want}, which no plan record" in got.why
+
+
+def test_trials_recorded_before_plans_were_recorded_whole_are_read_and_unverified(tmp_path):
+    """Trials that record a plan_sha but whose plan no plan.json holds (a store's trials run
+    before the plan was logged whole with them) are read, not refused: the findings come out
+    unverified, naming the plan (a verdict is never confirmatory on a plan nobody can read)."""
+    from bench.findings.reading import perseed
+
+    folder = plan.ROOT / "results" / "window" / "seeds100"
+    shutil.copy(folder / "runs.csv", tmp_path / "runs.csv")
+    spec = open_grid(folder / "grid.yaml", imports=False)
+    runs = perseed.read(tmp_path / "runs.csv", spec)
+    got = prereg.check(folder / "grid.yaml", spec, runs)
+    (want,) = set(runs["plan_sha"])
     assert got.evidence == "unverified" and f"record plan {want}, which no plan record" in got.why

@@ -527,11 +527,10 @@ BAD = {
                               "grid.yaml: a list, not a mapping"),
     "an empty findings.csv": (lambda f: (f / "findings.csv").write_text(""),
                               "findings.csv: empty"),
-    "no plan.json": (lambda f: (f / "plan.json").unlink(),
-                     "plan.json: not there: runs.csv records plan_sha"),
-    "a plan.json without the rows' plan": (lambda f: (f / "plan.json").write_text("{}"),
-                                           "plan.json: no plan_sha 735f81f182349228, which "
-                                           "runs.csv line 2 records"),
+    "a plan.json that is not JSON": (lambda f: (f / "plan.json").write_text("{plan"),
+                                     "plan.json: not JSON"),
+    "a plan.json that is not a mapping": (lambda f: (f / "plan.json").write_text("[]"),
+                                          "plan.json: not a plan record"),
     "a plan record without its files": (
         lambda f: (f / "plan.json").write_text('{"735f81f182349228": {"plan": {}}}'),
         "plan.json: 735f81f182349228.files: Field required"),

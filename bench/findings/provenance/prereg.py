@@ -67,13 +67,18 @@ class Registration:
 
 def sections(text: str | None, record: PlanRecord) -> dict | None:
     """The sections of a grid file's text that `record`'s plan holds (SECTIONS), as YAML data
-    (comments and layout aside); None where there is no file or it is not YAML."""
+    (comments and layout aside), the seeds' withdrawn starts aside (publication metadata, not
+    the plan: `plan.plan_of` leaves them out); None where there is no file or it is not YAML."""
     try:
         data = yaml.safe_load(text) if text is not None else None
     except yaml.YAMLError:
         return None
-    return {k: data.get(k) for k in SECTIONS if k in record.plan} if isinstance(data, dict) \
-        else None
+    if not isinstance(data, dict):
+        return None
+    out = {k: data.get(k) for k in SECTIONS if k in record.plan}
+    if isinstance(out.get("seeds"), dict):
+        out["seeds"] = {k: v for k, v in out["seeds"].items() if k != "withdrawn"}
+    return out
 
 
 class _Repo:

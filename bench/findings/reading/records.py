@@ -3,8 +3,9 @@ the plan each trial served (RECORDS, its tags and runs.csv columns; PLANS, plan.
 plan_sha's plan as registered, `PlanRecord`) and the code its process imported (code_sha;
 CODE, code.json: each code_sha's files -> digest, `bench.codehash.imported`). Read into the
 runs' `attrs` ("plans", "code"), where the pre-registration check finds them
-(`bench.findings.provenance.prereg`); a file that is not there, or not of its form, where a row
-records it, is refused with one line naming it (ConfigError)."""
+(`bench.findings.provenance.prereg`). A file not of its form is refused with one line naming it
+(ConfigError), and so is a code.json that is not there, or lacks a code_sha, where a row records
+one; a plan plan.json does not hold is left to the pre-registration check (`read_plans`)."""
 
 import json
 from pathlib import Path
@@ -91,12 +92,10 @@ def plans(found: Any, where: str) -> dict[str, PlanRecord]:
 
 def read_plans(df: pd.DataFrame, path: Path) -> None:
     """Where the rows of runs.csv (`path`) record plan_sha, plan.json beside it as
-    `df.attrs["plans"]` (`plans`); ConfigError where it is not there, not of that form, or
-    lacks a plan_sha a row records."""
+    `df.attrs["plans"]` (`plans`); ConfigError where it is there but not of that form. A plan
+    it lacks, or no plan.json (trials run before the plan was logged whole with them), is read
+    as no record: the pre-registration check names the plan and the findings are unverified."""
     if "plan_sha" not in df or df["plan_sha"].isna().all():
         return
     where = path.parent / PLANS
-    found = plans(_json(where, "plan_sha (the plan each trial served), and plan.json beside "
-                               "it holds each plan as registered"), str(where))
-    _named(df, "plan_sha", found, where)
-    df.attrs["plans"] = found
+    df.attrs["plans"] = plans(_json(where, "plan_sha"), str(where)) if where.is_file() else {}

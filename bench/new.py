@@ -136,6 +136,9 @@ def main(argv: list[str] | None = None) -> int:
     if args.out.exists():
         print(f"error: --out {args.out}: exists; choose a new file", file=sys.stderr)
         return 2
+    if not args.out.parent.is_dir():
+        print(f"error: --out {args.out}: no folder {args.out.parent}", file=sys.stderr)
+        return 2
     if not args.cost_bound > 0:
         print(f"error: --cost-bound {args.cost_bound:g}: a ratio > 0 expected", file=sys.stderr)
         return 2

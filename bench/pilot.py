@@ -7,18 +7,20 @@ recall) is left out of the table, with a note.
 
 python -m bench.pilot ablations/heads_grid.yaml [--seeds 2] [--set train.steps=500]
 
-No Ray, no MLflow: the trials train here, at most as many at once as the grid's
-resources.cpu allows on this machine, in runs/<grid>/pilot/ (a rerun reuses them). The pilot's
-runs are judged by the findings' own path (`verdicts.verdict_table`, each claim alone, the
-floors from the grid): exit 0, or 3 naming each claim every pilot seed of one of whose tests is
-vacuous (the findings would call it unanswerable: train longer, change the setting, a probe may
-be tuned until it is learned, or change the claim); a test some of whose seeds are vacuous is
-named in a note. Exit 2 before any training for bad input, and for a claim on a probe part
-whose no-recall floor is 0, as bench.run refuses it.
+No Ray, no MLflow: the trials train here, at most as many at once as the grid's resources.cpu
+allows on this machine, in runs/<grid>/pilot/ (a rerun reuses them), where the table goes as
+pilot.csv and the per-trial values as runs.csv (to commit a pilot's tables). The pilot's runs
+are judged by the findings' own path (`verdicts.verdict_table`, each claim alone, the floors
+from the grid): exit 0, or 3 naming each claim every pilot seed of one of whose tests is vacuous
+(the findings would call it unanswerable: train longer, change the setting, a probe may be tuned
+until it is learned, or change the claim); a test some of whose seeds are vacuous is named in a
+note. Exit 2 before any training for bad input, and for a claim on a probe part whose no-recall
+floor is 0, as bench.run refuses it.
 """
 
 import argparse
 import dataclasses
+import json
 import multiprocessing
 import os
 import sys
@@ -112,6 +114,8 @@ def main(argv: list[str] | None = None) -> int:
         print("the grid's corpus plants no probe that needs recall: nothing to learn")
         return 0
     print(df.to_markdown(index=False, floatfmt=".3g"))
+    df.to_csv(trials[0].out_dir.parent / "pilot.csv", index=False)
+    runs_table(trials, results).to_csv(trials[0].out_dir.parent / "runs.csv", index=False)
     if zero := sorted({name for trial in trials for name, cost in costs(trial.values).items()
                        if cost.floor == 0}):
         print(f"not shown: {', '.join(zero)}, whose no-recall floor is 0 (repeated answers are "
@@ -131,13 +135,16 @@ def pilot_seeds(design: list[int], last: int, n: int) -> list[int]:
 
 
 def runs_table(trials: list[Trial], results: list[RunResult]) -> pd.DataFrame:
-    """The pilot's runs as runs.csv holds a sweep's: grid values, seed and each probe target's
-    test bits per answer and gap (bits less the floor with recall, where known)."""
+    """The pilot's runs as runs.csv holds a sweep's: grid values, seed, the corpus read (its
+    identity from the trial's config.json) and each probe target's test bits per answer and gap
+    (bits less the floor with recall, where known)."""
     rows = []
     for t, r in zip(trials, results, strict=True):
         gaps = {f"test_probe_gap.{p}": b - f for p, b in r.probe_bpc_test.items()
                 if (f := r.probe_floor.get(p)) is not None}
+        data = json.loads((t.out_dir / "config.json").read_text())["dataset"]
         rows.append({**t.values, "seed": t.seed, **gaps,
+                     **{f"dataset.{k}": data[k] for k in ("name", "prefix", "n_bytes", "sha256")},
                      **{f"test_probe_bpc.{p}": b for p, b in r.probe_bpc_test.items()}})
     return pd.DataFrame(rows)
 

@@ -8,6 +8,7 @@ import sys
 import time
 from pathlib import Path
 
+import variants
 from bench import data, plugins, provenance
 from bench.cli import about, add_preset, add_set
 from bench.config import ConfigError, parse_sets, resolve, set_dotted
@@ -39,6 +40,9 @@ def main(argv: list[str] | None = None) -> int:
         r = train(cfg, out, progress=not args.no_progress, resume=not args.fresh)
     except (ConfigError, data.DataError) as err:
         print(f"error: {err}", file=sys.stderr)
+        return 2
+    except variants.OptionError as err:  # a policy's check that needs its Shape (S, h, D)
+        print(f"error: {'; '.join(err.lines(lambda k: f'model.attn.{k}'))}", file=sys.stderr)
         return 2
     except Diverged as err:
         print(f"diverged: {err}", file=sys.stderr)

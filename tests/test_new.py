@@ -47,3 +47,6 @@ def test_bad_input_exits_2_and_writes_nothing(clean, tmp_path, capsys):
     assert out.read_text() == "kept"
     assert new.main(["nope", "--out", str(tmp_path / "h.yaml")]) == 2
     assert "nope" in capsys.readouterr().err and not (tmp_path / "h.yaml").exists()
+    assert new.main(["fixed", "--out", str(tmp_path / "nowhere" / "g.yaml")]) == 2
+    assert f"no folder {tmp_path / 'nowhere'}" in capsys.readouterr().err
+    assert not (tmp_path / "nowhere").exists()

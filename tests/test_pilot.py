@@ -5,6 +5,7 @@ holds the pilot and the findings to each other)."""
 
 from types import SimpleNamespace
 
+import pandas as pd
 import pytest
 
 from bench import pilot
@@ -36,7 +37,8 @@ def test_a_pilot_whose_arms_never_learn_the_probe_names_the_claim(tmp_path, caps
     """Twenty steps learn no recall: exit 3 naming the claim, every pilot seed vacuous (both
     arms at the no-recall floor within the noise of this small test split: the findings' own
     rule); the table leaves out recall_repeat, whose floor is 0, saying so; the trials train on
-    design seed 3 in <results>/<grid>/pilot/, and nothing is tracked (no MLflow store)."""
+    design seed 3 in <results>/<grid>/pilot/, beside the table (pilot.csv) and the per-trial
+    values (runs.csv) to commit, and nothing is tracked (no MLflow store)."""
     path = write_grid(tmp_path, "pilot", base={"preset": "smoke", "data": RECALL,
                                                "train": {"steps": 20, "eval_every": 10}},
                       claims=[CLAIM], design_seeds=[3], seeds={"looks": [4, 8], "start": 600})
@@ -50,7 +52,13 @@ def test_a_pilot_whose_arms_never_learn_the_probe_names_the_claim(tmp_path, caps
     assert "not shown: recall_repeat, whose no-recall floor is 0" in out
     assert not any(" recall_repeat " in line for line in out.splitlines()
                    if line.startswith("| "))
-    assert len(list((tmp_path / "r" / "pilot" / "pilot").iterdir())) == 2
+    folder = tmp_path / "r" / "pilot" / "pilot"
+    assert len([d for d in folder.iterdir() if d.is_dir()]) == 2
+    table, runs = pd.read_csv(folder / "pilot.csv"), pd.read_csv(folder / "runs.csv")
+    assert set(table["setting"]) == {"fixed", "talking-heads"} and set(table["learned"]) == {"0/1"}
+    assert sorted(runs["model.variant"]) == ["fixed", "talking-heads"] and set(runs["seed"]) == {3}
+    assert (runs["test_probe_bpc.recall"] > 0.3).all()  # what the table's mean is made of
+    assert set(runs["dataset.name"]) == {"synthetic"} and runs["dataset.sha256"].nunique() == 1
     assert not list((tmp_path / "r").rglob("mlflow.db"))
 
 

@@ -358,3 +358,16 @@ def test_a_captured_step_gives_the_eager_steps_losses(tmp_path, variant):
     for e, c in zip(eager.history, captured.history, strict=True):
         assert c["train_bpc"] == pytest.approx(e["train_bpc"], rel=0.01)
     assert abs(captured.dev_bpc - eager.dev_bpc) < 0.01
+
+
+def test_an_option_its_policy_refuses_once_it_knows_the_span_exits_2(clean, tmp_path, capsys,
+                                                                     monkeypatch):
+    """The window plugin's `keep` is checked against S when the policy is built (its Shape):
+    bench.train exits 2 naming the key and what was expected, before a checkpoint is written."""
+    window = Path(__file__).resolve().parents[1] / "ablations" / "window.py"
+    monkeypatch.setenv("ATTNBENCH_PLUGINS", str(window))
+    assert main(["--variant", "window", "--preset", "smoke", "--set", "model.attn.keep=1000",
+                 "--out", str(tmp_path / "run"), "--no-progress"]) == 2
+    err = capsys.readouterr().err
+    assert "model.attn.keep=1000: expected 1 to the span S = 32" in err and "Traceback" not in err
+    assert not (tmp_path / "run" / "checkpoint.pt").exists()

@@ -1,10 +1,10 @@
-"""Code hashed as code: a module's syntax tree without its docstrings and comments (`code`), so
-that a reworded docstring or comment hashes alike and any change to what is computed does not.
-What a registered analysis is made of (`bench.findings.prereg`), what a plugin adds to a trial's
+"""Code hashed as code: a module's syntax tree without its docstrings and comments (`code`), so that
+a reworded docstring or comment hashes alike and any change to what is computed does not. What a
+registered analysis is made of (`bench.findings.provenance.plan`), what a plugin adds to a trial's
 identity (`bench.sweep.trials`) and what a trial records of the code it ran (`imported`,
-`code_sha`): every project file (bench/, variants/) and plugin file its process imported by the
-end of training, each by its path relative to the repository. It sits below every room and
-imports nothing of bench, so that recording it pulls no analysis code into a trial's process.
+`code_sha`): every project file (bench/, variants/) and plugin file its process imported by the end
+of training, each by its path relative to the repository. It sits below every room and imports
+nothing of bench, so that recording it pulls no analysis code into a trial's process.
 """
 
 import ast

@@ -1,6 +1,6 @@
-"""Measure what a finished result's claims' rows cost against their baselines, side by side on
-this machine (the measurement room, `bench.measure.cost`): cost.csv into the result's folder and
-the cost block of its findings.md (`bench.findings.costs`), nothing else of it rewritten. For a
+"""Measure what a finished result's claims' rows cost against their baselines, side by side on this
+machine (the measurement room, `bench.measure.cost`): cost.csv into the result's folder and the cost
+block of its findings.md (`bench.findings.presentation.costs`), nothing else of it rewritten. For a
 result whose sweep did not measure it (committed before), or to measure again on a quiet machine.
 
 python -m bench.cost results/window/seeds100 [results/heads_grid/seeds600 ...] [--reps 9]
@@ -20,8 +20,9 @@ import pandas as pd
 
 from bench.cli import about
 from bench.config import ConfigError
-from bench.findings import costs
-from bench.findings.verify import folders
+from bench.findings.presentation import costs
+from bench.findings.provenance.verify import folders
+from bench.findings.reading import measurement
 from bench.measure import cost as measured
 from bench.sweep import estimate
 from bench.sweep.recompute import opened
@@ -65,8 +66,8 @@ def main(argv: list[str] | None = None) -> int:
         measured.write(df, folder)
         runs = pd.read_csv(folder / "runs.csv")
         page = folder / "findings.md"
-        page.write_text(put_block(page.read_text(), costs.block(costs.read(folder / costs.FILE),
-                                                                runs)))
+        cost = measurement.read(folder / measurement.FILE)
+        page.write_text(put_block(page.read_text(), costs.block(cost, runs)))
         for line in costs.lines(df, runs):
             print(f"{folder}: {line}")
     return 0

@@ -14,7 +14,7 @@ import sys
 from bench.cli import about, generated
 from bench.config import ConfigError
 from bench.experiment.catalogue import check_names, entries
-from bench.findings.folders import pages
+from bench.findings.presentation.folders import pages
 from bench.provenance import RESULTS, ROOT
 
 

@@ -23,4 +23,5 @@ SEEDS = ("seed", "train.seed")  # a run's seed: the param, else the config's
 GRID_KEYS = "attnbench.grid_keys"  # the grid keys its grid varies, comma-separated
 FAILURE = "attnbench.failure"  # why a trial failed or was interrupted
 STOPPED = "attnbench.stopped"  # why the scheduler stopped a trial early
-PLAN = "attnbench.plan."  # + a record of `bench.findings.prereg`: the plan a trial run serves
+# + a record of the plan a trial run serves (`bench.findings.provenance.plan.record`)
+PLAN = "attnbench.plan."

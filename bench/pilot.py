@@ -35,7 +35,7 @@ from bench.config import ConfigError, parse_sets
 from bench.experiment.floors import Floors
 from bench.experiment.grid import Grid, seed_list
 from bench.experiment.open import Overrides, open_grid
-from bench.findings import vacuity, verdicts
+from bench.findings.decision import vacuity, verdicts
 from bench.provenance import LOCAL
 from bench.record import RunResult
 from bench.sweep.feasible import check_floors

@@ -17,7 +17,7 @@ from pathlib import Path
 from bench.cli import VERDICTS, about, add_tracking_uri
 from bench.config import ConfigError
 from bench.experiment.open import open_grid, read_grid_text
-from bench.findings.render import ReportError, findings_from_runs_csv, render_sweep
+from bench.findings.presentation.render import ReportError, findings_from_runs_csv, render_sweep
 from bench.provenance import LOCAL
 from bench.tracking.reader import StoreError
 from bench.tracking.store import tracking_uri

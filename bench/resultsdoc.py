@@ -26,7 +26,7 @@ import pandas as pd
 
 from bench.cli import about
 from bench.experiment.catalogue import verdicts
-from bench.findings.folders import sentence, table
+from bench.findings.presentation.folders import sentence, table
 from bench.provenance import ROOT
 
 PAGES = (ROOT / "README.md", ROOT / "docs" / "results.md")

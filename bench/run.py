@@ -23,14 +23,15 @@ from bench.experiment import grid as grids
 from bench.experiment.floors import Floors
 from bench.experiment.grid import Grid
 from bench.experiment.open import Overrides, load_grid, open_grid, read_grid_text
-from bench.findings import costs, prereg
+from bench.findings.presentation import costs
+from bench.findings.provenance import plan
 from bench.measure import cost as measured
 from bench.provenance import LOCAL
 from bench.sweep import estimate, feasible, gpus
 from bench.sweep.plan import print_plan, print_time
 from bench.sweep.runner import SweepOptions, serves_claims, sweep
 from bench.sweep.trials import resolve_trials
-from bench.trial import Trial
+from bench.trial import Served, Trial
 
 DRY_REPS = 5  # the dry run's interleaved repetitions (the sweep's: bench.measure.cost.REPS)
 
@@ -111,9 +112,9 @@ def _step_alone(trial: Trial) -> float:
 
 def _uncommitted(grid: Grid, path: Path) -> list[str]:
     """A grid with claims whose trials would record a working tree that differs from its
-    commit in what can change a run (`prereg.uncommitted`), said before any compute: the paths
+    commit in what can change a run (`plan.uncommitted`), said before any compute: the paths
     and the fix."""
-    if not grid.claims or not (paths := prereg.uncommitted(path, grid.plugins)):
+    if not grid.claims or not (paths := plan.uncommitted(path, grid.plugins)):
         return []
     shown = ", ".join(paths[:5]) + (f" and {len(paths) - 5} more" if len(paths) > 5 else "")
     return [f"not committed, and able to change a run: {shown}; trials run now are "
@@ -121,12 +122,14 @@ def _uncommitted(grid: Grid, path: Path) -> list[str]:
             f"&& git commit), or run on knowingly as exploratory"]
 
 
-def _plan(written: Grid, path: Path, grid: Grid, overrides: Overrides) -> dict[str, str]:
-    """What every trial records of the plan it serves (`prereg.record`): the grid file as read
-    (`written`, from `path`) with the seeds it runs (`grid`'s), and the other overrides."""
+def _plan(written: Grid, path: Path, grid: Grid, overrides: Overrides) -> Served:
+    """What every trial records of the plan it serves (`plan.record`, and the plan itself as
+    registered: `plan.registered`): the grid file as read (`written`, from `path`) with the
+    seeds it runs (`grid`'s), and the other overrides."""
     given = {k: v for k, v in vars(overrides).items() if v and k != "seed_start"}
-    return prereg.record(written.model_copy(update={"seeds": grid.seeds}), path, given,
-                         grid.plugins)
+    ran = written.model_copy(update={"seeds": grid.seeds})
+    return Served(plan.record(ran, path, given, grid.plugins),
+                  plan.plans_json([plan.registered(ran, given)]))
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -6,11 +6,22 @@ sweep and the tracking rooms, beside the plugins, and imports the run's schema
 pyproject.toml).
 """
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from bench.config import Config
+
+
+@dataclass(frozen=True)
+class Served:
+    """What a trial records of the plan it serves (`bench.findings.provenance.plan`): its tags
+    (plan_sha, seed_start, plan_file, run_commit, run_clean; none: a plan that records nothing,
+    a dry run) and `record`, plan.json's text: the plan itself as registered, logged with the
+    trial's run, which the report writes beside runs.csv ("": none)."""
+
+    tags: dict[str, str] = field(default_factory=dict)
+    record: str = ""
 
 
 @dataclass(frozen=True)
@@ -22,7 +33,7 @@ class Trial:
     scores apart (None: a dry run that built no corpus), the grid options its variant does not
     take; and what its worker and its MLflow run need of the sweep: the grid's name, its folder
     (the only checkpoint store), torch threads, the plugins to import first, what it records
-    of the plan it serves (`bench.findings.prereg.record`) and its variant as the report names
+    of the plan it serves (`Served`) and its variant as the report names
     it (`shown`: `bench.experiment.layouts.display_name`, "multi-head" for `fixed` under a
     talking-heads table), which its run's name and group carry (the registry key stays in the
     config, the run's model.variant param). Ray hands it to the worker as it is
@@ -40,7 +51,7 @@ class Trial:
     ignored: tuple[str, ...]
     probes: tuple[str, ...] | None
     identity: dict | None  # what its corpus is (`Corpus.identity()`); None: not built
-    plan: dict[str, str]  # {}: a plan that records nothing (a dry run, a rename)
+    plan: Served  # Served(): a plan that records nothing (a dry run, a rename)
     shown: str  # its variant as the report names it
 
     @property

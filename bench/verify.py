@@ -1,5 +1,5 @@
 """Recompute a committed result's verdicts from its folder and git alone, and check its
-pre-registration, as a reviewer would (the findings room, `bench.findings.verify`).
+pre-registration, as a reviewer would (the findings room, `bench.findings.provenance.verify`).
 
 python -m bench.verify results/heads_grid/seeds100          # one result
 python -m bench.verify results --allow-unverified  # every result below (what CI runs)
@@ -22,8 +22,8 @@ from pathlib import Path
 
 from bench.cli import VERDICTS, about
 from bench.config import ConfigError
-from bench.findings.page import differs, regenerate
-from bench.findings.verify import folders, verify
+from bench.findings.presentation.page import differs, regenerate
+from bench.findings.provenance.verify import folders, verify
 from bench.sweep import recompute
 
 EXIT = {"confirmatory": 0, "exploratory": 3, "unverified": 4}  # a result's evidence -> exit

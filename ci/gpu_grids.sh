@@ -261,7 +261,8 @@ import importlib, sys
 import torch
 for m in ("ray", "ray.tune", "ray.tune.schedulers", "mlflow", "fvcore.nn", "pandas",
           "matplotlib", "seaborn", "bench.run", "bench.report",
-          "bench.sweep.runner", "bench.findings.render", "bench.findings.figures"):
+          "bench.sweep.runner", "bench.findings.presentation.render",
+          "bench.findings.presentation.figures"):
     importlib.import_module(m)
 from bench import provenance
 from bench.tracking import store

@@ -38,8 +38,8 @@ from mlflow.entities import Metric, Param
 from bench.experiment.claims import METRICS, PROBE_METRIC
 from bench.experiment.layouts import display_name
 from bench.experiment.open import Overrides, open_grid, read_grid_text, to_text
-from bench.findings import prereg
-from bench.findings import render as report
+from bench.findings.presentation import render as report
+from bench.findings.reading.records import PLANS, RECORDS
 from bench.metrics import FINAL_RENAMED, FINAL_SAME, GRID_KEYS, PLAN
 from bench.provenance import LOCAL
 from bench.tracking import names, page, store, view, writer
@@ -89,7 +89,7 @@ def _value(v: object) -> object:
 def logged_sweep(uri: str, folder: Path, out: Path) -> str:
     """A committed result's sweep in the store at `uri`, as the runner logs it, without
     training: the sweep run (its grid at the result's seeds, its view, look 1 then look 2),
-    each trial of runs.csv a finished run with its params, tags and final metrics, then the
+    each trial of runs.csv a finished run with its params, tags, final metrics and plan, then the
     report (`render_sweep`, into out/<grid>/, onto the sweep's page). Returns the sweep's id."""
     grid_file, runs = folder / "grid.yaml", pd.read_csv(folder / "runs.csv")
     source = read_grid_text(grid_file)  # as bench.run reads it: once
@@ -108,7 +108,8 @@ def logged_sweep(uri: str, folder: Path, out: Path) -> str:
                     [c.id for c in grid.claims], list(dict.fromkeys(settings)))
     metrics = [c for c in runs if c in METRICS or c in FINAL_SAME or c in FINAL_RENAMED
                or PROBE_METRIC.match(c)]
-    plan = [k for k in prereg.RECORDS if k in runs]
+    plan = [k for k in RECORDS if k in runs]
+    plans = folder / PLANS  # the plan itself, as each trial's run logs it
     for (_, r), setting in zip(runs.iterrows(), settings, strict=True):
         start = int(pd.Timestamp(r["start_time"]).timestamp() * 1000)
         run = client.create_run(exp, run_name=f"{setting}-s{r['seed']}", start_time=start, tags={
@@ -121,6 +122,8 @@ def logged_sweep(uri: str, folder: Path, out: Path) -> str:
         client.log_batch(run, params=[Param(k, v) for k, v in params.items()], metrics=[
             Metric(f"final_{k}" if k in FINAL_RENAMED else k, float(r[k]), start, int(r["steps"]))
             for k in metrics if pd.notna(r[k])])
+        if plans.is_file():
+            client.log_text(run, plans.read_text(), PLANS)
         client.set_terminated(run, "FINISHED", end_time=start + 60_000)
     writer.log_trials_covered(client, parent, page.Look(grid.name, list(runs["trial"]),
                                                         len(looks), len(looks), looks[-1]))

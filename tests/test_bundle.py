@@ -22,8 +22,8 @@ ROOT = Path(__file__).resolve().parents[1]
 HERE = f"{sys.version_info[0]}.{sys.version_info[1]}"
 # what bench.run imports only once it runs: Ray Tune and its scheduler, the report and its
 # figures, MLflow's sqlite store (alembic's migrations), fvcore's FLOP counter
-LATE = ("import ray.tune, ray.tune.schedulers, fvcore.nn, bench.findings.render, "
-        "bench.findings.figures, bench.report\n"
+LATE = ("import ray.tune, ray.tune.schedulers, fvcore.nn, bench.findings.presentation.render, "
+        "bench.findings.presentation.figures, bench.report\n"
         "from bench.tracking import store\n"
         "import sys; store.open_store('sqlite:///' + sys.argv[1])")
 

@@ -14,8 +14,9 @@ from scipy.stats import permutation_test, quantile_test
 
 from bench import run
 from bench.experiment import claims
-from bench.findings import bounds, sequential, verdicts
-from bench.findings.samples import derive
+from bench.findings.decision import verdicts
+from bench.findings.reading.samples import derive
+from bench.findings.statistics import bounds, sequential
 from tests.test_grid import write_grid
 
 SEEDS = tuple(range(6))
@@ -603,7 +604,7 @@ def test_dry_run_reads_the_seeds_an_observed_effect_needs(capsys):
     prints the power of its looks (14, 28) at that q, the walk of the exact design; a q outside
     (0, 1) exits 2 before anything runs."""
     from bench.experiment.open import open_grid
-    from bench.findings import sequential
+    from bench.findings.statistics import sequential
     from tests.test_grid import ROOT
 
     path = ROOT / "ablations" / "span_enwik8_floor.span_enwik8_layers.yaml"

@@ -22,17 +22,11 @@ from bench.config import ConfigError, resolve
 from bench.experiment import claims as claims_mod
 from bench.experiment.grid import Looks
 from bench.experiment.open import open_grid
-from bench.findings import (
-    costs,
-    folders,
-    page,
-    render,
-    runpage,
-    sequential,
-    tables,
-    verdicts,
-    verify,
-)
+from bench.findings.decision import verdicts
+from bench.findings.presentation import costs, folders, page, render, runpage, tables
+from bench.findings.provenance import verify
+from bench.findings.reading import measurement
+from bench.findings.statistics import sequential
 from bench.measure import cost as measured
 from bench.model import create_model
 from bench.model.cost import analytic_flops, kept_flops
@@ -64,9 +58,9 @@ def cost_csv(step: tuple[list[float], list[float]], **arms) -> pd.DataFrame:
 
 
 def read_back(df: pd.DataFrame, tmp_path: Path) -> pd.DataFrame:
-    """The frame as costs.read gives it back from a written cost.csv."""
-    df.to_csv(tmp_path / costs.FILE, index=False)
-    return costs.read(tmp_path / costs.FILE)
+    """The frame as measurement.read gives it back from a written cost.csv."""
+    df.to_csv(tmp_path / measurement.FILE, index=False)
+    return measurement.read(tmp_path / measurement.FILE)
 
 
 def runs_of(seeds: int = 8, learned: bool = False, ratio: float = 0.5) -> pd.DataFrame:
@@ -134,14 +128,14 @@ def test_a_cost_csv_that_cannot_be_the_measurement_is_refused_by_line_and_column
     df = cost_csv(([1.0, 1.0], [1.0, 1.0]))
     df[col] = df[col].astype(object)
     df.loc[0, col] = value
-    df.to_csv(tmp_path / costs.FILE, index=False)
+    df.to_csv(tmp_path / measurement.FILE, index=False)
     with pytest.raises(ConfigError, match=said):
-        costs.read(tmp_path / costs.FILE)
+        measurement.read(tmp_path / measurement.FILE)
     unpaired = cost_csv(([1.0, 1.0], [1.0, 1.0])).drop(index=3)
-    unpaired.to_csv(tmp_path / costs.FILE, index=False)
+    unpaired.to_csv(tmp_path / measurement.FILE, index=False)
     with pytest.raises(ConfigError, match="repetitions differ"):
-        costs.read(tmp_path / costs.FILE)
-    assert costs.read(tmp_path / "none.csv") is None
+        measurement.read(tmp_path / measurement.FILE)
+    assert measurement.read(tmp_path / "none.csv") is None
 
 
 # --- cost claims: each kind by its rule -------------------------------------------------------
@@ -276,7 +270,7 @@ def test_findings_md_ends_with_the_cost_block_its_page_and_readme_show_it(tmp_pa
                                 "baseline": BASE, "metric": "step_time", "expect": "less",
                                 "margin": 1.0})
     (folder / "grid.yaml").write_text(yaml.safe_dump(grid_text))
-    cost_csv(([0.5, 0.6, 0.7], [1.0, 1.0, 1.0])).to_csv(folder / costs.FILE, index=False)
+    cost_csv(([0.5, 0.6, 0.7], [1.0, 1.0, 1.0])).to_csv(folder / measurement.FILE, index=False)
     render.findings_from_runs_csv(folder / "runs.csv", folder / "grid.yaml", folder)
     text = (folder / "findings.md").read_text()
     shown = re.compile(r"\| window +\| fixed +\| 0.6x \(0.5-0.7\) +\|")
@@ -351,7 +345,7 @@ def test_the_measurement_interleaves_both_arms_and_records_the_machine(tmp_path)
     assert (df["alone_step_s"] == 0.25).all() and df["device"].str.len().min() > 0
     assert df["threads"].eq(grid.resources.cpu).all()
     measured.write(df, tmp_path)
-    assert len(costs.read(tmp_path / costs.FILE)) == 6
+    assert len(measurement.read(tmp_path / measurement.FILE)) == 6
 
 
 @pytest.mark.slow

@@ -17,7 +17,7 @@ from tests.limits import HANG
 from tests.test_grid import write_grid
 from tests.test_run import ROOT, held_env, short_tmp, wait_for_a_finished_run  # noqa: F401
 
-BROKEN_FIGURES = """import bench.findings.render as report
+BROKEN_FIGURES = """import bench.findings.presentation.render as report
 
 
 def broken(*args, **kwargs):

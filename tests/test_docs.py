@@ -305,7 +305,7 @@ def test_the_mixing_plugin_in_docs_runs():
 
 
 def test_a_footnote_is_written_for_the_columns_it_explains():
-    from bench.findings.tables import note
+    from bench.findings.presentation.tables import note
 
     th = note(["Model", "h", "#Params", "Multiplies/token", "dev", "test", "n"])
     assert "Multiplies/token:" in th and "#FLOPS" not in th and "test <probe>" not in th
@@ -391,7 +391,7 @@ def test_the_readmes_main_job_verdicts_are_generated_from_its_findings():
     evidence, and every claim's verdict and look), right under its table, whose rows state no
     verdict: a verdict restated by hand, or findings regenerated with another verdict, fails
     here (and in tests/test_results_docs.py)."""
-    from bench.findings.folders import sentence
+    from bench.findings.presentation.folders import sentence
 
     text = (ROOT / "README.md").read_text()
     section = text.split("## What the main job finds", 1)[1].split("\n## ", 1)[0]

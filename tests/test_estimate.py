@@ -8,7 +8,7 @@ import pytest
 
 from bench import run
 from bench.experiment.open import open_grid
-from bench.findings import sequential
+from bench.findings.statistics import sequential
 from bench.sweep import estimate, feasible, sizing
 from bench.sweep.trials import resolve_trials
 from bench.training import loop, summary

@@ -12,8 +12,8 @@ from pathlib import Path
 import pytest
 
 from bench import verify as verify_cmd
-from bench.findings.page import Local, differs, place, regenerate
-from bench.findings.verify import verify
+from bench.findings.presentation.page import Local, differs, place, regenerate
+from bench.findings.provenance.verify import verify
 
 ROOT = Path(__file__).resolve().parents[1]
 # (what the page said, what the edit makes it say): the review's edits outside the table

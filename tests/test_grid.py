@@ -154,11 +154,12 @@ def test_committed_trials_keep_their_hashes(monkeypatch):
 
 @pytest.mark.parametrize(("earlier", "now"), [("design", "pilot"), ("replication", "repeat")])
 def test_an_earlier_status_word_is_read_as_the_word_it_became(earlier, now):
-    """A grid file as committed before the status words were renamed (the pre-registration
-    check reads every commit's file again) opens, its status the new word, its plan and trials
-    the same as the file's today; the new word, printed, names no folder under results/."""
+    """A grid file as committed before the status words were renamed (the check of the code
+    that trains reads the grid file at each run commit again) opens, its status the new word,
+    its plan and trials the same as the file's today; the new word, printed, names no folder
+    under results/."""
     from bench.experiment.open import GridText, load_grid
-    from bench.findings.prereg import plan_sha
+    from bench.findings.provenance.plan import plan_sha
 
     text = (ROOT / "ablations" / "span_limit.span_pilot.yaml").read_text()
     assert "\nstatus: pilot\n" in text

@@ -15,8 +15,9 @@ from bench import run
 from bench.config import ConfigError
 from bench.experiment import catalogue
 from bench.experiment.open import open_grid
-from bench.findings import folders, sequential
-from bench.findings.stats import ALPHA
+from bench.findings.presentation import folders
+from bench.findings.statistics import sequential
+from bench.findings.statistics.stats import ALPHA
 from bench.provenance import RESULTS
 from bench.sweep import feasible
 from bench.sweep.trials import resolve_trials

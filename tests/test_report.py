@@ -19,12 +19,13 @@ import variants
 from bench import report as report_cli
 from bench.experiment.layouts import CLAIMS_FIGURE, FIGURES
 from bench.experiment.open import GridText, open_grid, read_grid_text
-from bench.findings import figures, perseed, tables
-from bench.findings import render as report
-from bench.findings.judge import judge
-from bench.findings.numbers import si_format
-from bench.findings.runs import Sweep, _derive, csv_sweep, machine_line
-from bench.findings.verify import verify
+from bench.findings.presentation import figures, tables
+from bench.findings.presentation import render as report
+from bench.findings.presentation.tables import si_format
+from bench.findings.provenance.judge import judge
+from bench.findings.provenance.verify import verify
+from bench.findings.reading import perseed
+from bench.findings.reading.runs import Sweep, _derive, csv_sweep, machine_line
 from bench.record import RunResult
 from bench.tracking.names import TRIALS
 from bench.tracking.writer import flatten
@@ -733,7 +734,7 @@ def test_the_sweeps_page_shows_table_1_in_the_claims_metric():
     the claims' metric (test_probe_bpc.recall, bits per answer) per row as the seeds' mean ±
     std, under the report's names (multi-head, not the registry's `fixed`), never the dev
     split's recall."""
-    from bench.findings.runpage import sweep_page
+    from bench.findings.presentation.runpage import sweep_page
 
     folder = Path(__file__).resolve().parents[1] / "results" / "heads_grid" / "seeds600"
     runs, findings = pd.read_csv(folder / "runs.csv"), pd.read_csv(folder / "findings.csv")

@@ -12,7 +12,7 @@ import pandas as pd
 import pytest
 
 from bench import resultsdoc
-from bench.findings import folders
+from bench.findings.presentation import folders
 
 ROOT = Path(__file__).resolve().parents[1]
 PAGE = ROOT / "docs" / "results.md"

@@ -21,9 +21,11 @@ import yaml
 from bench import codehash
 from bench import verify as verify_cmd
 from bench.experiment.open import GridText, open_grid
-from bench.findings import perseed, prereg
-from bench.findings import render as report
-from bench.findings.verify import verify
+from bench.findings.presentation import render as report
+from bench.findings.provenance import plan
+from bench.findings.provenance.verify import verify
+from bench.findings.reading import perseed
+from bench.findings.reading.records import PlanRecord
 from bench.sweep import recompute
 from bench.sweep.trials import resolve_trials
 from tests.test_verify import BEFORE, RAN, commit, git
@@ -94,7 +96,7 @@ def test_alpha_changed_after_the_trials_keeps_data7_confirmatory(tmp_path):
     confirmatory (exit 0), and what today's code would decide is said."""
     clone = tmp_path / "clone"
     subprocess.run(["git", "clone", "-q", "--shared", str(ROOT), str(clone)], check=True)
-    stats = clone / "bench" / "findings" / "stats.py"
+    stats = clone / "bench" / "findings" / "statistics" / "stats.py"
     stats.write_text(stats.read_text().replace("ALPHA = 0.05", "ALPHA = 0.01", 1))
     commit(clone, "2030-01-05T10:00:00+00:00", "alpha 0.01")
     folder = Path("results") / "heads_grid" / "seeds900-data7"
@@ -119,10 +121,16 @@ GRID = {"name": "g", "base": {"preset": "smoke", "model": {"attn": {"keep": 8}}}
         "design_seeds": [], "claims": [CLAIM], "plugins": ["plugins/window_plugin.py"]}
 
 
+PLANS: dict[str, PlanRecord] = {}  # every plan a test's trials recorded, as registered
+
+
 def _trials(repo: Path, seeds: range, records: dict[str, str] | None = None) -> pd.DataFrame:
     """Window below fixed in every seed, each trial recording the plan from the repository as
-    it is now, and `records`' code_sha where given (what a trial's process records)."""
-    rec = prereg.record(open_grid(repo / "g.yaml"), repo / "g.yaml", {})
+    it is now (and the plan itself, PLANS: plan.json), and `records`' code_sha where given
+    (what a trial's process records)."""
+    spec = open_grid(repo / "g.yaml")
+    rec = plan.record(spec, repo / "g.yaml", {})
+    PLANS[rec["plan_sha"]] = plan.registered(spec)
     code = {"code_sha": codehash.code_sha(records)} if records is not None else {}
     return pd.DataFrame([{"model.variant": v, "seed": s, "trial": f"{v}{s}", "start_time": RAN,
                           "final_test_bpc": 1.0 if v == "window" else 2.0, **rec, **code}
@@ -168,11 +176,13 @@ def test_a_plugin_edited_between_looks_is_named_from_the_run_commits(plugged, ed
 
 
 def _published(repo: Path, runs: pd.DataFrame, records: list[dict[str, str]] = ()) -> Path:
-    """The result as a sweep writes it (runs.csv, code.json beside it where `records`, each
-    by its code_sha, grid.yaml, the findings from runs.csv read back), committed."""
+    """The result as a sweep writes it (runs.csv, plan.json and code.json beside it where
+    `records`, each by its code_sha, grid.yaml, the findings from runs.csv read back),
+    committed."""
     folder = repo / "results" / "g"
     folder.mkdir(parents=True, exist_ok=True)
     runs.to_csv(folder / "runs.csv", index=False)
+    (folder / "plan.json").write_text(plan.plans_json(PLANS[s] for s in set(runs["plan_sha"])))
     if records:
         (folder / "code.json").write_text(json.dumps({codehash.code_sha(r): r
                                                       for r in records}))
@@ -270,6 +280,6 @@ def test_a_code_record_holds_the_project_and_plugin_files_imported(tmp_path):
     record = codehash.imported([str(plugin)])
     assert record["bench/codehash.py"] == codehash.digest(
         (ROOT / "bench" / "codehash.py").read_bytes())
-    assert "variants/registry.py" in record and "bench/findings/prereg.py" in record
+    assert "variants/registry.py" in record and "bench/findings/provenance/prereg.py" in record
     assert record[plugin.as_posix()] == codehash.digest(b"X = 1\n")
     assert not any(p.startswith((".venv", "tests/")) for p in record)

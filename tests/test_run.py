@@ -512,7 +512,8 @@ def test_a_sweep_measures_its_cost_after_its_trials_and_reports_it(short_tmp, st
     cost.csv lies beside runs.csv, the cost claim is decided from it (by its rule: no ratio is
     asserted, it is this machine's), findings.md ends with the cost block, the sweep's MLflow
     page shows it and the sweep closes with a line per comparison."""
-    from bench.findings import costs
+    from bench.findings.presentation import costs
+    from bench.findings.reading import measurement
 
     timed = {"id": "th_time", "text": "talking-heads steps at most 100x multi-head's",
              "type": "cost", "rows": {"model.variant": "talking-heads"},
@@ -527,7 +528,7 @@ def test_a_sweep_measures_its_cost_after_its_trials_and_reports_it(short_tmp, st
     assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
     assert "look 2 of 2, seeds 0-4: 3 trials for the undecided claims low" in done.stdout
     folder = short_tmp / "results" / "costed"
-    cost = costs.read(folder / costs.FILE)
+    cost = measurement.read(folder / measurement.FILE)
     assert sorted(cost["setting"].unique()) == ["fixed", "talking-heads"]
     found = pd.read_csv(folder / "findings.csv").set_index("claim")
     assert found.loc["th_time", "verdict"] in ("reproduced", "contradicted", "inconclusive")

@@ -20,7 +20,9 @@ from scipy.stats import binom
 from bench.experiment import claims, floors
 from bench.experiment.grid import Looks
 from bench.experiment.open import open_grid
-from bench.findings import evidence, perseed, samples, sequential, stats, verdicts
+from bench.findings.decision import evidence, parts, verdicts
+from bench.findings.reading import perseed, samples
+from bench.findings.statistics import sequential, stats
 
 ALPHA = stats.ALPHA
 NO_DESCRIBE = verdicts.Reading(describe=False)  # the verdicts alone: no offsets, no power
@@ -569,7 +571,7 @@ def claimed_side(folder: Path) -> list[int]:
     seeds = sorted(runs["seed"].unique())
     out = []
     for c in grid.claims:
-        (pairs,) = verdicts._tests(c, runs, pd.DataFrame()).values()
+        (pairs,) = parts.claim_tests(c, runs, pd.DataFrame()).values()
         d, _ = samples.sample(c, runs, pd.DataFrame(), pairs, seeds)
         out.append(int(np.sum(stats.holds(d.to_numpy(), c.expect, c.margin))))
     return out

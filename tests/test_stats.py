@@ -1,7 +1,7 @@
-"""bench.findings.stats against scipy on hand-made data: the two exact tests (sign-flip against
-scipy's permutation test, sign against its binomial quantile test), their intervals (inverting
-the test), both directions' p, TOST, exact and tied values, what an inconclusive test could
-detect (t power from scipy's noncentral t, binomial power by hand), Holm, and the tables'
+"""bench.findings.statistics.stats against scipy on hand-made data: the two exact tests (sign-flip
+against scipy's permutation test, sign against its binomial quantile test), their intervals
+(inverting the test), both directions' p, TOST, exact and tied values, what an inconclusive test
+could detect (t power from scipy's noncentral t, binomial power by hand), Holm, and the tables'
 descriptive paired t-test."""
 
 import numpy as np
@@ -12,7 +12,8 @@ from scipy.stats import t as student_t
 from statsmodels.stats.multitest import multipletests
 from statsmodels.stats.power import TTestPower
 
-from bench.findings import stats
+from bench.findings.presentation.tables import differences
+from bench.findings.statistics import stats
 
 A = pd.Series([2.10, 1.95, 2.30, 2.02], index=[0, 1, 2, 3])  # by seed
 B = pd.Series([2.15, 2.05, 2.33, 2.01, 9.9], index=[0, 1, 2, 3, 4])  # seed 4 has no pair
@@ -21,14 +22,14 @@ D = np.array([-0.31, -0.12, -0.45, 0.08, -0.27, -0.19, -0.6, -0.05])  # per-seed
 
 def test_the_tables_paired_t_matches_scipy_ttest_rel():
     a, b = A.to_numpy(), B.to_numpy()[:4]
-    mean, low, high, p, n = stats.paired_t(A, B)
+    mean, low, high, p, n = stats.paired_t(differences(A, B))
     ref = ttest_rel(a, b)
     ci = ref.confidence_interval(0.95)
     assert (mean, low, high, p, n) == (pytest.approx(np.mean(a - b)), pytest.approx(ci.low),
                                        pytest.approx(ci.high), pytest.approx(ref.pvalue), 4)
     # shuffling one side's seeds breaks the pairing and changes the answer
-    assert stats.paired_t(A, B.rename(index={0: 1, 1: 0}))[3] != pytest.approx(p)
-    assert np.isnan(stats.paired_t(A.iloc[:1], B)[3])
+    assert stats.paired_t(differences(A, B.rename(index={0: 1, 1: 0})))[3] != pytest.approx(p)
+    assert np.isnan(stats.paired_t(differences(A.iloc[:1], B))[3])
 
 
 @pytest.mark.parametrize("expect", ["less", "greater"])

@@ -16,13 +16,13 @@ from mlflow.entities import Param
 from bench import data, metrics, provenance
 from bench.config import parse_sets, resolve
 from bench.experiment.open import Overrides, open_grid, read_grid_text
-from bench.findings import render as report
+from bench.findings.presentation import render as report
 from bench.sweep import runner
 from bench.sweep.trials import resolve_trials
 from bench.tracking import names, page, reader, store, view, writer
 from bench.training.checkpoint import load_checkpoint
 from bench.training.loop import train
-from bench.trial import Trial
+from bench.trial import Served, Trial
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -57,11 +57,11 @@ def test_a_trial_is_built_whole_once_and_crosses_to_ray_as_it_is(tmp_path):
     import pickle
 
     grid = open_grid(ROOT / "examples" / "smoke.yaml")
-    plan = {"plan_sha": "0" * 64, "run_clean": "true"}
+    plan = Served({"plan_sha": "0" * 64, "run_clean": "true"}, '{"0": {}}')
     trials = resolve_trials(grid, False, results_dir=tmp_path / "results", plan=plan)
     unplaced = smoke_trials([])  # the command line's folder, no plan: the same identities
     assert [t.hash for t in trials] == [t.hash for t in unplaced]
-    assert all(t.plan == {} for t in unplaced)
+    assert all(t.plan == Served() for t in unplaced)
     for t in trials:
         assert isinstance(t, Trial) and t.grid == grid.name == "smoke"
         assert t.out_dir == (tmp_path / "results").resolve() / "smoke" / "trials" / t.hash

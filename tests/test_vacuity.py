@@ -1,11 +1,11 @@
-"""Vacuous seeds (`bench.findings.vacuity`): a seed of a claim on a probe's bits per answer whose
-outcome could not tell a variant that learned the probe from one that learned nothing lands on
-neither side, decided per seed from the claim's own geometry, with the floors from the grid.
-The outside review's cases (issue 78 item 1), each a built runs table through the findings'
-own path (`verdicts.verdict_table`, `judge`): two arms at 10-46% of the floor, a half-vacuous
-reference, the geometric case, a zero-floor part; the pilot and the findings agreeing on every
-shipped grid; the level of both directions with vacuous seeds present; the dry run's rule.
-Fast: no Ray, no training, no MLflow."""
+"""Vacuous seeds (`bench.findings.decision.vacuity`): a seed of a claim on a probe's bits per answer
+whose outcome could not tell a variant that learned the probe from one that learned nothing lands on
+neither side, decided per seed from the claim's own geometry, with the floors from the grid. The
+outside review's cases (issue 78 item 1), each a built runs table through the findings' own path
+(`verdicts.verdict_table`, `judge`): two arms at 10-46% of the floor, a half-vacuous reference, the
+geometric case, a zero-floor part; the pilot and the findings agreeing on every shipped grid; the
+level of both directions with vacuous seeds present; the dry run's rule. Fast: no Ray, no training,
+no MLflow."""
 
 import itertools
 from math import comb
@@ -22,9 +22,11 @@ from bench.config import ConfigError
 from bench.experiment import claims, floors
 from bench.experiment.grid import Looks
 from bench.experiment.open import open_grid
-from bench.findings import samples, stats, vacuity, verdicts
-from bench.findings.judge import judge
-from bench.findings.perseed import settings
+from bench.findings.decision import vacuity, verdicts
+from bench.findings.provenance.judge import judge
+from bench.findings.reading import samples
+from bench.findings.reading.perseed import settings
+from bench.findings.statistics import stats
 from bench.sweep.feasible import check_floors
 
 ROOT = Path(__file__).resolve().parents[1]

@@ -19,10 +19,12 @@ from bench import report as report_cmd
 from bench import verify as verify_cmd
 from bench.config import ConfigError
 from bench.experiment.open import GridText, open_grid
-from bench.findings import perseed, prereg
-from bench.findings import render as report
-from bench.findings.page import differs, regenerate
-from bench.findings.verify import verify
+from bench.findings.presentation import render as report
+from bench.findings.presentation.page import differs, regenerate
+from bench.findings.provenance import plan
+from bench.findings.provenance.verify import verify
+from bench.findings.reading import perseed
+from bench.findings.reading.records import PlanRecord
 from bench.sweep import trials as sweep_trials
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -66,20 +68,31 @@ def _corpus(config: str) -> dict:
     return Config.model_validate_json(config).corpus().identity()
 
 
+PLANS: dict[str, PlanRecord] = {}  # every plan a test's trials recorded, as registered
+
+
 def trials(repo: Path, seeds: range = range(8)) -> pd.DataFrame:
     """Row A below B in every seed, each trial recording the plan as a sweep's driver does
-    from the repository as it is now, started at RAN, under its trial hash and precision."""
-    rec = prereg.record(open_grid(repo / "g.yaml"), repo / "g.yaml", {})
+    from the repository as it is now (and the plan itself, PLANS: plan.json), started at RAN,
+    under its trial hash and precision."""
+    spec = open_grid(repo / "g.yaml")
+    rec = plan.record(spec, repo / "g.yaml", {})
+    PLANS[rec["plan_sha"]] = plan.registered(spec)
     return pd.DataFrame([{"model.variant": v, "seed": s, "trial": trial(v, s)[0],
                           "precision": trial(v, s)[1], "final_test_bpc": 1.0 if v == A else 2.0,
                           "start_time": RAN, **rec} for s in seeds for v in (A, B)])
 
 
 def publish(repo: Path, runs: pd.DataFrame, folder: str = "results/g") -> Path:
-    """The result folder as a sweep writes it (runs.csv, grid.yaml, findings), committed."""
+    """The result folder as a sweep writes it (runs.csv, plan.json, grid.yaml, findings),
+    committed."""
     out = repo / folder
     out.mkdir(parents=True, exist_ok=True)
     runs.to_csv(out / "runs.csv", index=False)
+    runs.attrs["plans"] = {sha: PLANS[sha] for sha in set(runs.get("plan_sha", ()))
+                           if sha in PLANS}
+    if runs.attrs["plans"]:
+        (out / "plan.json").write_text(plan.plans_json(runs.attrs["plans"].values()))
     shutil.copy(repo / "g.yaml", out / "grid.yaml")
     report.write_findings(open_grid(out / "grid.yaml"), runs, pd.DataFrame(), out,
                           out / "grid.yaml")
@@ -259,8 +272,8 @@ def test_a_withdrawal_is_not_part_of_any_committed_plan():
             continue
         marked = grid.model_copy(update={"seeds": grid.looks.model_copy(update={
             "withdrawn": {grid.looks.start: "a reason"}})})
-        assert prereg.plan_sha(marked, grid.looks.start, "v") == \
-            prereg.plan_sha(grid, grid.looks.start, "v"), path
+        assert plan.plan_sha(marked, grid.looks.start, "v") == \
+            plan.plan_sha(grid, grid.looks.start, "v"), path
         looked += 1
     assert looked >= 10
     for withdrawn, said in [({7: "why"}, "7 is not a registered seed start"),
@@ -325,7 +338,8 @@ NEW_OPTION = [("bench/config.py", "    seed: int = 0", "    seed: int = 0\n    u
 @pytest.mark.parametrize("changes, moved", [
     ([CLAIM_NOTE], False),  # an optional field of Claim
     (NEW_OPTION, False),  # a new config option at its default
-    ([("bench/findings/stats.py", "ALPHA = 0.05", "ALPHA = 0.01")], True)])  # the analysis
+    ([("bench/findings/statistics/stats.py", "ALPHA = 0.05", "ALPHA = 0.01")],
+     True)])  # the analysis
 def test_a_schema_or_analysis_change_after_the_trials_keeps_the_registered_plan(
         tmp_path, changes, moved):
     """A clone of this repository with a grid registered and run (7 of 8 seeds for the claim:
@@ -435,7 +449,7 @@ def test_a_folder_copied_under_another_parent_is_recognised_by_its_trials(repo):
 
 
 def test_every_module_that_can_move_a_verdict_is_part_of_the_plan():
-    """The registered analysis (`prereg.ANALYSIS`) holds every module of bench that the
+    """The registered analysis (`plan.ANALYSIS`) holds every module of bench that the
     verdict's code imports, save those that only parse the grid file (whose output the plan
     holds as data: the claims, looks, seeds), name an error or say which other results share
     the trials: reading runs.csv, the claims, the statistics, the sequence, the registration
@@ -443,8 +457,8 @@ def test_every_module_that_can_move_a_verdict_is_part_of_the_plan():
     import ast
 
     parse_only = {"bench/config.py", "bench/experiment/grid.py", "bench/experiment/open.py",
-                  "bench/experiment/catalogue.py", "bench/findings/shared.py"}
-    seen, todo = set(), list(prereg.ANALYSIS)
+                  "bench/experiment/catalogue.py", "bench/findings/provenance/shared.py"}
+    seen, todo = set(), list(plan.ANALYSIS)
     while todo:
         path = todo.pop()
         if path in seen:
@@ -463,8 +477,8 @@ def test_every_module_that_can_move_a_verdict_is_part_of_the_plan():
                     file = name.replace(".", "/") + ".py"
                     if (ROOT / file).is_file() and file not in parse_only:
                         todo.append(file)
-    assert seen <= set(prereg.ANALYSIS), sorted(seen - set(prereg.ANALYSIS))
-    assert "bench/findings/perseed.py" in seen and "bench/experiment/claims.py" in seen
+    assert seen <= set(plan.ANALYSIS), sorted(seen - set(plan.ANALYSIS))
+    assert "bench/findings/reading/perseed.py" in seen and "bench/experiment/claims.py" in seen
 
 
 BAD = {
@@ -513,6 +527,13 @@ BAD = {
                               "grid.yaml: a list, not a mapping"),
     "an empty findings.csv": (lambda f: (f / "findings.csv").write_text(""),
                               "findings.csv: empty"),
+    "a plan.json that is not JSON": (lambda f: (f / "plan.json").write_text("{plan"),
+                                     "plan.json: not JSON"),
+    "a plan.json that is not a mapping": (lambda f: (f / "plan.json").write_text("[]"),
+                                          "plan.json: not a plan record"),
+    "a plan record without its files": (
+        lambda f: (f / "plan.json").write_text('{"735f81f182349228": {"plan": {}}}'),
+        "plan.json: 735f81f182349228.files: Field required"),
     "a no-recall floor edited to 0": (
         lambda f: _cell(f, "dataset.no_recall.recall", "0"),
         "line 2, column dataset.no_recall.recall: 0.0 recorded, expected 0.4225554806839766 "
@@ -571,6 +592,26 @@ def test_bits_are_bounded_by_the_vocabulary_of_the_corpus_the_runs_trained_on(tm
         perseed.read(tmp_path / "pilot" / "runs.csv", grid)
 
 
+def test_every_committed_plan_is_recorded_whole_beside_its_runs():
+    """Each committed result whose rows record a plan_sha holds that plan in plan.json (written
+    once from the code of its run commit for the results that predate the record): its hash is
+    the plan_sha, and the files it names, read from git at the run commit and hashed as it says,
+    give its analysis version."""
+    found = 0
+    for runs_csv in sorted((ROOT / "results").rglob("runs.csv")):
+        rows = pd.read_csv(runs_csv, dtype=str)
+        if "plan_sha" not in rows or rows["plan_sha"].isna().all():
+            continue
+        records = perseed.read(runs_csv).attrs["plans"]
+        for sha, commit in set(zip(rows["plan_sha"], rows["run_commit"], strict=True)):
+            record = records[sha]
+            assert plan.digest(record.plan) == sha, runs_csv
+            files = {p: git(ROOT, "show", f"{commit}:{p}").encode() for p in record.files}
+            assert plan.version(files, record.files, record.hashed) == record.plan["analysis"]
+            found += 1
+    assert found == 6
+
+
 def test_the_committed_confirmation_keeps_its_registered_verdicts():
     """seeds 300-307 ran under the plan registered in 76e72e11b4, with that commit's analysis
     code: bench.verify recomputes them with that code, taken from git (the committed findings
@@ -614,7 +655,7 @@ def test_a_change_that_moves_a_verdict_is_caught(monkeypatch):
     """Today's analysis changed so that a verdict moves (the earlier family rule, each claim's
     own contrary not counted): bench.verify on a committed result it recomputes with today's
     code names the claim whose verdict differs from its committed findings.csv."""
-    from bench.findings import sequential
+    from bench.findings.statistics import sequential
     from tests.test_sequential import old_rule
 
     folder = ROOT / "results" / "span_limit" / "seeds400"
@@ -629,7 +670,7 @@ def test_a_result_whose_grid_and_plugin_moved_keeps_its_registered_verdict():
     examples/window_plugin.py, which now lies beside the grid (ablations/window.py,
     catalogue.MOVED): the registered code, taken from git, reads today's grid file where it
     holds the grid that ran, its plugin found, and the verdict stays confirmatory."""
-    from bench.findings.verify import _grid_read
+    from bench.findings.provenance.verify import _grid_read
 
     checked = verify(ROOT / "results" / "window" / "seeds100")
     assert checked.differ == [] and checked.evidence == "confirmatory"

@@ -1,11 +1,11 @@
 """Registry of corpora, as variants have one: `register(name, options, build)` a builder with the
-class of its options, by a call as a variant or a policy is registered, `build(name, **options)`
-it. A corpus declares its options as a frozen dataclass (a
-field per data.<option>: its type, its default, and a help sentence as `metadata["help"]`),
-which the run's schema types and checks (the one validator of options, `bench.config`) and the
-docs list (`options(name)`); the builder takes the instance the schema made as it is. `vocab`,
-where given, says the corpus's vocabulary from its options without building it
-(`vocab_size`): the findings refuse bits above its log2 (`bench.findings.perseed.highest`)."""
+class of its options, by a call as a variant or a policy is registered, `build(name, **options)` it.
+A corpus declares its options as a frozen dataclass (a field per data.<option>: its type, its
+default, and a help sentence as `metadata["help"]`), which the run's schema types and checks (the
+one validator of options, `bench.config`) and the docs list (`options(name)`); the builder takes the
+instance the schema made as it is. `vocab`, where given, says the corpus's vocabulary from its
+options without building it (`vocab_size`): the findings refuse bits above its log2
+(`bench.findings.reading.perseed.highest`)."""
 
 from collections.abc import Callable
 from typing import Any

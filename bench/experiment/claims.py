@@ -1,5 +1,6 @@
 """Claims as data: the findings a grid file declares, and their check against the grid before
-anything runs; `bench.findings.verdicts` computes them from the finished runs (never by hand).
+anything runs; `bench.findings.decision.verdicts` computes them from the finished runs (never by
+hand).
 
 A claim names its rows by grid-key values, optionally a baseline (the same rows with some
 values changed), the metric and what is expected of it:
@@ -12,14 +13,14 @@ values changed), the metric and what is expected of it:
 - type `cost`: what the rows cost against the baseline, as a ratio rows / baseline of one of
   `COSTS` (`margin`: the bound on that ratio, e.g. 0.8 for "at least 20% fewer FLOPs per
   token"), read from the interleaved measurement the sweep makes after its trials (cost.csv,
-  `bench.findings.costs`). A measured time is decided from its repetitions, a cost the
+  `bench.findings.decision.costs`). A measured time is decided from its repetitions, a cost the
   configuration fixes by construction (`fixed`: neither spends alpha), and FLOPs, which learned
   spans make data-dependent, per seed like any claim where an arm's spans are learned.
 
 `expect: less` / `greater` tests the claim's summary < margin / > margin one-sided (margin 0 by
 default); `expect: equivalent` is TOST: within +-margin. `margin: planted` is the farthest
 distance the corpus planted (a claim about planted structure: inconclusive on real text).
-`test` picks what the claim is about and its exact test (`bench.findings.stats`): `sign`
+`test` picks what the claim is about and its exact test (`bench.findings.statistics.stats`): `sign`
 (default), the median (the typical seed), valid for every claim; `sign-flip`, an effect (its
 statistic the mean), valid only where the null is symmetric: a difference from a baseline, or
 a slope (of differences, or of one row along evenly spaced values), against margin 0.
@@ -104,7 +105,7 @@ class Claim(Strict):
     expect: Literal["less", "greater", "equivalent"]
     margin: float | Literal["planted"] = 0.0  # less / greater: the bound the mean is tested
     # against; equivalent: +-margin; planted: the corpus's farthest planted distance
-    test: Literal["sign", "sign-flip"] = "sign"  # median or mean (bench.findings.stats)
+    test: Literal["sign", "sign-flip"] = "sign"  # median or mean (bench.findings.statistics.stats)
     log_offset: float | None = Field(None, gt=0)  # analyse log(metric + log_offset)
     # SPAN_SHAPE metrics: each head's span measured above the ramp R (its floor: what the span
     # learned, z), or from 0 (the raw span, which R can fix by construction)

@@ -1,10 +1,10 @@
 """What each setting of a grid pays on its probes without recall, from the grid file alone: the
-setting's data options (its base, then its `data.` axes, as its trials resolve them), typed by
-the corpus's options class, and each probe's closed form (`bench.data.probes.base.mixed`): per
-target set, the no-recall floor in bits per answer, the spread of one episode about it and the
-episodes the test split holds. No corpus is built, no stream generated. The findings decide
-vacuity from these (`bench.findings.vacuity`), as do the pilot and the dry run; `perseed.read`
-holds the floors a runs.csv recorded against them.
+setting's data options (its base, then its `data.` axes, as its trials resolve them), typed by the
+corpus's options class, and each probe's closed form (`bench.data.probes.base.mixed`): per target
+set, the no-recall floor in bits per answer, the spread of one episode about it and the episodes the
+test split holds. No corpus is built, no stream generated. The findings decide vacuity from these
+(`bench.findings.decision.vacuity`), as do the pilot and the dry run; `perseed.read` holds the
+floors a runs.csv recorded against them.
 """
 
 from dataclasses import dataclass, fields

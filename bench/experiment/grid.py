@@ -55,14 +55,14 @@ def check_key(key: str) -> None:
 class Looks(Strict):
     """`seeds: {looks: [3, 6, 10], start: 0, futility: 0.5, replications: [200]}`: a
     group-sequential design. Look k runs seeds start .. start + looks[k] - 1 of the settings an
-    undecided claim reads; each claim is tested at every look against its exact boundaries in
-    both directions (`bench.findings.sequential`), and stops for futility (non-binding) at an
-    interim look where neither direction's p is below `futility` (null: never).
-    `replications`: the seed starts registered for running the same plan again on fresh seeds
-    (`--seed-start N`; `bench.findings.prereg`). `withdrawn`: registered starts that will not
-    be published, each with its reason (`{300: "..."}`): publication metadata, not the plan
-    (`prereg.plan_sha` leaves it out), so it can be written after the trials ran;
-    `bench.verify` prints the reason instead of naming the start unpublished."""
+    undecided claim reads; each claim is tested at every look against its exact boundaries in both
+    directions (`bench.findings.statistics.sequential`), and stops for futility (non-binding) at an
+    interim look where neither direction's p is below `futility` (null: never). `replications`: the
+    seed starts registered for running the same plan again on fresh seeds (`--seed-start N`;
+    `bench.findings.provenance.plan`). `withdrawn`: registered starts that will not be published,
+    each with its reason (`{300: "..."}`): publication metadata, not the plan (`plan.plan_sha`
+    leaves it out), so it can be written after the trials ran; `bench.verify` prints the reason
+    instead of naming the start unpublished."""
 
     looks: list[int] = Field(min_length=1)
     start: int = 0

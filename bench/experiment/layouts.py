@@ -4,7 +4,7 @@ kinds: text (as is), bpc (mean ± std, bold minimum, significance marker), count
 (K/M/G, bold minimum), span (characters), floor (a bpc the setup fixes), rate and MB (this
 machine's throughput and memory: K/M/G, whole MB). The table adds, after them, each probe's
 test bits per answer (what the claims read) and floor where the runs scored probes, then the
-runs' tokens/s and peak memory (`bench.findings.tables`)."""
+runs' tokens/s and peak memory (`bench.findings.presentation.tables`)."""
 
 DEV, TEST = ("dev", "final_dev_bpc", "bpc"), ("test", "final_test_bpc", "bpc")
 PARAMS, MODEL = ("#Params", "params", "count"), ("Model", "label", "text")
@@ -38,12 +38,13 @@ def display_name(variant: str, layout: str) -> str:
     return PAPER_NAMES.get(layout, {}).get(variant, variant)
 
 
-# The first figure of every report with claims (`bench.findings.figures.fig_claims`): each
-# seed's value of a claim's metric, paired across the variants at each setting, with the verdicts
+# The first figure of every report with claims (`bench.findings.presentation.figures.fig_claims`):
+# each seed's value of a claim's metric, paired across the variants at each setting, with the
+# verdicts
 CLAIMS_FIGURE = "claims_per_seed"
 
 # The figures a grid file may name (`report: {figures: [...]}`): name -> (file stem, height in
-# inches at the paper's column width); `bench.findings.figures.fig_<name>` draws each.
+# inches at the paper's column width); `bench.findings.presentation.figures.fig_<name>` draws each.
 FIGURES = {
     "span_limit": ("as_fig3_span_limit", 4.2),  # adaptive-span Figure 3
     "head_spans": ("as_fig4_head_spans", 1.8),  # adaptive-span Figure 4

@@ -1,13 +1,21 @@
-"""The findings room: what a sweep's runs say. A sweep's runs as the report sees them (`runs`),
-a result's per-seed values read back and held against its grid (`perseed`), the values a claim
-(`bench.experiment.claims`) is about (`samples`), which of its seeds on a probe are vacuous
-(`vacuity`), its exact tests (`stats`), looks (`sequential`) and verdicts (`verdicts`, their
-words: `said`), what a claim's rows cost against its baseline (`costs`, from the interleaved
-measurement), pre-registration (`prereg`) and the two together (`judge`), tables, figures,
-findings.md whole (`page`) and the report (`render.render_sweep`), and a committed result
-checked again (`verify`), its findings.md regenerated whole (`page.regenerate`). The modules
-that can move a verdict are the registered analysis (`prereg.ANALYSIS`). Reads runs through
-`bench.tracking.reader`, naming what a run measures and the tags it reads from
-`bench.metrics`, not MLflow's schema (`bench.tracking.names`); never imports the one-run room
-(`training`), the runner or the data and model rooms (the table in pyproject.toml).
+"""The findings room: what a sweep's runs say, in layers, each importing only the ones below it
+(the table in pyproject.toml):
+
+- `statistics`: the exact paired tests, the looks and the family's error, what a claim's metric
+  can be by construction (numpy and scipy; of bench, the claims' schema alone);
+- `reading`: a sweep's runs from MLflow, a result's runs.csv and the files beside it (the plan
+  each trial served, the code it imported, the cost measurement), the per-seed values a claim
+  is about;
+- `decision`: each claim's verdict, look by look, in one fixed sequence per grid, with its words,
+  its evidence, its vacuous seeds and its costs;
+- `provenance`: the plan registered when a sweep starts, checked against git (`prereg`), the
+  verdicts labelled by it (`judge`), a committed result checked again as a reviewer would
+  (`verify`);
+- `presentation`: tables, figures, the cost block, findings.md whole (`page`), the sweep's
+  MLflow page, the report (`render.render_sweep`) and the experiments' READMEs.
+
+The modules that can move a verdict are the registered analysis (`provenance.plan.ANALYSIS`).
+Reads runs through `bench.tracking.reader`, naming what a run measures and the tags it reads
+from `bench.metrics`, not MLflow's schema (`bench.tracking.names`); never imports the one-run
+room (`training`), the runner or the data and model rooms.
 """

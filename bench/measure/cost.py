@@ -1,11 +1,11 @@
 """What a claim's rows cost against its baseline, measured side by side on this machine: the two
-arms built once in one process and their training steps (and forward readings) alternated,
-REPS repetitions after a warm-up, the order swapped every repetition so that a drift of the
-machine falls on both; and each arm's FLOPs per token (kept by its mask, computed by its
-layer), parameters and peak tensor memory. Written to cost.csv beside runs.csv, one row per
-arm and repetition (`bench.findings.costs` reads it: the cost table and the cost claims are a
-pure function of it). A sweep measures after its trials, alone on the machine, with the
-grid's torch threads (`resources.cpu`); `python -m bench.cost FOLDER` measures a finished one.
+arms built once in one process and their training steps (and forward readings) alternated, REPS
+repetitions after a warm-up, the order swapped every repetition so that a drift of the machine falls
+on both; and each arm's FLOPs per token (kept by its mask, computed by its layer), parameters and
+peak tensor memory. Written to cost.csv beside runs.csv, one row per arm and repetition
+(`bench.findings.reading.measurement` reads it: the cost table and the cost claims are a pure
+function of it). A sweep measures after its trials, alone on the machine, with the grid's torch
+threads (`resources.cpu`); `python -m bench.cost FOLDER` measures a finished one.
 
 A learned span is measured at its initial window (the full span S): its times and memory are
 an upper bound, and the findings take its FLOPs from the runs.

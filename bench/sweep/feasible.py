@@ -1,11 +1,11 @@
-"""What a grid can do where it will run, checked before Ray or MLflow start: a claim naming a
-probe metric its corpus does not score, or a probe part whose no-recall floor is 0 (nothing to
-learn without recall: `bench.findings.vacuity`), none of whose tests the data could decide (the
-setup fixes the outcome: `bench.findings.bounds`), on a span statistic without the floor it is
-measured above, or none of whose looks can reject (its exact test's rule at the last look is
-empty) is refused, naming the claim; what each look can decide, the design's exact rates, the
-rule that makes a seed of a claim on a probe vacuous and the claims that imply one another are
-printed; GPUs the grid asks for and the machine or cluster lacks, naming resources.gpu."""
+"""What a grid can do where it will run, checked before Ray or MLflow start: a claim naming a probe
+metric its corpus does not score, or a probe part whose no-recall floor is 0 (nothing to learn
+without recall: `bench.findings.decision.vacuity`), none of whose tests the data could decide (the
+setup fixes the outcome: `bench.findings.statistics.bounds`), on a span statistic without the floor
+it is measured above, or none of whose looks can reject (its exact test's rule at the last look is
+empty) is refused, naming the claim; what each look can decide, the design's exact rates, the rule
+that makes a seed of a claim on a probe vacuous and the claims that imply one another are printed;
+GPUs the grid asks for and the machine or cluster lacks, naming resources.gpu."""
 
 from pathlib import Path
 from typing import Any
@@ -20,9 +20,11 @@ from bench.experiment.claims import PROBE_METRIC, SPAN_SHAPE, Claim, cells, fixe
 from bench.experiment.floors import Floors
 from bench.experiment.grid import Grid, Seeds, plan_of
 from bench.experiment.open import load_grid
-from bench.findings import samples, sequential, vacuity
-from bench.findings.bounds import Spans, decided
-from bench.findings.stats import ALPHA, min_seeds
+from bench.findings.decision import vacuity
+from bench.findings.reading import samples
+from bench.findings.statistics import sequential
+from bench.findings.statistics.bounds import Spans, decided
+from bench.findings.statistics.stats import ALPHA, min_seeds
 from bench.provenance import RESULTS
 from bench.trial import Trial
 

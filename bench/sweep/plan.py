@@ -8,8 +8,8 @@ import pandas as pd
 from bench.experiment.claims import describe
 from bench.experiment.grid import Grid, plan_of, seed_list
 from bench.experiment.option_tables import markdown, trial_options
-from bench.findings.evidence import evidence_of, seed_range
-from bench.findings.sequential import REPS
+from bench.findings.decision.evidence import evidence_of, seed_range
+from bench.findings.statistics.sequential import REPS
 from bench.model import create_model
 from bench.model.cost import cost, executed_flops
 from bench.provenance import cpu_name

@@ -5,7 +5,7 @@ its corpus identity regenerated once per distinct data section (so a row that cl
 corpus is caught too) and, for a trial that recorded the code it imported (code_sha), its
 plugin files' digests at its run commit. A row whose recorded trial is not that hash is named
 with what it is instead where the grid holds it (the same setting at another seed: a seed label
-moved with its `train.seed`), and the result is exploratory (`bench.findings.judge`).
+moved with its `train.seed`), and the result is exploratory (`bench.findings.provenance.judge`).
 
 Data paths resolve from the repository's top, where sweeps run; plugin files from the folder
 the grid file lay in when it ran (the runs' `plan_file`), as they did then.
@@ -24,10 +24,10 @@ from bench.experiment.catalogue import plugins_today
 from bench.experiment.claims import num
 from bench.experiment.grid import Grid
 from bench.experiment.open import GridText, open_grid
-from bench.findings.judge import Recomputed
-from bench.findings.perseed import settings
-from bench.findings.samples import label, match
-from bench.findings.trained import git
+from bench.findings.provenance.git import git
+from bench.findings.provenance.judge import Recomputed
+from bench.findings.reading.perseed import settings
+from bench.findings.reading.samples import label, match
 
 from . import trials
 

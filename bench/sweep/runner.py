@@ -27,11 +27,13 @@ from mlflow import MlflowClient
 from mlflow.exceptions import MlflowException
 
 from bench import provenance
+from bench.experiment import floors
 from bench.experiment.claims import Claim, cells
 from bench.experiment.grid import Grid
 from bench.experiment.open import to_text
-from bench.findings import costs
-from bench.findings.runs import waiting
+from bench.findings.decision import verdicts
+from bench.findings.presentation import costs
+from bench.findings.reading.runs import finished
 from bench.metrics import FAILURE, PLAN, STOPPED
 from bench.provenance import GridText
 from bench.tracking import names, page, reader, store, view, writer
@@ -155,7 +157,7 @@ def render_report(run: Session, partial: str | None) -> bool:
     partial.md beside them says so. Returns whether it was all written: a failure is printed
     whole, traceback included, and fails the sweep (exit 1); the runs are intact and `python
     -m bench.report` renders it again."""
-    from bench.findings.render import ReportError, render_sweep
+    from bench.findings.presentation.render import ReportError, render_sweep
 
     marker = run.root / "partial.md"
     marker.unlink(missing_ok=True)
@@ -241,7 +243,7 @@ def sweep(grid: Grid, trials: list[Trial], options: SweepOptions) -> int:
 
 def tracked_sweep(grid: Grid, trials: list[Trial], options: SweepOptions, uri: str) -> int:
     """Run what is not finished yet, look by look: the first look's seeds of every setting,
-    then more seeds only for the settings that a claim still undecided (`findings.runs.waiting`)
+    then more seeds only for the settings that a claim still undecided (`_waiting`)
     reads; returns 0, 1 (a trial or the report failed) or 130 (interrupted, SIGTERM too: its
     report, marked partial, written all the same). A rerun recomputes every look's decision
     from the finished runs, so it retrains nothing and adds no duplicate run."""
@@ -328,12 +330,21 @@ def end_ray(run: Session) -> None:
         run.ray_up = False
 
 
+def _waiting(run: Session, trials: list[str]) -> list[Claim]:
+    """The claims the finished runs of `trials` leave undecided (`verdicts.undecided`): what
+    the next look adds seeds for."""
+    grid = run.grid
+    if grid.looks is None:
+        return []
+    runs, missing = finished(run.uri, grid.name, grid, trials)
+    return verdicts.undecided(grid.claims, runs, missing, grid.looks, floors.of_grid(grid))
+
+
 def _looks(run: Session, trials: list[Trial]) -> tuple[list[Trial], bool]:
     grid, looks = run.grid, run.grid.look_seeds()
     covered: list[Trial] = []
     for k, seeds in enumerate(looks):
-        still = grid.claims if k == 0 else waiting(run.uri, grid.name, grid,
-                                                   [t.hash for t in covered])
+        still = grid.claims if k == 0 else _waiting(run, [t.hash for t in covered])
         if k and not still:
             print(f"{grid.name}: every claim decided after look {k} of {len(looks)}")
             break

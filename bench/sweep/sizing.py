@@ -15,7 +15,7 @@ import pandas as pd
 
 from bench.experiment.claims import Claim
 from bench.experiment.grid import Looks
-from bench.findings import sequential
+from bench.findings.statistics import sequential
 from bench.sweep import feasible
 
 TARGET = 0.8

@@ -33,7 +33,7 @@ from bench.experiment.layouts import display_name
 from bench.experiment.open import SECTIONS
 from bench.model import create_model
 from bench.training import precision
-from bench.trial import Trial, trial_name
+from bench.trial import Served, Trial, trial_name
 
 # Options added after trials were recorded, at the value that trains as the code before them
 # did: left out of a config's identity at that value, so every earlier trial keeps its hash.
@@ -167,7 +167,7 @@ def run_folder(results_dir: Path, grid: str, out: Path | None = None) -> Path:
 
 
 def resolve_trials(grid: Grid, dry_run: bool, *, results_dir: Path = provenance.LOCAL,
-                   plan: dict[str, str] | None = None, out: Path | None = None) -> list[Trial]:
+                   plan: Served | None = None, out: Path | None = None) -> list[Trial]:
     """The grid's trials (a grid opened under the command line's overrides), each built whole:
     validated, its corpus built once per distinct data section (so a bad data option is a user
     error here, and a download happens once), identified by that corpus, its precision and the
@@ -194,7 +194,7 @@ def resolve_trials(grid: Grid, dry_run: bool, *, results_dir: Path = provenance.
             values, cfg, hashed, precision_name, vocab, grid=grid.name,
             out_dir=trials_dir / hashed, threads=max(1, int(grid.resources.cpu)),
             plugins=tuple(grid.plugins), ignored=tuple(ignored), probes=probes,
-            identity=identity, plan=dict(plan or {}),
+            identity=identity, plan=plan or Served(),
             shown=display_name(cfg.model.variant, grid.report.table)))
     return trials
 

@@ -7,10 +7,11 @@ One experiment per grid; a parent run per sweep (tags ROLE=sweep, GRID, SWEEP_PR
 SETTING=SWEEPS; LOST when a later sweep found its driver gone and ended it; the grid file and
 TRIALS, the sweep's trial hashes, as artifacts) and a child run per trial (ROLE=trial, GRID,
 HASH, GRID_KEYS, SETTING, FAILURE when it failed, IGNORED for grid options its variant does not
-take, PLAN + each record of the plan it serves, PLAN + code_sha for the code its process
-imported, whose files' digests are its artifact CODE). Child params: the flattened resolved config
-(model.n_heads, ...), seed, git_commit, code_version, versions.<pkg>, dataset.<DATASET_KEYS>,
-the run's machine and precision (RUN_MACHINE) and layer.* (the layer's own description);
+take, PLAN + each record of the plan it serves, the plan itself as its artifact PLANS, PLAN +
+code_sha for the code its process imported, whose files' digests are its artifact CODE). Child
+params: the flattened resolved config (model.n_heads, ...), seed, git_commit, code_version,
+versions.<pkg>, dataset.<DATASET_KEYS>, the run's machine and precision (RUN_MACHINE) and
+layer.* (the layer's own description);
 metrics: EVAL_METRICS and dev_bpc.<probe> (on each probe's target symbols, the evaluated dev
 prefix) at each evaluation's step, then the final ones under their own names (FINAL_SAME,
 final_<FINAL_RENAMED>, final_dev_bpc, final_test_bpc, probe_bpc.<probe>, probe_floor.<probe>,
@@ -45,6 +46,7 @@ MACHINE, PRECISION = "machine", "precision"
 PARENT = "mlflow.parentRunId"
 TRIALS = "trials.json"  # the sweep run's artifact: the hashes of the trials the sweep covers
 CODE = "code.json"  # a trial run's artifact: its code record, each file imported -> digest
+PLANS = "plan.json"  # a trial run's artifact: the plan it serves as registered, by its plan_sha
 # MLflow's UI opens an experiment of this kind on its runs (unset, 3.x opens the GenAI overview)
 EXPERIMENT_KIND, TRAINING = "mlflow.experimentKind", "custom_model_development"
 DATASET_KEYS = ("name", "n_bytes", "sha256", "prefix", "entropy_rate", "planted", "no_recall")

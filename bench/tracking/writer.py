@@ -45,6 +45,7 @@ from .names import (
     IGNORED,
     LOST,
     PARENT,
+    PLANS,
     ROLE,
     RUN_MACHINE,
     SETTING,
@@ -289,8 +290,10 @@ class TrialRun:
                 MLFLOW_RUN_NOTE: f"Trial of `{trial.grid}`: {axes}seed {trial.seed}.",
                 ROLE: "trial", GRID: trial.grid, HASH: trial.hash,
                 GRID_KEYS: ",".join(trial.grid_keys), PARENT: where.parent,
-                **{PLAN + k: v for k, v in trial.plan.items()},
+                **{PLAN + k: v for k, v in trial.plan.tags.items()},
                 **({IGNORED: ",".join(trial.ignored)} if trial.ignored else {})})
+            if trial.plan.record:  # the plan itself, as registered: plan.json beside runs.csv
+                client.log_text(run.info.run_id, trial.plan.record, PLANS)
         elif FAILURE in run.data.tags:
             client.delete_tag(run.info.run_id, FAILURE)
         logged = cls(where.uri, run.info.run_id)

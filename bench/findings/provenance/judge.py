@@ -15,8 +15,10 @@ import pandas as pd
 
 from bench.experiment import floors
 from bench.experiment.grid import Grid
+from bench.findings.decision import evidence, verdicts
+from bench.findings.reading import perseed
 
-from . import evidence, perseed, prereg, verdicts
+from . import prereg
 
 
 @dataclass(frozen=True)
@@ -37,7 +39,7 @@ class Judged:
     `valid`, the registration under the checks of what counts as a valid result alone (rows,
     seeds, records, files: today's code judges them for every result), without today's
     decision of which looks had to run, which `waits` says ("": none), as the registered
-    analysis code decides it where it is not today's (`bench.findings.verify`)."""
+    analysis code decides it where it is not today's (`bench.findings.provenance.verify`)."""
 
     table: pd.DataFrame
     registered: prereg.Registration
@@ -92,7 +94,7 @@ def judge(grid: Grid, runs: pd.DataFrame, missing: pd.DataFrame, grid_file: Path
     labelled exploratory or unverified where the registration check, the plan's trials or the
     rows' recomputation (`rows`: bench.verify's) say so (module doc); `missing`: the sweep's
     other trials, for the reasons; `cost`: the interleaved measurement its cost claims read
-    (cost.csv, `costs.read`; None: not made)."""
+    (cost.csv, `measurement.read`; None: not made)."""
     registered = prereg.check(grid_file, grid, runs)
     start = perseed.start_of(grid, runs) if grid.claims else None
     looks = grid.looks.model_copy(update={"start": start}) if grid.looks else None

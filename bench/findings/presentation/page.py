@@ -20,12 +20,14 @@ import pandas as pd
 
 from bench.experiment.grid import Grid
 from bench.experiment.open import open_grid
+from bench.findings.provenance.verify import Checked, relabelled
+from bench.findings.reading import measurement, perseed
+from bench.findings.reading.runs import machine_line
+from bench.findings.statistics import stats
 
-from . import costs, perseed, stats
+from . import costs
 from .runpage import interval
-from .runs import machine_line
 from .tables import data_line
-from .verify import Checked, relabelled
 
 FINDINGS_NOTE = (
     "How to read this table (the standard, and every word in it, is defined once in "
@@ -142,8 +144,8 @@ def regenerate(checked: Checked) -> str:
         base = _with_table(checked.page, md) if relabelled(checked.registered) else checked.page
     else:
         base = page_text(grid.name, grid, runs, md)
-    return place(base, Local(checked.registered.line, checked.shared,
-                             costs.block(costs.read(checked.folder / costs.FILE), runs)))
+    cost = measurement.read(checked.folder / measurement.FILE)
+    return place(base, Local(checked.registered.line, checked.shared, costs.block(cost, runs)))
 
 
 def _table_rows(lines: list[str]) -> list[tuple[int, tuple[str, ...]]]:

@@ -17,6 +17,7 @@ import pandas as pd
 from bench import plugins
 from bench.experiment.catalogue import FILES, RUN_NAMES, Entry, experiments, verdicts
 from bench.experiment.grid import STATUS
+from bench.findings.reading import measurement
 from bench.metrics import SEEDS
 from bench.provenance import ROOT
 
@@ -169,15 +170,16 @@ def _run_section(run: Path, root: Path) -> str:
     def link(f: Path) -> str:
         return f"[{f.name}]({run.name}/{f.name})"
     files = [f for f in sorted(run.iterdir()) if f.name in ("findings.md", "grid.yaml",
-                                                              "runs.csv", costs.FILE)]
+                                                              "runs.csv", measurement.FILE)]
     tables = sorted(run.glob("*table*.md"))
     figures = sorted(run.glob("*.png"))
     text = (f"### {run.name}\n\n" + " · ".join(map(link, [*files, *tables])) + "\n\n"
             + (f"Figures: {' · '.join(map(link, figures))}\n\n" if figures else ""))
     if (run / "findings.csv").is_file():
         text += table([run.relative_to(root).as_posix()], root, COMMAND)
-    if (cost := costs.read(run / costs.FILE)) is not None:
-        text += (f"\nCost, rows against their baseline ({costs.FILE}; ratios rows / baseline, "
+    if (cost := measurement.read(run / measurement.FILE)) is not None:
+        text += (f"\nCost, rows against their baseline ({measurement.FILE}; ratios rows / "
+                 "baseline, "
                  "[findings.md](" + f"{run.name}/findings.md) says what each is). "
                  + costs.markdown(cost, pd.read_csv(run / "runs.csv")) + "\n")
     return text

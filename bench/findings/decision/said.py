@@ -3,7 +3,7 @@ claim's verdict, and a claim's parts counted. `d` is the claim's `verdicts.Desig
 
 from typing import Any
 
-from . import sequential
+from bench.findings.statistics import sequential
 
 NOT_TESTED = "not tested"
 

@@ -18,10 +18,9 @@ from matplotlib.ticker import EngFormatter
 
 from bench.experiment.claims import Claim, num
 from bench.experiment.layouts import CLAIMS_FIGURE, FIGURES, display_name
+from bench.findings.reading.runs import SHORT, Sweep, run_result
 from bench.metrics import SEEDS
 from bench.tracking import reader
-
-from .runs import SHORT, Sweep, run_result
 
 DPI, WIDTH = 300, 3.3  # paper column width, inches
 RC = {"font.size": 8, "axes.labelsize": 8, "axes.titlesize": 8, "xtick.labelsize": 7,

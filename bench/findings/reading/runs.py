@@ -9,7 +9,6 @@ import numpy as np
 import pandas as pd
 from mlflow import MlflowClient
 
-from bench.experiment import floors
 from bench.experiment.claims import HEAD_SPAN_METRICS, Claim, num
 from bench.experiment.grid import Grid, ReportSpec
 from bench.experiment.layouts import display_name
@@ -18,7 +17,7 @@ from bench.provenance import identity, short_commit
 from bench.record import RunResult
 from bench.tracking import reader
 
-from . import prereg, verdicts
+from .records import CODE, PLANS, RECORDS
 
 SHORT = {"model.span": "S", "model.n_heads": "h", "model.d_model": "D", "model.n_layers": "L",
          "data.name": "data"}
@@ -200,14 +199,12 @@ def run_result(run: pd.Series | None) -> RunResult | None:
         return None
 
 
-def waiting(uri: str, experiment: str, grid: Grid, trials: list[str]) -> list[Claim]:
-    """The claims a running sweep has not decided yet, from the finished runs of `trials`
-    (`verdicts.undecided`): what its next look adds seeds for."""
-    if grid.looks is None:
-        return []
+def finished(uri: str, experiment: str, grid: Grid, trials: list[str]
+             ) -> tuple[pd.DataFrame, pd.DataFrame]:
+    """The finished runs of a running sweep's `trials` as the claims read them (`claim_runs`)
+    and its other trials: what the runner judges between looks (`verdicts.undecided`)."""
     data = load_sweep(reader.sweep_runs(uri, experiment, identity(), trials=set(trials)), grid)
-    return verdicts.undecided(grid.claims, claim_runs(data), data.missing, grid.looks,
-                              floors.of_grid(grid))
+    return claim_runs(data), data.missing
 
 
 def head_spans(sweep: Sweep) -> pd.Series:
@@ -223,14 +220,24 @@ def code_records(runs: pd.DataFrame) -> dict[str, dict[str, str]]:
         return {}
     named = runs.dropna(subset=["code_sha"]).groupby("code_sha")["run_id"].first()
     return {sha: found for sha, run_id in named.items()
-            if (found := reader.artifact_dict(run_id, "code.json")) is not None}
+            if (found := reader.artifact_dict(run_id, CODE)) is not None}
+
+
+def plan_records(runs: pd.DataFrame) -> dict[str, dict]:
+    """Each plan_sha the runs record (`claim_runs`) -> the plan as registered, from the
+    plan.json artifact of one run that records it: what plan.json beside runs.csv holds."""
+    if "plan_sha" not in runs:
+        return {}
+    named = runs.dropna(subset=["plan_sha"]).groupby("plan_sha")["run_id"].first()
+    return {sha: found[sha] for sha, run_id in named.items()
+            if (found := reader.artifact_dict(run_id, PLANS)) is not None and sha in found}
 
 
 def claim_runs(sweep: Sweep) -> pd.DataFrame:
     """The finished runs with what the claims read: their grid keys, seed, metrics, layer
-    description, the plan and code records (`prereg.RECORDS`, from their tags), and head spans
+    description, the plan and code records (`records.RECORDS`, from their tags), and head spans
     where a claim needs them (as runs.csv holds them)."""
-    runs = sweep.runs.rename(columns={f"tags.{PLAN}{k}": k for k in prereg.RECORDS})
+    runs = sweep.runs.rename(columns={f"tags.{PLAN}{k}": k for k in RECORDS})
     if any(c.metric in HEAD_SPAN_METRICS for c in sweep.claims):
         runs = runs.assign(head_spans=head_spans(sweep))
     return runs

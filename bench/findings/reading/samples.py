@@ -13,11 +13,13 @@ import pandas as pd
 from bench.experiment.claims import HEAD_SPAN_METRICS, SPAN_SHAPE, Claim, num
 from bench.metrics import FAILURE, SEEDS, STOPPED
 
-from .bounds import Spans
-from .numbers import as_bool
-from .stats import holds
-
 ABOVE_R = ".above_R"  # a span statistic's column measured above the ramp R
+
+
+def as_bool(v: object) -> bool:
+    """A logged flag as a bool: the writer logs params as JSON (`true`); older runs logged
+    Python's `True`."""
+    return str(v).lower() == "true"
 
 
 class Unavailable(Exception):
@@ -81,26 +83,6 @@ def _layer_ratio(z: list[np.ndarray] | None) -> float:
 def column(claim: Claim) -> str:
     """The runs' column a claim reads: a span statistic with `floor: R` its value above R."""
     return claim.metric + (ABOVE_R if claim.floor == "R" else "")
-
-
-def floor_decided(claim: Claim, runs: pd.DataFrame, missing: pd.DataFrame, pairs: list,
-                  seeds: list[Any]) -> pd.Series | None:
-    """For a claim on a raw span statistic (SPAN_SHAPE without `floor: R`: every head's span is
-    at least the ramp R, so R pulls the raw statistic): per seed, whether the floor decides its
-    side of the margin, its raw value on the claimed side and its value above R not, or the
-    reverse (None: not such a claim, or no ramp recorded)."""
-    if claim.metric not in SPAN_SHAPE or claim.floor == "R":
-        return None
-    raw = sample(claim, runs, missing, pairs, seeds)[0]
-    try:
-        above = sample(claim.model_copy(update={"floor": "R"}), runs, missing, pairs, seeds)[0]
-    except Unavailable:
-        return None
-    if above.isna().all():
-        return None
-    margin = float(claim.margin)
-    return pd.Series(np.asarray(holds(raw, claim.expect, margin)) != np.asarray(
-        holds(above.reindex(raw.index), claim.expect, margin)), raw.index)
 
 
 def skew(claim: Claim, runs: pd.DataFrame, cell: dict, seeds: list[Any]) -> pd.Series:
@@ -274,20 +256,6 @@ def axes(runs: pd.DataFrame, missing: pd.DataFrame, keys: list[str]) -> dict[str
     """The values each grid key took in the sweep (finished or not), sorted."""
     every = pd.concat([runs, missing], ignore_index=True)
     return {k: sorted(every[k].dropna().unique().tolist()) for k in keys if k in every}
-
-
-def spans(runs: pd.DataFrame, cell: dict) -> Spans | None:
-    """What fixes the spans of the cell's runs, from what their layer logged (its span limit,
-    whether its spans are learned, its ramp, its softmax heads); None where they do not say."""
-    sub = runs[match(runs, cell)]
-    if sub.empty or not {"model.span", "layer.learned_spans", "layer.h"} <= set(sub):
-        return None
-    r = sub.iloc[0]
-    learned = as_bool(r["layer.learned_spans"])
-    ramp = r.get("layer.options.ramp") if learned else None
-    if learned and (ramp is None or pd.isna(ramp)):
-        return None
-    return Spans(int(r["model.span"]), None if ramp is None else float(ramp), int(r["layer.h"]))
 
 
 def planted(runs: pd.DataFrame) -> float | None:

@@ -37,23 +37,23 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from bench.experiment.claims import MIN_SEEDS, Claim, cells, expectation, fixed
+from bench.experiment.claims import Claim, expectation, fixed
 from bench.experiment.floors import Floors
 from bench.experiment.grid import Looks
+from bench.findings.reading import samples
+from bench.findings.reading.samples import Unavailable
+from bench.findings.statistics import sequential, stats
 
-from . import costs, said, samples, sequential, stats, vacuity
-from .bounds import SPAN_METRICS, decided
+from . import costs, said
 from .evidence import EXPLORATORY, evidence_of, seed_range
+from .parts import Seen, claim_tests, numbers
 from .said import NOT_TESTED
-from .samples import Unavailable
 
 COLUMNS = ["claim", "about", "null", "effect", "ci_low", "ci_high", "p", "level", "rule",
            "p_opposite", "level_opposite", "verdict", "look", "n", "seed_range", "evidence",
            "test", "offsets", "detectable", "seeds_needed", "unlearned",
            "fixed_by_floor", "metric", "expect", "reason", "text"]
 WITHDRAWN = "withdrawn"  # a verdict the span's floor R decides: never counted, stops the sequence
-# "a few long heads": the claims that also need the heads not alike (`_alike`)
-SPECIALISED = {("long_head_fraction", "less"), ("head_span_spread", "greater")}
 OFFSETS = (0.0005, 0.001, 0.002, 0.005, 0.01, 0.02, 0.05)  # the log offsets a verdict is tried at
 
 
@@ -81,21 +81,6 @@ class Reading:
     pending: bool = False
 
 
-@dataclass(frozen=True)
-class Seen:
-    """What one look reads: the finished runs (derived metrics added), the sweep's other trials,
-    the look's seeds, whether confirmatory (`evidence`; `why` not), the cells' `floors` and the
-    cost measurement (`cost`, where made)."""
-
-    runs: pd.DataFrame
-    missing: pd.DataFrame
-    seeds: list[Any]
-    evidence: str = "confirmatory"
-    why: str = ""
-    floors: Floors | None = None
-    cost: pd.DataFrame | None = None  # the interleaved measurement (cost.csv), where made
-
-
 class Design:
     """A claim's boundaries in both directions at look k of the plan, at its share of the
     family's alpha (`sequential.family`): `look` (the claim's), `against` (the contrary's, over
@@ -118,94 +103,6 @@ class Design:
         return f"{self.k + 1} of {len(self.plan.looks)}"
 
 
-def _part(c: Claim, margin: float | None, pairs: list, seen: Seen, alpha: float) -> dict:
-    """One part's numbers at these seeds (effect, the interval at `alpha`, p both ways, n; its
-    vacuous seeds on neither side), or `not tested` where the setup decides it; raises
-    Unavailable with the reason it cannot be computed."""
-    if not pairs:
-        raise Unavailable(f"the runs have no trials for {', '.join(c.rows)}")
-    if margin is None:
-        raise Unavailable("the corpus plants no structure (real text): the claim is about "
-                          "planted distances")
-    runs, missing, seeds = seen.runs, seen.missing, seen.seeds
-    if c.type == "cost":
-        (rows, base), = pairs
-        return costs.part(c, (rows, base), seen.cost, runs, seeds, alpha) | {"usable": True}
-    if c.type == "compare":
-        (rows, base), = pairs
-        spans = [samples.spans(runs, cell) for cell in (rows, base) if cell is not None] \
-            if c.metric in SPAN_METRICS else [None]
-        if None not in spans and (why := decided(c, margin, *spans, *[None] * (base is None))):
-            return {"verdict": NOT_TESTED, "reason": why}
-        if why := samples.one_precision(runs, c, rows, base):
-            raise Unavailable(why)
-    values, shape = samples.sample(c, runs, missing, pairs, seeds)
-    vac = vacuity.of_test(c, margin, pairs, samples.arms(c, runs, missing, pairs, seeds),
-                          seen.floors)  # None: not a claim on a probe's bits per answer
-    est = vacuity.estimate(c, margin, values.to_numpy(dtype=float), vac, alpha)
-    out = {"effect": est.effect, "ci_low": est.ci_low, "ci_high": est.ci_high, "p": est.p,
-           "p_opposite": est.p_opposite, "n": est.n, "sd": est.sd, "share": est.share,
-           "unlearned": vac.counted if vac else None}
-    out |= _floor(c, margin, pairs, seen, (values, est, alpha))
-    out["floor_decided"] = bool(out.get("decided_by_floor"))
-    out |= _alike(c, pairs, seen)
-    vacuous = vac.reason if vac else ""
-    out["reason"] = "; ".join(filter(None, [vacuous, shape, out.pop("decided_by_floor", ""),
-                                            out.pop("alike_said", "")]))
-    if est.n < MIN_SEEDS:  # the numbers are shown, the verdict waits
-        return out | {"reason": "; ".join(filter(None, [vacuous, f"{est.n} paired seeds; a "
-                                                        f"verdict needs {MIN_SEEDS}"]))}
-    return out | {"usable": True}
-
-
-def _floor(c: Claim, margin: float, pairs: list, seen: Seen, got: tuple) -> dict:
-    """For a raw span statistic: in how many seeds the floor R decides the side of the margin
-    (`samples.floor_decided`), and, where the same test on the values above R would decide otherwise
-    at this level, that the verdict is the floor's. `got`: (values, estimate, level)."""
-    values, est, level = got
-    flips = samples.floor_decided(c, seen.runs, seen.missing, pairs, seen.seeds)
-    if flips is None or not flips.any():
-        return {}
-    above = samples.sample(c.model_copy(update={"floor": "R"}), seen.runs, seen.missing, pairs,
-                           seen.seeds)[0]
-    alt = stats.estimate(above, c.expect, margin, test=c.test, alpha=level)
-    said = {"fixed_by_floor": f"{int(flips.sum())} of {len(values)} seeds"}
-    if any((a <= level) != (b <= level) for a, b in ((est.p, alt.p),
-                                                     (est.p_opposite, alt.p_opposite))):
-        said["decided_by_floor"] = (f"withdrawn: decided by the floor R (measured above R the "
-                                    f"same test gives p {alt.p:.3g}, opposite p "
-                                    f"{alt.p_opposite:.3g})")
-    return said
-
-
-def _alike(c: Claim, pairs: list, seen: Seen) -> dict:
-    """For a claim that a few heads are long (SPECIALISED), the test against every head growing
-    alike: the sign test of each seed's mean head span above its median (`samples.skew`),
-    exact where the heads are iid and symmetric about a common centre. The claim is
-    reproduced only where this test rejects too, at its level (an intersection-union test, no
-    correction: Berger 1982); a wide spread of alike heads makes "few long heads" hold on its
-    own, in most seeds."""
-    if (c.metric, c.expect) not in SPECIALISED:
-        return {}
-    (rows, _), = pairs
-    d = samples.skew(c, seen.runs, rows, seen.seeds)
-    p = float(stats.tail(d.to_numpy(), 0.0, "greater", "sign"))
-    return {"alike_p": p, "alike_said": f"against heads alike (a symmetric spread): the mean "
-                                        f"head above the median in {int((d > 0).sum())} of "
-                                        f"{len(d)} seeds, p {p:.3g}"}
-
-
-def _tests(c: Claim, runs: pd.DataFrame, missing: pd.DataFrame) -> dict[str, list]:
-    """The claim's tests, one per part: label -> its (rows, baseline) cell pairs."""
-    keys = [*c.rows, *(c.baseline or {}), *c.at_each, *([c.along] if c.along else [])]
-    axes = samples.axes(runs, missing, keys)
-    tests: dict[str, list] = {}
-    if all(k in axes for k in keys):
-        for label, rows, base in cells(c, axes):
-            tests.setdefault(label, []).append((rows, base))
-    return tests
-
-
 def contrary(c: Claim, parts: int) -> sequential.Contrary:
     """What the claim's opposite direction is, for its share of the family's alpha."""
     return sequential.Contrary(c.test, fixed(c), parts, c.expect == "equivalent")
@@ -214,7 +111,7 @@ def contrary(c: Claim, parts: int) -> sequential.Contrary:
 def _parts(c: Claim, seen: Seen, plan: Plan, k: int, budget: sequential.Budget
            ) -> tuple[list[dict], Design]:
     """The claim's parts at look k, one row each (numbers, or a reason), and its design."""
-    tests = _tests(c, seen.runs, seen.missing)
+    tests = claim_tests(c, seen.runs, seen.missing)
     d = Design(c, plan, k, len(tests) or 1, budget, costs.reads_measurement(c, seen.runs))
     margin = samples.planted(seen.runs) if c.margin == "planted" else c.margin
     out = []
@@ -226,7 +123,7 @@ def _parts(c: Claim, seen: Seen, plan: Plan, k: int, budget: sequential.Budget
                "test": c.test + (f", log(y + {c.log_offset:g})" if c.log_offset else "")
                + (" above R" if c.floor == "R" else "")}
         try:
-            row |= _part(c, margin, pairs, seen,
+            row |= numbers(c, margin, pairs, seen,
                          min(d.look.level or d.claim[-1].level or stats.ALPHA, 0.5))
         except Unavailable as err:
             row["reason"] = str(err)
@@ -250,7 +147,7 @@ def _judge(parts: list[dict], d: Design) -> str:
     state = str(sequential.judge(p, p_opp, d.look, d.against, d.last or d.settled
                                  or all(t.get("settled") for t in counted), d.futility))
     if state == "reproduced" and any(t.get("alike_p", 0.0) > d.look.level * (
-            1 + sequential.SLACK) for t in counted):  # heads alike not rejected (`_alike`)
+            1 + sequential.SLACK) for t in counted):  # heads alike not rejected (`parts`)
         return "inconclusive" if d.last else "undecided"
     return state
 
@@ -390,7 +287,7 @@ def judge_sequence(claims: list[Claim], runs: pd.DataFrame, missing: pd.DataFram
     runs = samples.derive(runs)
     seeds, plan, reached = _looks(runs, missing, looks)
     plan = Plan(plan.looks, plan.futility, reading.describe)
-    budgets = sequential.family([contrary(c, len(_tests(c, runs, missing)) or 1)
+    budgets = sequential.family([contrary(c, len(claim_tests(c, runs, missing)) or 1)
                                  for c in claims], plan.looks)
     out: list[dict] = []
     i = 0

@@ -9,12 +9,18 @@ import pandas as pd
 
 from bench.experiment.claims import num
 from bench.experiment.layouts import LAYOUTS
+from bench.findings.reading.runs import Sweep, machine_line, missing_lines
+from bench.findings.reading.samples import as_bool, match
+from bench.findings.statistics import stats
 from bench.metrics import SEEDS
 
-from . import stats
-from .numbers import as_bool, si_format
-from .runs import Sweep, machine_line, missing_lines
-from .samples import match
+
+def si_format(x: float, ref: float | None = None) -> str:
+    """42_100_000 -> '42.1M': three significant digits (as the paper's #Params and #FLOPS), in
+    the unit that suits `ref` (default x), so that a std reads in its mean's unit."""
+    ref = abs(x if ref is None else ref)
+    div, unit = next((u for u in ((1e9, "G"), (1e6, "M"), (1e3, "K")) if ref >= u[0]), (1, ""))
+    return f"{x / div:.3g}{unit}"
 
 
 def baselines(first: pd.DataFrame, keys: list[str], declared: dict[str, Any] | None
@@ -36,13 +42,19 @@ def baselines(first: pd.DataFrame, keys: list[str], declared: dict[str, Any] | N
 PAIRED = ("diff", "ci_low", "ci_high", "p", "p_adj", "n_pairs")
 
 
+def differences(a: pd.Series, b: pd.Series) -> np.ndarray:
+    """a - b paired by index (the seed): the seeds with a value on both sides."""
+    return (a - b).dropna().to_numpy(dtype=float)
+
+
 def paired_tests(runs: pd.DataFrame, src: str, base: pd.Series) -> pd.DataFrame:
     """Each row against its baseline row by the per-seed paired difference (row - baseline):
     mean, 95% CI, two-sided paired t-test p and Holm-adjusted p across the table's rows."""
     seed = next((c for c in SEEDS if c in runs), None)
     per = {lab: (grp.set_index(seed) if seed else grp.reset_index(drop=True))[src]
            for lab, grp in runs.groupby("label", sort=False)}
-    rows = {lab: stats.paired_t(per[lab], per[b]) for lab, b in base.items() if lab != b}
+    rows = {lab: stats.paired_t(differences(per[lab], per[b])) for lab, b in base.items()
+            if lab != b}
     df = pd.DataFrame({lab: dict(zip(("diff", "ci_low", "ci_high", "p", "n_pairs"), t,
                                      strict=True)) for lab, t in rows.items()},
                       index=list(PAIRED)).T.reindex(base.index)

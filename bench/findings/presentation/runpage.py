@@ -11,10 +11,10 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
+from bench.findings.reading.runs import machine_line
 from bench.tracking.page import REPORT, ClaimResult, Page, Part
 
 from .costs import END, START
-from .runs import machine_line
 
 
 def interval(lo: float, hi: float) -> str:

@@ -16,17 +16,27 @@ import pandas as pd
 from bench.experiment.claims import METRICS, PROBE_METRIC
 from bench.experiment.grid import Grid
 from bench.experiment.open import GridText, open_grid, read_grid_text
+from bench.findings.provenance.judge import judge
+from bench.findings.provenance.shared import shared_line
+from bench.findings.reading import measurement, perseed
+from bench.findings.reading.records import CODE, PLANS, RECORDS
+from bench.findings.reading.runs import (
+    Sweep,
+    claim_runs,
+    code_records,
+    csv_sweep,
+    load_sweep,
+    missing_lines,
+    plan_records,
+)
 from bench.metrics import SEEDS
 from bench.provenance import identity
 from bench.tracking import reader, writer
 
-from . import costs, perseed, prereg
+from . import costs
 from .figures import write_figures
-from .judge import judge
 from .page import Local, findings_markdown, page_text, place
 from .runpage import said, sweep_page
-from .runs import Sweep, claim_runs, code_records, csv_sweep, load_sweep, missing_lines
-from .shared import shared_line
 from .tables import DATA_COLUMNS, write_tables
 
 # what changes the plan a grid file states, on bench.run's command line
@@ -54,14 +64,14 @@ class ReportError(RuntimeError):
 def per_seed(sweep: Sweep, runs: pd.DataFrame) -> pd.DataFrame:
     """runs.csv: one row per finished run: grid keys, seed, trial hash, precision, machine
     (cpu, gpu: what a table regenerated from it names), the plan and code records
-    (`prereg.RECORDS`), every final metric and what the claims read, enough to recompute
+    (`records.RECORDS`), every final metric and what the claims read, enough to recompute
     findings.csv (`verdicts.verdict_table` over it gives the same table) and the paper-style
     table (`findings_from_runs_csv`)."""
     metrics = sorted(c for c in runs if c in METRICS or PROBE_METRIC.match(c)
                      or c.startswith(("layer.", "dataset.planted", "dataset.no_recall")))
     keys = [k for k in [*sweep.axes, *SEEDS, "trial", "precision", "cpu_capability", "cpu", "gpu",
                         *DATA_COLUMNS, "model.span", "floor_bpc", "head_spans", "start_time",
-                        *prereg.RECORDS] if k in runs]
+                        *RECORDS] if k in runs]
     out = runs[list(dict.fromkeys([*keys, *metrics]))].copy()
     if "head_spans" in out:
         out["head_spans"] = out["head_spans"].map(
@@ -99,7 +109,7 @@ def findings_from_runs_csv(runs_csv: Path, grid_file: Path, out_dir: Path) -> li
     source = read_grid_text(grid_file)
     grid = open_grid(source, imports=False)  # the runs hold what the findings read
     runs = perseed.read(runs_csv, grid)
-    cost = costs.read(runs_csv.parent / costs.FILE)
+    cost = measurement.read(runs_csv.parent / measurement.FILE)
     out_dir.mkdir(parents=True, exist_ok=True)
     paths, _, md = write_findings(grid, runs, pd.DataFrame(), out_dir, grid_file, cost)
     paths += write_tables(csv_sweep(runs, grid), out_dir)
@@ -147,9 +157,10 @@ def render_sweep(uri: str, experiment: str, out_dir: Path, sweep: str | None = N
     runs = claim_runs(data)  # reads each run's result.json where a claim needs head spans
     paths = [out_dir / "runs.csv"]  # every seed's values, a pilot's too; then the findings,
     per_seed(data, runs).to_csv(paths[-1], index=False)  # before plotting can fail
-    if records := code_records(runs):  # each code_sha's files, read back beside runs.csv
-        paths.append(out_dir / "code.json")
-        paths[-1].write_text(json.dumps(records, indent=1, sort_keys=True) + "\n")
+    for name, records in ((CODE, code_records(runs)), (PLANS, plan_records(runs))):
+        if records:  # each code_sha's files, each plan_sha's plan: read back beside runs.csv
+            paths.append(out_dir / name)
+            paths[-1].write_text(json.dumps(records, indent=1, sort_keys=True) + "\n")
     logged = found.sweep.data.params.get("grid_file") if found.sweep else None
     path = source.path if source else (Path(logged) if logged else None)
     text = source.text if source else found.grid_text
@@ -157,9 +168,9 @@ def render_sweep(uri: str, experiment: str, out_dir: Path, sweep: str | None = N
         paths.append(out_dir / "grid.yaml")
         paths[-1].write_text(ran_as(found.sweep.data.params.get("command") if found.sweep
                                     else None) + text)
-    table, cost = None, costs.read(out_dir / costs.FILE)  # measured after the trials
+    table, cost = None, measurement.read(out_dir / measurement.FILE)  # measured after the trials
     if cost is not None:
-        paths.append(out_dir / costs.FILE)
+        paths.append(out_dir / measurement.FILE)
     if data.claims:  # from runs.csv read back: what bench.verify recomputes them from
         written, table, md = write_findings(data.grid, perseed.read(paths[0]), data.missing,
                                             out_dir, path, cost)

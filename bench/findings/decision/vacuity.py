@@ -29,10 +29,9 @@ import numpy as np
 
 from bench.experiment.claims import PROBE_METRIC, Claim, fixed
 from bench.experiment.floors import Floors, NoRecall
-
-from . import stats
-from .samples import Arms, Unavailable, label, per_seed
-from .stats import Estimate, holds
+from bench.findings.reading.samples import Arms, Unavailable, label, per_seed
+from bench.findings.statistics import stats
+from bench.findings.statistics.stats import Estimate, holds
 
 Z = 3.0  # standard errors below the no-recall floor a mean may fall by noise alone
 

@@ -11,9 +11,9 @@ registered code's, and where today's code decides otherwise both are printed. Th
 code decides the statistics only, which looks had to run among them: what counts as a valid
 result (rows, seeds, values, dates, files, and each row's trial where the caller can rebuild
 it: `bench.sweep.recompute`) is today's check for every result, whenever it was registered
-(`_today`). What this
-returns is enough to regenerate findings.md whole (`bench.findings.page.regenerate`): the
-registered code's page, the findings it is held against and today's registration line."""
+(`_today`). What this returns is enough to regenerate findings.md whole
+(`bench.findings.presentation.page.regenerate`): the registered code's page, the findings it is
+held against and today's registration line."""
 
 import os
 import subprocess
@@ -29,8 +29,11 @@ import pandas as pd
 from bench.config import ConfigError
 from bench.experiment.catalogue import RUN_TIME, as_today, today
 from bench.experiment.open import open_grid
+from bench.findings.decision import evidence
+from bench.findings.reading import measurement, perseed
 
-from . import costs, evidence, perseed, prereg
+from . import prereg
+from .git import git
 from .judge import Judged, Recomputed, judge
 from .shared import publication, shared_line
 
@@ -196,7 +199,7 @@ def registered_findings(folder: Path, commit: str) -> tuple[pd.DataFrame, str]:
     folder's grid where the runs say it lay (`_grid_read`); ConfigError where git cannot give
     that code or it fails. The scratch output lies outside any repository, so the page holds
     no line of the repository around the folder (its Shared runs)."""
-    top = Path((prereg.git(folder, "rev-parse", "--show-toplevel") or ".").strip())
+    top = Path((git(folder, "rev-parse", "--show-toplevel") or ".").strip())
     grid = _grid_read(folder, top)
     with tempfile.TemporaryDirectory(prefix="attnbench-registered-") as scratch:
         code, out = Path(scratch) / "code", Path(scratch) / "out"
@@ -233,7 +236,8 @@ def verify(folder: Path, recompute: Callable[[Path, pd.DataFrame], Recomputed] |
     runs = perseed.read(folder / "runs.csv", grid)
     committed = _findings(folder / "findings.csv")
     rows = recompute(folder, runs) if recompute is not None else None
-    judged = judge(grid, runs, pd.DataFrame(), grid_file, rows, costs.read(folder / costs.FILE))
+    cost = measurement.read(folder / measurement.FILE)
+    judged = judge(grid, runs, pd.DataFrame(), grid_file, rows, cost)
     table, registered = judged.table, judged.registered
     moved, page = [], None
     if registered.commit and registered.code_moved:

@@ -1,5 +1,4 @@
-"""Whether a result's confirmation trials ran one version of the code that trains (`apart`),
-and git asked one command (`git`: the pre-registration check's door to the repository too).
+"""Whether a result's confirmation trials ran one version of the code that trains (`apart`).
 
 Where every trial records the code its process imported (`code_sha`, and beside runs.csv
 code.json, each code_sha's file -> digest: `bench.codehash.imported`), the records are compared
@@ -13,7 +12,6 @@ looks is not another experiment.
 """
 
 import posixpath
-import subprocess
 from pathlib import Path
 
 import pandas as pd
@@ -22,19 +20,11 @@ from bench.codehash import code
 from bench.config import ConfigError
 from bench.experiment.open import GridText, load_grid
 
+from .git import git
+
 # the code that makes a trial's numbers: run commits that differ here ran another experiment
 TRAINING = ("bench/training", "bench/model", "bench/data", "bench/config.py", "bench/train.py",
             "bench/declare.py", "bench/trial.py", "bench/measure", "variants")
-
-
-def git(where: Path, *args: str) -> str | None:
-    """git's output for `args` run in `where`; None where it fails."""
-    try:
-        out = subprocess.run(["git", *args], cwd=where, capture_output=True, text=True,
-                             check=True, timeout=60)
-    except (OSError, subprocess.SubprocessError):
-        return None
-    return out.stdout
 
 
 def _listed(files: list[str]) -> str:

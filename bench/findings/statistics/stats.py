@@ -38,7 +38,7 @@ from functools import cache
 from typing import Literal
 
 import numpy as np
-import pandas as pd
+from numpy.typing import ArrayLike
 from scipy.optimize import brentq
 from scipy.special import gammaln, xlogy
 from scipy.stats import binom, chi2, nct, permutation_test, quantile_test, ttest_1samp
@@ -255,7 +255,7 @@ def interval(d: np.ndarray, expect: Expect, test: Test, alpha: float) -> tuple[f
     return (-np.inf, b) if expect == "less" else (b, np.inf)
 
 
-def estimate(values: np.ndarray | pd.Series, expect: Expect, margin: float = 0.0,
+def estimate(values: ArrayLike, expect: Expect, margin: float = 0.0,
              exact: bool = False, test: Test = "sign", alpha: float = ALPHA) -> Estimate:
     """Effect, interval and both directions' p of per-seed values against `margin` by `test`
     at level `alpha` (see `p_values`, `interval`). `exact`: values that cannot vary by seed (a
@@ -364,7 +364,7 @@ def min_seeds(alpha: float) -> int:
     return int(np.ceil(np.log2(1 / alpha) - 1e-12))
 
 
-def holm(p: np.ndarray | pd.Series | list[float]) -> np.ndarray:
+def holm(p: ArrayLike) -> np.ndarray:
     """Holm-adjusted p-values (family-wise error control); NaN entries are not tests and stay
     NaN. adjusted p_(i) = max over j <= i of min(1, (m - j + 1) p_(j)), p sorted ascending."""
     p = np.asarray(p, dtype=float)
@@ -376,11 +376,11 @@ def holm(p: np.ndarray | pd.Series | list[float]) -> np.ndarray:
     return out
 
 
-def paired_t(a: pd.Series, b: pd.Series) -> tuple[float, float, float, float, int]:
-    """The tables' descriptive marks: a - b paired by index (the seed; only seeds with a finite
-    value on both sides), two-sided t-test: (mean, 95% low, 95% high, p, n); NaN below 2
-    seeds or without spread. Outside every claim's family: the verdicts are the findings'."""
-    d = (a - b).dropna().to_numpy(dtype=float)
+def paired_t(d: np.ndarray) -> tuple[float, float, float, float, int]:
+    """The tables' descriptive marks: per-seed differences d (n,) of two rows (the finite ones),
+    two-sided t-test: (mean, 95% low, 95% high, p, n); NaN below 2 seeds or without spread.
+    Outside every claim's family: the verdicts are the findings'."""
+    d = np.asarray(d, dtype=float)
     d = d[np.isfinite(d)]
     nan = float("nan")
     if len(d) < 2 or np.ptp(d) == 0:

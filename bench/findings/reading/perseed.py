@@ -24,6 +24,7 @@ from bench.experiment.claims import DERIVED, HEAD_SPAN_METRICS, METRICS, PROBE_M
 from bench.experiment.grid import Grid, excluded
 from bench.metrics import SEEDS
 
+from .records import read_code, read_plans
 from .samples import match
 
 # what a derived metric is computed from (`samples.derive`): any one of these sets suffices
@@ -194,39 +195,13 @@ def _floors(df: pd.DataFrame, path: Path, grid: Grid) -> None:
                                   f"expected {expected} (the no-recall floor in closed form)")
 
 
-def _code(df: pd.DataFrame, path: Path) -> None:
-    """Where the rows record code_sha, code.json beside runs.csv (each code_sha's files ->
-    digest, `bench.codehash.imported`) as `df.attrs["code"]`, what the pre-registration check
-    names a file that differs between looks with; ConfigError where it is not there, not JSON
-    of that form, or lacks a code_sha a row records."""
-    if "code_sha" not in df or df["code_sha"].isna().all():
-        return
-    where = path.parent / "code.json"
-    try:
-        records = json.loads(where.read_text())
-    except FileNotFoundError:
-        raise ConfigError(f"{where}: not there: runs.csv records code_sha (the code each "
-                          "trial imported), and code.json beside it names each code_sha's "
-                          "files") from None
-    except (OSError, ValueError) as err:
-        raise ConfigError(f"{where}: not JSON ({err})") from None
-    if not isinstance(records, dict) or not all(
-            isinstance(f, dict) and all(isinstance(v, str) for v in f.values())
-            for f in records.values()):
-        raise ConfigError(f"{where}: not a code record: a mapping of each code_sha to its "
-                          "files' digests (path -> hex)")
-    for i, sha in df["code_sha"].items():
-        if isinstance(sha, str) and sha not in records:
-            raise ConfigError(f"{where}: no code_sha {sha}, which runs.csv line {i + 2} records")
-    df.attrs["code"] = records
-
-
 def read(path: Path, grid: Grid | None = None) -> pd.DataFrame:
     """runs.csv back as the verdicts read runs (head spans as lists), checked against `grid`
     (its axes, its claims' metrics; None: only the file's own form), and beside it code.json
-    (`_code`): ConfigError naming what is wrong (module doc)."""
+    and plan.json (`records`): ConfigError naming what is wrong (module doc)."""
     try:
-        df = pd.read_csv(path, keep_default_na=False, na_values=[""], dtype={"code_sha": str})
+        df = pd.read_csv(path, keep_default_na=False, na_values=[""],
+                         dtype={"code_sha": str, "plan_sha": str})
     except pd.errors.EmptyDataError:
         raise ConfigError(f"{path}: empty: a runs.csv holds a header and one row per finished "
                           "trial") from None
@@ -250,7 +225,8 @@ def read(path: Path, grid: Grid | None = None) -> pd.DataFrame:
     if "head_spans" in df:
         df["head_spans"] = df["head_spans"].map(lambda v: json.loads(v) if isinstance(v, str)
                                                 else v)
-    _code(df, path)
+    read_code(df, path)
+    read_plans(df, path)
     return df
 
 

@@ -155,8 +155,8 @@ def test_code_version_follows_the_training_code_only(tmp_path, monkeypatch):
     (copy / "README.md").write_text("other text")
     (copy / "bench" / "report_like.py").write_text("x = 1\n")  # not training code
     assert provenance.code_version() == same
-    band = copy / "variants" / "band.py"
-    band.write_bytes(band.read_bytes() + b"\n")
+    layer = copy / "variants" / "attention.py"
+    layer.write_bytes(layer.read_bytes() + b"\n")
     assert provenance.code_version() != same
 
 

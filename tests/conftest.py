@@ -1,10 +1,17 @@
 import os
+import shutil
 import sys
+import tempfile
+import time
+from pathlib import Path
 
 import pytest
 import torch
 
+from tests.limits import HANG
+
 SESSION_URI = os.environ.get("MLFLOW_TRACKING_URI")
+
 
 
 @pytest.fixture(autouse=True)
@@ -67,3 +74,21 @@ def store_at(made_store):
         return f"sqlite:///{path}"
 
     return place
+
+
+@pytest.fixture
+def short_tmp():
+    """A short temp dir (Ray's socket paths must stay under ~100 characters), removed after
+    the test: processes a killed sweep leaves behind (Ray's, a held trial, which exits once the
+    folder is gone) may still write there for a moment, so removal is retried until the tree
+    is gone (HANG at most: a hang guard, never a deadline the test depends on)."""
+    d = Path(tempfile.mkdtemp(prefix="ab", dir="/tmp"))
+    yield d
+    deadline = time.monotonic() + HANG
+    while d.exists():
+        try:
+            shutil.rmtree(d)
+        except OSError:
+            if time.monotonic() > deadline:
+                raise
+            time.sleep(1)

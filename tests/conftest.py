@@ -13,6 +13,18 @@ from tests.limits import HANG
 SESSION_URI = os.environ.get("MLFLOW_TRACKING_URI")
 
 
+def pytest_configure(config):
+    """An xdist worker takes its share of the cores, not all of them: torch's threads (and
+    those of the commands the tests start, through OMP_NUM_THREADS where it is not set) are the
+    cores over the workers, so two workers on two cores never run four spinning threads. A
+    test's result never depends on it (no test depends on core count); its time does, several
+    fold where the workers' threads outnumber the cores."""
+    workers = os.environ.get("PYTEST_XDIST_WORKER_COUNT")
+    if workers:
+        share = max(1, (os.cpu_count() or 1) // int(workers))
+        torch.set_num_threads(share)
+        os.environ.setdefault("OMP_NUM_THREADS", str(share))
+
 
 @pytest.fixture(autouse=True)
 def _seed():

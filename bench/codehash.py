@@ -8,6 +8,7 @@ nothing of bench, so that recording it pulls no analysis code into a trial's pro
 """
 
 import ast
+import functools
 import hashlib
 import sys
 from collections.abc import Iterable
@@ -17,9 +18,12 @@ ROOT = Path(__file__).resolve().parents[1]
 PACKAGES = ("bench", "variants")  # the repository's code a trial imports
 
 
+@functools.lru_cache(maxsize=512)
 def code(source: bytes) -> bytes:
     """What a module computes: its syntax tree without its docstrings, written back as source
-    (comments and layout drop out); the bytes themselves where they do not parse."""
+    (comments and layout drop out); the bytes themselves where they do not parse. Remembered
+    by source (a pure function of it): checking a result's registration asks it for the same
+    analysis files once per trial row."""
     try:
         tree = ast.parse(source)
     except (SyntaxError, ValueError):

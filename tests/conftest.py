@@ -1,10 +1,29 @@
 import os
+import shutil
 import sys
+import tempfile
+import time
+from pathlib import Path
 
 import pytest
 import torch
 
+from tests.limits import HANG
+
 SESSION_URI = os.environ.get("MLFLOW_TRACKING_URI")
+
+
+def pytest_configure(config):
+    """An xdist worker takes its share of the cores, not all of them: torch's threads (and
+    those of the commands the tests start, through OMP_NUM_THREADS where it is not set) are the
+    cores over the workers, so two workers on two cores never run four spinning threads. A
+    test's result never depends on it (no test depends on core count); its time does, several
+    fold where the workers' threads outnumber the cores."""
+    workers = os.environ.get("PYTEST_XDIST_WORKER_COUNT")
+    if workers:
+        share = max(1, (os.cpu_count() or 1) // int(workers))
+        torch.set_num_threads(share)
+        os.environ.setdefault("OMP_NUM_THREADS", str(share))
 
 
 @pytest.fixture(autouse=True)
@@ -67,3 +86,21 @@ def store_at(made_store):
         return f"sqlite:///{path}"
 
     return place
+
+
+@pytest.fixture
+def short_tmp():
+    """A short temp dir (Ray's socket paths must stay under ~100 characters), removed after
+    the test: processes a killed sweep leaves behind (Ray's, a held trial, which exits once the
+    folder is gone) may still write there for a moment, so removal is retried until the tree
+    is gone (HANG at most: a hang guard, never a deadline the test depends on)."""
+    d = Path(tempfile.mkdtemp(prefix="ab", dir="/tmp"))
+    yield d
+    deadline = time.monotonic() + HANG
+    while d.exists():
+        try:
+            shutil.rmtree(d)
+        except OSError:
+            if time.monotonic() > deadline:
+                raise
+            time.sleep(1)

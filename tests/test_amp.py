@@ -15,7 +15,7 @@ from bench.training import precision
 from bench.training.evaluate import Reading, evaluate
 from bench.training.loop import train
 from bench.training.step import Learner, make_optimizer, train_step
-from tests.test_train import small_cfg
+from tests.helpers import small_cfg, smoke_trials
 from variants import attention
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -180,8 +180,6 @@ def test_amp_takes_auto_true_or_false_only(value, tmp_path, capsys):
 def test_trial_identity_differs_by_the_resolved_precision(monkeypatch):
     """The same grid on a machine that resolves `auto` to bf16 and on one that resolves it to
     fp32: other trials, never reused or averaged together."""
-    from tests.test_tracking import smoke_trials
-
     monkeypatch.setattr(precision, "bf16_unsupported", lambda device: "none here")
     fp32 = {t.hash for t in smoke_trials([])}
     monkeypatch.setattr(precision, "bf16_unsupported", lambda device: None)
@@ -195,7 +193,6 @@ def test_a_worker_that_resolves_auto_otherwise_refuses_the_trial(monkeypatch, tm
     """The driver plans a trial in bf16 (its identity holds bf16); a worker without native bf16
     refuses it before writing anything, so no fp32 result is ever filed under a bf16 identity."""
     from bench.config import ConfigError
-    from tests.test_tracking import smoke_trials
 
     monkeypatch.setattr(precision, "bf16_unsupported", lambda device: None)
     trial = smoke_trials([])[0]

@@ -44,7 +44,7 @@ from bench.metrics import FINAL_RENAMED, FINAL_SAME, GRID_KEYS, PLAN
 from bench.provenance import LOCAL
 from bench.tracking import names, page, store, view, writer
 from bench.trial import setting_name
-from tests.test_run import mlflow_server, slow
+from tests.helpers import mlflow_server
 
 ROOT = Path(__file__).resolve().parents[1]
 RESULT = ROOT / "results" / "heads_grid" / "seeds300"
@@ -76,7 +76,7 @@ for (let a = el.parentElement; a; a = a.parentElement) {
 return true;
 """
 
-pytestmark = [slow, pytest.mark.skipif(
+pytestmark = [pytest.mark.slow, pytest.mark.skipif(
     not (CHROMIUM and DRIVER), reason="no chromium or chromedriver on PATH (Debian: apt-get "
     "install -y chromium chromium-driver; .ci/run installs them)")]
 pytest.importorskip("selenium", reason="selenium is not installed (pip install -e '.[dev]')")

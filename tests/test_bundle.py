@@ -9,7 +9,6 @@ import os
 import shutil
 import subprocess
 import sys
-import tempfile
 from importlib import metadata
 from pathlib import Path
 
@@ -72,13 +71,6 @@ def python_with(site: Path, *args: str, tmp: Path) -> subprocess.CompletedProces
     env |= {"PYTHONPATH": f"{site}{os.pathsep}{ROOT}", "TMPDIR": str(tmp)}
     return subprocess.run([sys.executable, *args], cwd=ROOT, env=env, capture_output=True,
                           text=True, timeout=HANG)
-
-
-@pytest.fixture
-def short_tmp():
-    """A short temp dir (Ray's socket paths must stay under ~100 characters)."""
-    with tempfile.TemporaryDirectory(prefix="ab", dir="/tmp") as d:
-        yield Path(d)
 
 
 def test_the_bundle_holds_what_fvcore_and_iopath_need():

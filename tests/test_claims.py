@@ -17,7 +17,7 @@ from bench.experiment import claims
 from bench.findings.decision import verdicts
 from bench.findings.reading.samples import derive
 from bench.findings.statistics import bounds, sequential
-from tests.test_grid import write_grid
+from tests.helpers import ROOT, write_grid
 
 SEEDS = tuple(range(6))
 # final test bpc per (variant, h) and seed: talking-heads better by about 0.1 everywhere;
@@ -473,7 +473,6 @@ def test_every_grid_with_claims_errs_at_most_alpha_read_either_way(path):
     from bench.experiment.grid import plan_of
     from bench.experiment.open import open_grid
     from bench.sweep import feasible
-    from tests.test_grid import ROOT
 
     grid = open_grid(ROOT / path, imports=False)  # a plugin registered here would outlive the test
     contraries, budgets = feasible.family(grid.claims, grid.grid, grid.seeds)
@@ -488,7 +487,6 @@ def test_shipped_grids_designs_hold_alpha_and_can_decide(name):
     dependence between the claims."""
     from bench.experiment.open import open_grid
     from bench.sweep import feasible
-    from tests.test_grid import ROOT
 
     grid = open_grid(ROOT / "ablations" / f"{name}.yaml")
     assert len(grid.claims) >= 2 and grid.design_seeds is not None
@@ -509,7 +507,6 @@ def test_shipped_grids_designs_hold_alpha_and_can_decide(name):
 def test_claims_that_imply_one_another_are_named(capsys):
     """span_limit's fewer-FLOPs and mean-span claims read one quantity where they share rows
     (#FLOPS is affine in the mean span): the dry run says so."""
-    from tests.test_grid import ROOT
 
     assert run.main([str(ROOT / "ablations" / "span_limit.yaml"), "--dry-run"]) == 0
     assert ("warning: claims adaptive_fewer_flops and mean_span_well_below_S read one quantity"
@@ -520,7 +517,6 @@ def test_a_span_statistic_without_its_floor_is_refused(tmp_path, capsys):
     """The real-text grids before the floor was declared read raw spans (their files say so:
     superseded); running one as it ran exits 2, naming the claim and the floors it may
     declare."""
-    from tests.test_grid import ROOT
 
     raw = yaml.safe_load((ROOT / "ablations" / "span_enwik8_floor.span_enwik8_adamw.yaml")
                          .read_text())
@@ -584,7 +580,6 @@ def test_a_restated_claim_reusing_an_id_whose_seeds_ran_is_refused(tmp_path, cap
     """The main job's headline claim with another offset, under its id: its confirmation seeds
     ran (results/heads_grid/seeds100/, unverified), so the dry run exits 2 asking for a new id;
     under a new id the same grid is accepted."""
-    from tests.test_grid import ROOT
 
     raw = yaml.safe_load((ROOT / "ablations" / "heads_grid.yaml").read_text())
     raw["claims"][0]["log_offset"] = 0.01
@@ -605,7 +600,6 @@ def test_dry_run_reads_the_seeds_an_observed_effect_needs(capsys):
     (0, 1) exits 2 before anything runs."""
     from bench.experiment.open import open_grid
     from bench.findings.statistics import sequential
-    from tests.test_grid import ROOT
 
     path = ROOT / "ablations" / "span_enwik8_floor.span_enwik8_layers.yaml"
     assert run.main([str(path), "--dry-run", "--power-at", "0.75"]) == 0

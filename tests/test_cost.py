@@ -31,7 +31,7 @@ from bench.measure import cost as measured
 from bench.model import create_model
 from bench.model.cost import analytic_flops, kept_flops
 from bench.sweep.trials import resolve_trials
-from tests.test_grid import ROOT
+from tests.helpers import ROOT
 
 ROWS, BASE = {"model.variant": "window"}, {"model.variant": "fixed"}
 EXAMPLE = ROOT / "examples" / "add_a_claim.yaml"
@@ -226,7 +226,7 @@ def test_the_dry_run_says_which_flops_claims_its_trials_decide_by_construction(t
     decides it where no arm's spans are learned (talking-heads against multi-head), and leave
     it a per-seed claim where one is (adaptive)."""
     from bench.sweep import feasible
-    from tests.test_grid import write_grid
+    from tests.helpers import write_grid
 
     for rows, seedless in (("talking-heads", True), ("adaptive", False)):
         flops = {"id": "f", "text": "t", "type": "cost", "rows": {"model.variant": rows},

@@ -1,31 +1,18 @@
 """A sweep on a deadline, as ci/gpu_grids.sh runs one: local Ray is told the GPUs the packing
-counted; SIGTERM (a plain `timeout`) ends a sweep as Ctrl-C does, with its runs.csv and a
-report marked partial; the findings come before the figures, and a report that fails says so
-whole and fails the sweep. SLOW: a real sweep."""
+counted, and SIGTERM (a plain `timeout`) is Ctrl-C to a sweep that trains, so it ends as
+tests/test_run.py's cut sweep ends: exit 130, every run closed, runs.csv of the finished trials
+and a report marked partial (a report that fails said whole, failing the sweep). The rehearsed
+GPU script (tests/test_gpu_script.py) sends a real sweep SIGTERM through `timeout`. Fast: no
+sweep here."""
 
 import os
 import signal
-import subprocess
-import sys
+import threading
 
-import pytest
 import ray
 import torch
 
-from bench.sweep import workers
-from tests.limits import HANG
-from tests.test_grid import write_grid
-from tests.test_run import ROOT, held_env, short_tmp, wait_for_a_finished_run  # noqa: F401
-
-BROKEN_FIGURES = """import bench.findings.presentation.render as report
-
-
-def broken(*args, **kwargs):
-    raise RuntimeError("the figures broke (plotting packages other than the pins)")
-
-
-report.write_figures = broken
-"""
+from bench.sweep import runner, workers
 
 
 def test_local_ray_is_told_the_gpus_torch_counts(monkeypatch):
@@ -37,31 +24,19 @@ def test_local_ray_is_told_the_gpus_torch_counts(monkeypatch):
     assert told["num_gpus"] == 1 and told["num_cpus"] == os.cpu_count()
 
 
-@pytest.mark.slow
-def test_sigterm_ends_a_sweep_with_its_runs_and_a_partial_report(short_tmp, store_at):  # noqa: F811
-    """SIGTERM to the driver alone (as `timeout` sends it) while trials are open: exit 130,
-    every run closed, runs.csv of the finished trials, partial.md saying the sweep was cut; with
-    the figures broken (a plugin breaks them in the driver) runs.csv is written all the same
-    and the report's error is printed with its traceback. The hold plugin lets exactly one
-    trial train, so the cut finds one finished on any CPU."""
-    grid = write_grid(short_tmp, "cut", seeds=[0, 1, 2, 3])
-    plugin = short_tmp / "broken_figures.py"
-    plugin.write_text(BROKEN_FIGURES)
-    store_at(short_tmp / "results" / "mlflow.db")
-    env = held_env(short_tmp, 1)
-    driver = subprocess.Popen(
-        [sys.executable, "-m", "bench.run", str(grid), "--set", "train.steps=60",
-         "--results-dir", short_tmp / "results"],
-        cwd=ROOT, env={**env, "ATTNBENCH_PLUGINS": f"{env['ATTNBENCH_PLUGINS']},{plugin}"},
-        stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, start_new_session=True)
-    wait_for_a_finished_run(short_tmp, "cut", driver)
-    os.kill(driver.pid, signal.SIGTERM)
-    out = driver.communicate(timeout=HANG)[0]
-    assert driver.returncode == 130, out[-3000:]
-    folder = short_tmp / "results" / "cut"
-    finished = len(list(folder.glob("trials/*/result.json")))
-    runs = (folder / "runs.csv").read_text().splitlines()
-    assert len(runs) - 1 == finished == 1, out[-3000:]
-    assert "the sweep was stopped (SIGINT or SIGTERM)" in (folder / "partial.md").read_text()
-    assert "RuntimeError: the figures broke" in out and "error: the report failed" in out
-    assert "interrupted: finished trials are kept" in out
+def test_sigterm_is_ctrl_c_while_the_sweep_trains():
+    """Inside `runner.sigterm_as_sigint` (around Tune's run, after ray.init set its own SIGTERM
+    handler) a SIGTERM to the driver alone reaches the SIGINT handler, Ctrl-C's path; after it,
+    SIGTERM's handler is the one before."""
+    assert threading.current_thread() is threading.main_thread()  # where signals are handled
+    got: list[int] = []
+    before_int = signal.signal(signal.SIGINT, lambda signum, frame: got.append(signum))
+    before_term = signal.signal(signal.SIGTERM, signal.SIG_IGN)  # as if another's
+    try:
+        with runner.sigterm_as_sigint():
+            os.kill(os.getpid(), signal.SIGTERM)  # its handlers run before os.kill returns
+        assert got == [signal.SIGINT]
+        assert signal.getsignal(signal.SIGTERM) is signal.SIG_IGN
+    finally:
+        signal.signal(signal.SIGINT, before_int)
+        signal.signal(signal.SIGTERM, before_term)

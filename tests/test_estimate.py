@@ -12,7 +12,7 @@ from bench.findings.statistics import sequential
 from bench.sweep import estimate, feasible, sizing
 from bench.sweep.trials import resolve_trials
 from bench.training import loop, summary
-from tests.test_grid import write_grid
+from tests.helpers import write_grid
 
 LOW = {"id": "th_not_worse", "text": "talking-heads not worse than multi-head by a factor 2",
        "rows": {"model.variant": "talking-heads"}, "baseline": {"model.variant": "fixed"},

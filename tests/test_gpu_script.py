@@ -28,9 +28,8 @@ import pytest
 import yaml
 
 from ci import bundle, compare
+from tests.helpers import write_grid
 from tests.plugins import hold
-from tests.test_grid import write_grid
-from tests.test_run import short_tmp  # noqa: F401  (a fixture: Ray's socket paths stay short)
 
 ROOT = Path(__file__).resolve().parents[1]
 HERE = f"{sys.version_info[0]}.{sys.version_info[1]}"
@@ -176,36 +175,26 @@ def reap(path: Path) -> None:
             continue
 
 
-def test_a_kill_at_any_moment_leaves_what_was_done(short_tmp):  # noqa: F811
-    """During the smoke sweep (its trial held, so the moment is certain): SIGTERM ends the step
-    and all it started, then packs; SIGKILL of the script alone still leaves the command log and
-    the machine as the last step left them."""
-    term = short_tmp / "term"
-    term.mkdir()
-    script = started(term, **hold.env(0))
-    hold.wait_until_held(term / "work" / "smoke" / "smoke", script)
+def test_a_kill_at_any_moment_leaves_what_was_done(short_tmp):
+    """During the smoke sweep (its trial held, so the moment is certain): $OUT already holds
+    the command log and the machine as the last step left them, nothing else (so a SIGKILL of
+    the script there would leave them: the SIGKILL during the main job below); SIGTERM ends
+    the step and all it started, then packs."""
+    script = started(short_tmp, **hold.env(0))
+    hold.wait_until_held(short_tmp / "work" / "smoke" / "smoke", script)
+    there = comes_back(short_tmp / "out")
+    assert sorted(there) == ["commands.md", "machine.txt"]
+    assert re.search(r"^- imports: .*: exit 0, ", there["commands.md"].read_text(), re.M)
+    assert "run: a rehearsal on the CPU" in there["machine.txt"].read_text()
     script.send_signal(signal.SIGTERM)
     output = script.communicate(timeout=120)[0]  # a hang guard: 5 s for the step, then packing
     assert script.returncode == 143, output[-3000:]
-    assert not naming(term / "work" / "smoke")  # the smoke sweep and its children are gone
-    there = comes_back(term / "out")
+    assert not naming(short_tmp / "work" / "smoke")  # the smoke sweep and its children are gone
+    there = comes_back(short_tmp / "out")
     assert sorted(there) == ["commands.md", "compare.md", "machine.txt", "results.tar.xz"]
     log = there["commands.md"].read_text()
     assert "- unpack, guard: skipped, no " in log and "- stopped by SIGTERM after" in log
     assert re.search(r"^- imports: .*: exit 0, ", log, re.M), log
-    assert "run: a rehearsal on the CPU" in there["machine.txt"].read_text()
-
-    kill = short_tmp / "kill"
-    kill.mkdir()
-    script = started(kill, **hold.env(0))
-    hold.wait_until_held(kill / "work" / "smoke" / "smoke", script)
-    script.send_signal(signal.SIGKILL)  # nothing of the script runs after it
-    script.communicate(timeout=60)
-    reap(kill / "work" / "smoke")  # its orphaned step
-    there = comes_back(kill / "out")
-    assert sorted(there) == ["commands.md", "machine.txt"]
-    assert re.search(r"^- imports: .*: exit 0, ", there["commands.md"].read_text(), re.M)
-    assert "run: a rehearsal on the CPU" in there["machine.txt"].read_text()
 
 
 def test_a_limit_too_short_stops_at_a_step_stops_mps_and_still_reports(tmp_path):
@@ -253,17 +242,18 @@ def packed(out: Path, *names: str) -> bool:
 
 
 @pytest.mark.slow
-def test_a_rehearsal_runs_every_step_a_cpu_can_and_a_cut_grid_reports(short_tmp):  # noqa: F811
+def test_a_rehearsal_runs_every_step_a_cpu_can_and_a_cut_grid_reports(short_tmp):
     """REHEARSE=1 with a bundle: unpack, guard, imports and the smoke trial pass, the main job
-    right after them, what needs CUDA said to be skipped; look 1's report is packed as soon as
-    it is written; the grid, its look 2 held, is cut at its deadline and leaves its runs.csv,
-    findings and partial.md in the archive; at most 8 files come back."""
+    right after them, what needs CUDA said to be skipped; the grid, all but its first two trials
+    held, is cut at its deadline and leaves its runs.csv, findings and partial.md in the archive;
+    at most 8 files come back. (Look 1's report packed as soon as it is written: the kills
+    during the main job below.)"""
     grid = looked(short_tmp)
-    # GRID_S: a hang guard, not what is tested: look 1 (four 20-step trials, seconds each) and
-    # its report must end before it on a loaded 2-core machine; look 2 never ends, so the cut
-    # at it is certain whatever the CPU
-    done, out = run_script(short_tmp, HERE, str(grid), REHEARSE="1", GRID_S="240",
-                           GRACE="120", PACK_S="10", LIMIT="600", **hold.env(LOOK_1, "cut"))
+    # GRID_S: a hang guard, not what is tested: the grid's first two trials (20 steps each, run
+    # at once) must finish before it on a loaded 2-core machine; the others never end, so the
+    # cut at it is certain whatever the CPU
+    done, out = run_script(short_tmp, HERE, str(grid), REHEARSE="1", GRID_S="120",
+                           GRACE="120", PACK_S="10", LIMIT="600", **hold.env(2, "cut"))
     there = comes_back(out)
     log = there["commands.md"].read_text()
     assert done.returncode == 0, log
@@ -274,24 +264,24 @@ def test_a_rehearsal_runs_every_step_a_cpu_can_and_a_cut_grid_reports(short_tmp)
     for step in ("unpack", "guard", "imports", "smoke"):
         assert re.search(rf"^- {step}: .*: exit 0, ", log, re.M), log
     assert "- mps, cuda-tests: skipped, they need CUDA" in log
-    assert "(packing the report of look 1)" in log
-    assert re.search(r"^- cut: .*: exit 124, ", log, re.M) and "(cut at its deadline, 240 s" in log
+    assert re.search(r"^- cut: .*: exit 124, ", log, re.M) and "(cut at its deadline, 120 s" in log
     names = archived(out)
     assert {f"results/results/cut/{f}" for f in ("runs.csv", "findings.md", "partial.md")} <= \
         set(names), log
     assert "results/smoke/smoke/runs.csv" in names
-    assert len(hold.ledger(short_tmp / "work" / "results" / "cut")["ran"]) == LOOK_1
+    assert len(hold.ledger(short_tmp / "work" / "results" / "cut")["ran"]) == 2
     compare = there["compare.md"].read_text()
     assert "no GPU result" in compare and "## cut (partial: cut at its deadline)" in compare
 
 
 @pytest.mark.slow
 @pytest.mark.parametrize("sig", [signal.SIGTERM, signal.SIGKILL])
-def test_a_kill_during_the_main_job_leaves_its_last_looks_report(short_tmp, sig):  # noqa: F811
+def test_a_kill_during_the_main_job_leaves_its_last_looks_report(short_tmp, sig):
     """Killed once look 1's report is packed (look 2 held): SIGTERM gives the sweep its GRACE
-    to write its partial report, then packs, exit 143; SIGKILL of the script alone leaves the
-    archive the last packing wrote. Either way look 1's runs.csv, findings and figures are in
-    $OUT."""
+    to write its partial report, then packs, exit 143; SIGKILL of the script alone (its watcher
+    gone with it, holding no pipe of ours) leaves the archive the last packing wrote and the
+    command log and machine as they were. Either way look 1's runs.csv, findings and figures are
+    in $OUT."""
     grid = looked(short_tmp)
     script = started(short_tmp, str(grid), GRID_S="600", GRACE="60", LIMIT="900",
                      **hold.env(LOOK_1, "cut"))
@@ -308,6 +298,9 @@ def test_a_kill_during_the_main_job_leaves_its_last_looks_report(short_tmp, sig)
     assert packed(short_tmp / "out", *look_1), sorted(archived(short_tmp / "out"))
     log = there["commands.md"].read_text()
     assert "(packing the report of look 1)" in log
+    assert sorted(there) == ["commands.md", "compare.md", "machine.txt", "results.tar.xz"]
+    assert re.search(r"^- imports: .*: exit 0, ", log, re.M), log
+    assert "run: a rehearsal on the CPU" in there["machine.txt"].read_text()
     if sig == signal.SIGTERM:
         assert script.returncode == 143 and "- stopped by SIGTERM after" in log, output[-3000:]
         assert packed(short_tmp / "out", "results/results/cut/partial.md")

@@ -18,7 +18,7 @@ from bench.experiment.open import open_grid
 from bench.model import create_model
 from bench.sweep import gpus
 from bench.sweep.trials import resolve_trials
-from tests.test_grid import write_grid
+from tests.helpers import write_grid
 
 ROOT = Path(__file__).resolve().parents[1]
 

@@ -15,19 +15,7 @@ from bench.config import resolve
 from bench.experiment.open import Overrides, apply, open_grid
 from bench.sweep.trials import resolve_trials, trial_hash
 from bench.training import precision
-
-ROOT = Path(__file__).resolve().parents[1]
-SMOKE = ROOT / "examples" / "smoke.yaml"
-
-
-def write_grid(tmp: Path, name: str, **changes) -> Path:
-    """The smoke grid under `changes`; a grid given claims names no design seeds unless told."""
-    grid = {**yaml.safe_load(SMOKE.read_text()), "name": name,
-            **({"design_seeds": []} if "claims" in changes else {}), **changes}
-    path = tmp / f"{name}.yaml"
-    path.write_text(yaml.safe_dump(grid))
-    return path
-
+from tests.helpers import ROOT, SMOKE, write_grid
 
 # --- schema errors: exit 2, the key path named, nothing started --------------------------------
 

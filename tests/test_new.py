@@ -9,7 +9,7 @@ import pytest
 from bench import new, run
 from bench.experiment.open import open_grid
 from bench.sweep import feasible, sizing
-from tests.test_grid import ROOT
+from tests.helpers import ROOT
 
 PLUGIN = ROOT / "ablations" / "window.py"
 

@@ -9,7 +9,7 @@ import pandas as pd
 import pytest
 
 from bench import pilot
-from tests.test_grid import write_grid
+from tests.helpers import write_grid
 
 RECALL = {"n_chars": 40000, "p_copy": 0,
           "recall": {"rate": 0.9, "keys": 36, "stored": 8, "values": 2, "queries": 12}}

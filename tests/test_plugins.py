@@ -331,71 +331,71 @@ def cli(module: str, *args: str, env: dict, cwd: Path) -> subprocess.CompletedPr
     return done
 
 
-@pytest.mark.slow
-def test_plugin_through_all_five_commands(store_at):
-    """examples/decay_plugin.py, never imported by the package: bench.train and bench.speed
-    and bench.flops get it from ATTNBENCH_PLUGINS; bench.run from the grid's `plugins:` list
-    only (so its Ray trial imports it from the trial it is handed), then bench.report on that
-    grid."""
-    with tempfile.TemporaryDirectory(prefix="ab", dir="/tmp") as d:
-        tmp = Path(d)
-        base = {k: v for k, v in os.environ.items()
-                if k not in ("MLFLOW_TRACKING_URI", "RAY_ADDRESS", plugins.ENV)}
-        base |= {"TMPDIR": str(tmp), "PYTHONPATH": str(ROOT)}
-        env = base | {plugins.ENV: str(PLUGIN.relative_to(ROOT))}
-
-        out = cli("bench.train", "--variant", "decay", "--set", "model.attn.tau_init=8",
-                  "--out", str(tmp / "run"), "--no-progress",
-                  *QUICK, env=env, cwd=ROOT).stdout
-        assert "dev bpc" in out and (tmp / "run" / "result.json").exists()
-
-        grid = grid_file(tmp, grid={"model.variant": ["decay"], "model.attn.tau_init": [8]},
-                         plugins=[str(PLUGIN)])
-        store = store_at(tmp / "results" / "mlflow.db")
-        out = cli("bench.run", str(grid), "--results-dir", str(tmp / "results"),
-                  "--no-report", env=base, cwd=tmp).stdout
-        assert "decay-tau_init=8-s0" in out and "FINISHED" in out, out
-
-        out = cli("bench.report", str(grid), "--tracking-uri", store, "--out",
-                  str(tmp / "report"), env=base, cwd=tmp).stdout
-        table = next((tmp / "report").glob("*.md")).read_text()
-        assert "wrote" in out and "decay" in table
-
-        out = cli("bench.speed", "--variants", "decay:tau_init=8", "--spans", "32", "--heads",
-                  "2", "--repeats", "1", "--set", "model.d_model=32", "--set",
-                  "model.n_layers=1", "--set", "train.block=32", "--set", "train.batch_size=2",
-                  env=env, cwd=ROOT).stdout
-        assert "| decay:tau_init=8 " in out, out
-
-        out = cli("bench.flops", "--config", "tiny", env=env, cwd=ROOT).stdout
-        row = next(line for line in out.splitlines() if "| decay " in line)
-        assert row.split("|")[-3].strip() == "+0.0000", row  # counted = analytic
-
-
-@pytest.mark.slow
-def test_the_decay_grid_runs_beside_its_baseline_and_its_plan_is_what_the_store_holds(clean,
-                                                                                        store_at):
-    """examples/decay.yaml through Ray from another directory (its plugin found beside it),
-    with an override and --seed-start: both rows finish; the grid logged with the sweep is the
-    plan that ran (the override, the seeds, the plugin's absolute path), and `bench.report
-    decay`, by name, rebuilds exactly it and imports the plugin it names."""
+@pytest.fixture(scope="module")
+def decay_sweep(made_store):
+    """examples/decay.yaml through Ray once, from another directory (its plugin found beside
+    it, named by the grid's `plugins:` list alone: no ATTNBENCH_PLUGINS), with an override and
+    --seed-start, then `bench.report decay` by name on its store: (folder, the sweep's output,
+    the report's), what both tests below read."""
     with tempfile.TemporaryDirectory(prefix="ab", dir="/tmp") as d:
         tmp = Path(d)
         env = {k: v for k, v in os.environ.items()
                if k not in ("MLFLOW_TRACKING_URI", "RAY_ADDRESS", plugins.ENV)}
         env |= {"TMPDIR": str(tmp), "PYTHONPATH": str(ROOT)}
-        store_at(tmp / "results" / "mlflow.db")
-        out = cli("bench.run", str(DECAY), "--set", "train.steps=10", "--seed-start", "3",
-                  "--results-dir", str(tmp / "results"), "--no-report", env=env, cwd=tmp).stdout
-        assert "talking-heads-s3: FINISHED" in out and "decay-s3: FINISHED" in out, out
+        (tmp / "results").mkdir()
+        shutil.copyfile(made_store, tmp / "results" / "mlflow.db")
+        swept = cli("bench.run", str(DECAY), "--set", "train.steps=10", "--seed-start", "3",
+                    "--results-dir", str(tmp / "results"), "--no-report", env=env,
+                    cwd=tmp).stdout
         store = f"sqlite:///{tmp / 'results' / 'mlflow.db'}"
-        out = cli("bench.report", "decay", "--tracking-uri", store, "--out",
-                  str(tmp / "report"), env=env, cwd=tmp).stdout
-        table = (tmp / "report" / "generic.md").read_text()
-        assert "| decay " in table and "| talking-heads " in table, table
-        plan = open_grid(DECAY, Overrides(parse_sets(["train.steps=10"]), seed_start=3))
-        logged = load_grid(GridText((tmp / "report" / "grid.yaml").read_text(), "logged", tmp))
-        assert logged == plan and logged.seeds == [3] and logged.plugins == [str(PLUGIN)]
+        reported = cli("bench.report", "decay", "--tracking-uri", store, "--out",
+                       str(tmp / "report"), env=env, cwd=tmp).stdout
+        yield tmp, swept, reported
+
+
+@pytest.mark.slow
+def test_plugin_through_all_five_commands(decay_sweep):
+    """examples/decay_plugin.py, never imported by the package: bench.train and bench.speed
+    and bench.flops get it from ATTNBENCH_PLUGINS; bench.run from the grid's `plugins:` list
+    only (so its Ray trial imports it from the trial it is handed: `decay_sweep`), then
+    bench.report on that grid."""
+    tmp, swept, reported = decay_sweep
+    assert "decay-s3: FINISHED" in swept, swept
+    assert "wrote" in reported and "| decay " in (tmp / "report" / "generic.md").read_text()
+    env = {k: v for k, v in os.environ.items()
+           if k not in ("MLFLOW_TRACKING_URI", "RAY_ADDRESS", plugins.ENV)}
+    env |= {"TMPDIR": str(tmp), "PYTHONPATH": str(ROOT),
+            plugins.ENV: str(PLUGIN.relative_to(ROOT))}
+
+    out = cli("bench.train", "--variant", "decay", "--set", "model.attn.tau_init=8",
+              "--out", str(tmp / "run"), "--no-progress", *QUICK, env=env, cwd=ROOT).stdout
+    assert "dev bpc" in out and (tmp / "run" / "result.json").exists()
+
+    out = cli("bench.speed", "--variants", "decay:tau_init=8", "--spans", "32", "--heads",
+              "2", "--repeats", "1", "--set", "model.d_model=32", "--set",
+              "model.n_layers=1", "--set", "train.block=32", "--set", "train.batch_size=2",
+              env=env, cwd=ROOT).stdout
+    assert "| decay:tau_init=8 " in out, out
+
+    out = cli("bench.flops", "--config", "tiny", env=env, cwd=ROOT).stdout
+    row = next(line for line in out.splitlines() if "| decay " in line)
+    assert row.split("|")[-3].strip() == "+0.0000", row  # counted = analytic
+
+
+@pytest.mark.slow
+def test_the_decay_grid_runs_beside_its_baseline_and_its_plan_is_what_the_store_holds(
+        clean, decay_sweep):
+    """examples/decay.yaml through Ray from another directory (its plugin found beside it),
+    with an override and --seed-start (`decay_sweep`): both rows finish; the grid logged with
+    the sweep is the plan that ran (the override, the seeds, the plugin's absolute path), and
+    `bench.report decay`, by name, rebuilds exactly it and imports the plugin it names."""
+    tmp, swept, _ = decay_sweep
+    assert "talking-heads-s3: FINISHED" in swept and "decay-s3: FINISHED" in swept, swept
+    table = (tmp / "report" / "generic.md").read_text()
+    assert "| decay " in table and "| talking-heads " in table, table
+    plan = open_grid(DECAY, Overrides(parse_sets(["train.steps=10"]), seed_start=3))
+    logged = load_grid(GridText((tmp / "report" / "grid.yaml").read_text(), "logged", tmp))
+    assert logged == plan and logged.seeds == [3] and logged.plugins == [str(PLUGIN)]
 
 
 @pytest.mark.parametrize("keep", [8, 48])

@@ -245,7 +245,7 @@ def test_the_run_names_an_uncommitted_plugin_before_any_compute(tmp_path, capsys
     warning names the plugin and the fix before anything runs; committed, nothing is said (a
     notes file beside it changes nothing)."""
     from bench import run
-    from tests.test_grid import write_grid
+    from tests.helpers import write_grid
 
     repo = tmp_path / "repo"
     repo.mkdir()

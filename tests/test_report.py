@@ -23,7 +23,6 @@ from bench.findings.presentation import figures, tables
 from bench.findings.presentation import render as report
 from bench.findings.presentation.tables import si_format
 from bench.findings.provenance.judge import judge
-from bench.findings.provenance.verify import verify
 from bench.findings.reading import perseed
 from bench.findings.reading.runs import Sweep, _derive, csv_sweep, machine_line
 from bench.record import RunResult
@@ -849,20 +848,6 @@ def test_the_report_never_imports_the_trainer(tmp_path):
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
                           cwd=Path(__file__).resolve().parents[1])
     assert done.returncode == 2 and "no MLflow store" in done.stderr, done.stderr
-
-
-COMMITTED = sorted(p for p in (Path(__file__).resolve().parents[1] / "results").rglob("runs.csv")
-                   if (p.parent / "findings.csv").exists())  # a pilot has no claims
-
-
-@pytest.mark.parametrize("path", COMMITTED, ids=[f"{p.parent.parent.name}/{p.parent.name}"
-                                                 for p in COMMITTED])
-def test_committed_findings_recompute_from_their_per_seed_values(path):
-    """Every committed findings.csv is what `python -m bench.verify` recomputes from the
-    runs.csv and grid.yaml beside it and git: the claims' verdicts and the pre-registration."""
-    checked = verify(path.parent)
-    assert checked.differ == [] and len(checked.lines) == len(
-        open_grid(path.parent / "grid.yaml", imports=False).claims)
 
 
 def test_verify_exits_2_on_a_folder_it_cannot_read(tmp_path, capsys):

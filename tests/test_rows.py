@@ -28,7 +28,7 @@ from bench.findings.reading import perseed
 from bench.findings.reading.records import PlanRecord
 from bench.sweep import recompute
 from bench.sweep.trials import resolve_trials
-from tests.test_verify import BEFORE, RAN, commit, git
+from tests.helpers import BEFORE, RAN, commit, git
 
 ROOT = Path(__file__).resolve().parents[1]
 COMMITTED = sorted(p.parent for p in (ROOT / "results").rglob("findings.csv"))

@@ -9,14 +9,11 @@ Skip them with `pytest -m "not slow"`.
 import json
 import os
 import re
-import shutil
 import signal
-import socket
 import subprocess
 import sys
 import tempfile
 import time
-import urllib.request
 from pathlib import Path
 
 import numpy as np
@@ -30,42 +27,22 @@ from bench.config import parse_sets
 from bench.experiment.open import Overrides, open_grid
 from bench.sweep.trials import resolve_trials
 from bench.tracking import names, reader, store
+from tests.helpers import (
+    ROOT,
+    SMOKE,
+    cli_env,
+    client,
+    free_port,
+    held_env,
+    mlflow_server,
+    trial_runs,
+    wait_for_a_finished_run,
+    write_grid,
+)
 from tests.limits import HANG
 from tests.plugins import hold
-from tests.test_grid import write_grid
 
-ROOT = Path(__file__).resolve().parents[1]
-SMOKE = ROOT / "examples" / "smoke.yaml"
 slow = pytest.mark.slow
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
-@pytest.fixture
-def short_tmp():
-    """A short temp dir (Ray's socket paths must stay under ~100 characters), removed after
-    the test: processes a killed sweep leaves behind (Ray's, a held trial, which exits once the
-    folder is gone) may still write there for a moment, so removal is retried until the tree
-    is gone (HANG at most: a hang guard, never a deadline the test depends on)."""
-    d = Path(tempfile.mkdtemp(prefix="ab", dir="/tmp"))
-    yield d
-    deadline = time.monotonic() + HANG
-    while d.exists():
-        try:
-            shutil.rmtree(d)
-        except OSError:
-            if time.monotonic() > deadline:
-                raise
-            time.sleep(1)
-
-
-def cli_env(tmp: Path) -> dict:
-    env = {k: v for k, v in os.environ.items() if k not in ("MLFLOW_TRACKING_URI", "RAY_ADDRESS")}
-    return {**env, "TMPDIR": str(tmp), "PYTHONUNBUFFERED": "1"}
 
 
 def bench_run(args: list, tmp: Path, report: bool = False, env: dict | None = None,
@@ -74,16 +51,6 @@ def bench_run(args: list, tmp: Path, report: bool = False, env: dict | None = No
                            tmp / "results", *([] if report else ["--no-report"])], cwd=ROOT,
                           env=env or cli_env(tmp), capture_output=True, text=True,
                           timeout=HANG, **kw)
-
-
-def client(tmp: Path) -> MlflowClient:
-    return MlflowClient(f"sqlite:///{tmp / 'results' / 'mlflow.db'}")
-
-
-def trial_runs(tmp: Path, grid: str) -> list:
-    c = client(tmp)
-    exp = c.get_experiment_by_name(grid)
-    return c.search_runs([exp.experiment_id], "tags.`attnbench.role` = 'trial'")
 
 
 def expected_hashes(grid_file: Path, sets: tuple = (), seeds: list | None = None) -> set[str]:
@@ -104,26 +71,6 @@ def assert_no_traceback(out: str) -> None:
     line, or have another process's line printed into it)."""
     ours = RAY_TEARDOWN.sub(lambda m: "" if "sigterm_handler" in m[0] else m[0], out)
     assert "Traceback" not in ours and "Exception ignored" not in ours, ours[-3000:]
-
-
-def held_env(tmp: Path, k: int) -> dict:
-    """cli_env with the hold plugin (tests/plugins/hold.py): the first k trials to start
-    training train, every later one waits in its worker, so a test that cuts a sweep knows how
-    many trials finished, whatever the CPU's speed or core count."""
-    return {**cli_env(tmp), **hold.env(k)}
-
-
-def wait_for_a_finished_run(tmp: Path, grid: str, driver: subprocess.Popen) -> None:
-    """Until one trial's MLflow run is FINISHED (result.json is written just before its run is
-    closed, so waiting for that file alone races the close)."""
-    trials = tmp / "results" / grid / "trials"
-    deadline = time.time() + HANG
-    while time.time() < deadline and driver.poll() is None:
-        if list(trials.glob("*/result.json")) and any(
-                r.info.status == "FINISHED" for r in trial_runs(tmp, grid)):
-            return
-        time.sleep(0.2)
-    raise AssertionError(f"no trial of {grid} finished in time")
 
 
 # --- sweeps through Ray ---------------------------------------------------------------------
@@ -213,11 +160,12 @@ def test_smoke_sweep_logs_one_finished_run_per_trial(smoke_sweep):
         assert (tmp / "results" / "smoke" / "trials" / h / "result.json").exists()
 
 
-def start_sweep(grid: Path, tmp: Path, *extra: str, env: dict | None = None
-                ) -> subprocess.Popen:
+def start_sweep(grid: Path, tmp: Path, *extra: str, env: dict | None = None,
+                report: bool = False) -> subprocess.Popen:
     """bench.run in its own process group (so the test can signal or kill exactly it)."""
     return subprocess.Popen([sys.executable, "-m", "bench.run", str(grid), *extra,
-                             "--results-dir", tmp / "results", "--no-report"], cwd=ROOT,
+                             "--results-dir", tmp / "results",
+                             *([] if report else ["--no-report"])], cwd=ROOT,
                             env=env or cli_env(tmp), stdout=subprocess.PIPE,
                             stderr=subprocess.STDOUT, text=True, start_new_session=True)
 
@@ -263,28 +211,52 @@ def wait_for_more_finished(tmp: Path, grid: str, driver: subprocess.Popen, n: in
     raise AssertionError(f"no more than {n} trials of {grid} finished in time")
 
 
+BROKEN_FIGURES = """import bench.findings.presentation.render as report
+
+
+def broken(*args, **kwargs):
+    raise RuntimeError("the figures broke (plotting packages other than the pins)")
+
+
+report.write_figures = broken
+"""
+FIGURES_FAILED = re.compile(r"Traceback \(most recent call last\):\n(?:[ \t][^\n]*\n)*"
+                            r"RuntimeError: the figures broke[^\n]*\n")
+
+
 @slow
 def test_a_cut_sweep_reruns_only_the_missing_trials(short_tmp, store_at):
-    """Ctrl-C (SIGINT to the driver and what it started) while trials are open: exit 130, no
-    traceback, every run FINISHED or KILLED; the same command again, and kill -9 of that driver
-    and what it started; the same command a third time: every trial FINISHED exactly once, no
-    run left RUNNING, trials finished before either cut not retrained, and a trial the Ctrl-C
-    cut continues in the run it started. The hold plugin lets one trial train in each of the
-    first two sweeps (the rest wait, runs open), so each cut finds exactly one more finished."""
+    """Ctrl-C (SIGINT to the driver and what it started) while trials are open: exit 130, every
+    run FINISHED or KILLED, runs.csv of the finished trials and partial.md saying the sweep was
+    cut; with the figures broken (a plugin breaks them in the driver) runs.csv is written all
+    the same and the report's error is printed with its traceback, the only one. The same
+    command again, and kill -9 of that driver and what it started; the same command a third
+    time: every trial FINISHED exactly once, no run left RUNNING, trials finished before either
+    cut not retrained, and a trial the Ctrl-C cut continues in the run it started. The hold
+    plugin lets one trial train in each of the first two sweeps (the rest wait, runs open), so
+    each cut finds exactly one more finished. (SIGTERM, `timeout`'s, is Ctrl-C to a sweep:
+    tests/test_cut.py.)"""
     grid = write_grid(short_tmp, "cut", seeds=[0, 1, 2, 3])
     store_at(short_tmp / "results" / "mlflow.db")
     sets = ("train.steps=60",)
+    (short_tmp / "broken_figures.py").write_text(BROKEN_FIGURES)
     held = held_env(short_tmp, 1)
-    driver = start_sweep(grid, short_tmp, "--set", sets[0], env=held)
+    held["ATTNBENCH_PLUGINS"] += f",{short_tmp / 'broken_figures.py'}"
+    driver = start_sweep(grid, short_tmp, "--set", sets[0], env=held, report=True)
     wait_for_a_finished_run(short_tmp, "cut", driver)
     os.killpg(driver.pid, signal.SIGINT)  # Ctrl-C: to the driver and everything it started
     out = driver.communicate(timeout=HANG)[0]
     assert driver.returncode == 130, out[-3000:]
-    assert_no_traceback(out)
+    assert "interrupted: finished trials are kept" in out
+    assert "error: the report failed" in out and len(FIGURES_FAILED.findall(out)) == 1, out
+    assert_no_traceback(FIGURES_FAILED.sub("", out))
     first = {r.data.tags["attnbench.trial_hash"]: r for r in trial_runs(short_tmp, "cut")}
     assert all(r.info.status in ("FINISHED", "KILLED") for r in first.values())
     assert len(finished(short_tmp, "cut")) == 1, out[-3000:]
     assert len(first) > 1  # held trials had opened their runs: the Ctrl-C cut them
+    folder = short_tmp / "results" / "cut"
+    assert len((folder / "runs.csv").read_text().splitlines()) - 1 == 1  # the finished trial
+    assert "the sweep was stopped (SIGINT or SIGTERM)" in (folder / "partial.md").read_text()
 
     (short_tmp / "results" / "cut" / hold.LEDGER).unlink()  # one more trial may train
     driver = start_sweep(grid, short_tmp, "--set", sets[0], env=held)
@@ -388,25 +360,6 @@ def cluster_nodes(address: str, tmp: Path) -> set[str]:
     return set(re.findall(r"node_([0-9a-f]{56})", out))
 
 
-def mlflow_server(store: Path, tmp: Path) -> tuple[subprocess.Popen, str]:
-    """`mlflow server` over HTTP on 127.0.0.1 (the recipe's shared store), once it answers."""
-    port = free_port()
-    server = subprocess.Popen(
-        [Path(sys.executable).parent / "mlflow", "server", "--backend-store-uri",
-         f"sqlite:///{store}", "--host", "127.0.0.1", "--port", str(port), "--workers", "1"],
-        cwd=tmp, env=cli_env(tmp), stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
-        start_new_session=True)
-    url = f"http://127.0.0.1:{port}"
-    deadline = time.time() + HANG
-    while time.time() < deadline:
-        try:
-            urllib.request.urlopen(url + "/health", timeout=2)
-            return server, url
-        except OSError:
-            time.sleep(0.5)
-    raise AssertionError(f"mlflow server at {url} did not answer in {HANG} s")
-
-
 def wait_for_nodes(address: str, tmp: Path, n: int) -> set[str]:
     """The cluster's node ids once it has n nodes (a hang guard of HANG s)."""
     ids: set[str] = set()
@@ -505,13 +458,16 @@ def test_concurrent_trials_lose_nothing_in_sqlite(tmp_path, store_at):
 
 
 @slow
-@slow
-def test_a_sweep_measures_its_cost_after_its_trials_and_reports_it(short_tmp, store_at):
-    """A step-time claim first, then a claim that needs seeds (looks 2, 5): the cost claim is
-    measured after the trials, so look 2 adds seeds to the second claim's setting alone; then
-    cost.csv lies beside runs.csv, the cost claim is decided from it (by its rule: no ratio is
-    asserted, it is this machine's), findings.md ends with the cost block, the sweep's MLflow
-    page shows it and the sweep closes with a line per comparison."""
+def test_looks_add_seeds_where_undecided_the_cost_is_measured_after_and_a_rerun_adds_nothing(
+        short_tmp, store_at):
+    """seeds: {looks: [2, 5]} with a step-time claim first and a claim that reads only
+    multi-head: look 1 runs seeds 0-1 of both variants; the second claim cannot be decided by 2
+    seeds (a sign test's p is at least 1/4: look 1 is futility only), and the cost claim is
+    measured after the trials, so look 2 adds seeds 2-4 to multi-head alone. Then cost.csv lies
+    beside runs.csv, the cost claim is decided from it (by its rule: no ratio is asserted, it is
+    this machine's), findings.md ends with the cost block, the sweep's MLflow page shows the
+    trials each look covers, every verdict and the cost block, and the sweep closes with a line
+    per comparison; the same command again retrains nothing and logs no new run."""
     from bench.findings.presentation import costs
     from bench.findings.reading import measurement
 
@@ -521,13 +477,14 @@ def test_a_sweep_measures_its_cost_after_its_trials_and_reports_it(short_tmp, st
              "margin": 100}
     low = {"id": "low", "text": "multi-head is below 9 bpc", "rows": {"model.variant": "fixed"},
            "metric": "final_test_bpc", "expect": "less", "margin": 9}
-    grid = write_grid(short_tmp, "costed", seeds={"looks": [2, 5], "futility": 0.9},
+    grid = write_grid(short_tmp, "looked", seeds={"looks": [2, 5], "futility": 0.9},
                       claims=[timed, low])
     store_at(short_tmp / "results" / "mlflow.db")
     done = bench_run([grid], short_tmp, report=True)
     assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
     assert "look 2 of 2, seeds 0-4: 3 trials for the undecided claims low" in done.stdout
-    folder = short_tmp / "results" / "costed"
+    assert "every claim decided" not in done.stdout  # decided only after look 2
+    folder = short_tmp / "results" / "looked"
     cost = measurement.read(folder / measurement.FILE)
     assert sorted(cost["setting"].unique()) == ["fixed", "talking-heads"]
     found = pd.read_csv(folder / "findings.csv").set_index("claim")
@@ -535,27 +492,6 @@ def test_a_sweep_measures_its_cost_after_its_trials_and_reports_it(short_tmp, st
     assert "measured interleaved on" in found.loc["th_time", "reason"]
     assert costs.START in (folder / "findings.md").read_text()
     assert "cost: talking-heads vs fixed: step time " in done.stdout
-    c = client(short_tmp)
-    sweep = c.search_runs([c.get_experiment_by_name("costed").experiment_id],
-                          "tags.`attnbench.role` = 'sweep'")[0]
-    assert "### Cost, rows against their baseline" in sweep.data.tags["mlflow.note.content"]
-
-
-def test_looks_add_seeds_only_where_a_claim_is_undecided_and_a_rerun_adds_nothing(short_tmp,
-                                                                                   store_at):
-    """seeds: {looks: [2, 5]}: look 1 runs seeds 0-1 of both variants; the one claim reads only
-    multi-head and cannot be decided by 2 seeds (a sign test's p is at least 1/4: look 1 is
-    futility only), so look 2 adds seeds 2-4 to multi-head alone; the same command again
-    retrains nothing and logs no new run."""
-    claim = {"id": "low", "text": "multi-head is below 9 bpc", "rows": {"model.variant": "fixed"},
-             "metric": "final_test_bpc", "expect": "less", "margin": 9}
-    grid = write_grid(short_tmp, "looked", seeds={"looks": [2, 5], "futility": 0.9},
-                      claims=[claim])
-    store_at(short_tmp / "results" / "mlflow.db")
-    done = bench_run([grid], short_tmp, report=True)
-    assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
-    assert "look 2 of 2, seeds 0-4: 3 trials for the undecided claims low" in done.stdout
-    assert "every claim decided" not in done.stdout  # decided only after look 2
     # the sweep's page after each look: the trials it covers (4, then 7), its report
     c = client(short_tmp)
     sweep = c.search_runs([c.get_experiment_by_name("looked").experiment_id],
@@ -565,11 +501,13 @@ def test_looks_add_seeds_only_where_a_claim_is_undecided_and_a_rerun_adds_nothin
     tags = sweep.data.tags
     assert (tags["trials"], tags["looks"], tags["seeds"]) == ("7", "2 of 2", "0-4")
     assert tags["mlflow.note.content"].startswith(  # the counts, then every verdict
-        f"**7 trials**, look 2 of 2, seeds 0-4: low **{tags['verdict.low']}**.")
+        f"**7 trials**, look 2 of 2, seeds 0-4: th_time **{tags['verdict.th_time']}** · "
+        f"low **{tags['verdict.low']}**.")
+    assert "### Cost, rows against their baseline" in tags["mlflow.note.content"]
     assert tags["verdict.low"] in done.stdout
     # each trial's code record, read back beside runs.csv: what bench.verify compares
-    written = pd.read_csv(short_tmp / "results" / "looked" / "runs.csv", dtype={"code_sha": str})
-    records = json.loads((short_tmp / "results" / "looked" / "code.json").read_text())
+    written = pd.read_csv(folder / "runs.csv", dtype={"code_sha": str})
+    records = json.loads((folder / "code.json").read_text())
     assert written["code_sha"].notna().all() and set(written["code_sha"]) == set(records)
 
     def ran() -> list[tuple[str, int]]:

@@ -23,6 +23,7 @@ from bench.experiment.open import open_grid
 from bench.findings.decision import evidence, parts, verdicts
 from bench.findings.reading import perseed, samples
 from bench.findings.statistics import sequential, stats
+from tests.helpers import old_rule
 
 ALPHA = stats.ALPHA
 NO_DESCRIBE = verdicts.Reading(describe=False)  # the verdicts alone: no offsets, no power
@@ -307,20 +308,6 @@ def directional_wrong(q, v) -> bool:
     return (v["one"] == "reproduced" and not one or v["one"] == "contradicted" and not against_one
             or v["two"] == "reproduced" and not two
             or v["two"] == "contradicted" and not against_two)
-
-
-def old_rule(claims_, looks, alpha=ALPHA):
-    """The rule before: each claim reproduced at alpha less the contraries before it (not its
-    own), each contrary at alpha / (2m), the last claim's at what is left."""
-    out, spent = [], 0.0
-    for i, c in enumerate(claims_):
-        share = alpha - spent if i == len(claims_) - 1 else min(
-            max(alpha / (2 * len(claims_)), sequential.min_attainable_alpha(c, looks[-1])),
-            alpha - spent)
-        out.append(sequential.Budget(alpha - spent, share))
-        spent += min(share, sequential.opposite_boundaries(
-            looks, c.test, c.exact, c.parts, share, c.equivalent)[-1].error * c.parts)
-    return out
 
 
 def test_a_family_on_one_metric_holds_alpha_for_any_wrong_verdict():

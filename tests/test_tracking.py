@@ -14,8 +14,8 @@ from mlflow import MlflowClient
 from mlflow.entities import Param
 
 from bench import data, metrics, provenance
-from bench.config import parse_sets, resolve
-from bench.experiment.open import Overrides, open_grid, read_grid_text
+from bench.config import resolve
+from bench.experiment.open import open_grid, read_grid_text
 from bench.findings.presentation import render as report
 from bench.sweep import runner
 from bench.sweep.trials import resolve_trials
@@ -23,14 +23,9 @@ from bench.tracking import names, page, reader, store, view, writer
 from bench.training.checkpoint import load_checkpoint
 from bench.training.loop import train
 from bench.trial import Served, Trial
+from tests.helpers import smoke_trials
 
 ROOT = Path(__file__).resolve().parents[1]
-
-
-def smoke_trials(sets: list[str], data: str | None = None) -> list[Trial]:
-    overrides = Overrides(parse_sets(sets), data=data)
-    return resolve_trials(open_grid(ROOT / "examples" / "smoke.yaml", overrides),
-                          dry_run=False)
 
 
 def test_trial_identity_is_the_data_not_its_path(tmp_path):

@@ -8,6 +8,8 @@ from pathlib import Path
 import pytest
 import torch
 
+from bench.measure import cost
+from bench.sweep import estimate
 from tests.limits import HANG
 
 SESSION_URI = os.environ.get("MLFLOW_TRACKING_URI")
@@ -29,6 +31,17 @@ def pytest_configure(config):
 @pytest.fixture(autouse=True)
 def _seed():
     torch.manual_seed(0)
+
+
+@pytest.fixture(autouse=True)
+def _timed_at_the_fewest_steps(monkeypatch):
+    """The dry run's time table and cost table measured at their fewest steps (a calibration:
+    one warm-up step, then MIN_STEPS; one step an arm a repetition), not for TIMED_S and REP_S
+    seconds: no
+    test reads a time (none may depend on the CPU's speed), so the seconds that make them
+    precise buy a test nothing; every line is still measured and printed by the same code."""
+    monkeypatch.setattr(estimate, "TIMED_S", 0.0)
+    monkeypatch.setattr(cost, "REP_S", 0.0)
 
 
 @pytest.fixture(autouse=True)

@@ -78,16 +78,29 @@ def assert_no_traceback(out: str) -> None:
 
 @pytest.fixture(scope="module")
 def smoke_sweep():
-    """The smoke grid once, local Ray with 2 CPUs, into a temporary store."""
+    """The smoke grid once, local Ray with 2 CPUs, into a temporary store that does not exist
+    yet, and at the same time, from another driver into that store, its twin (the smoke grid on
+    seed 1, named `twin`): (folder, the smoke sweep, the twin's), each a CompletedProcess."""
     with tempfile.TemporaryDirectory(prefix="ab", dir="/tmp") as d:
         tmp = Path(d)
-        done = bench_run([SMOKE], tmp)
-        yield tmp, done
+        grids = [SMOKE, write_grid(tmp, "twin", seeds=[1])]
+        logs = [(tmp / f"{g.stem}.out", tmp / f"{g.stem}.err") for g in grids]
+        drivers = []
+        for grid, (out, err) in zip(grids, logs, strict=True):
+            with open(out, "w") as o, open(err, "w") as e:
+                drivers.append(subprocess.Popen(
+                    [sys.executable, "-m", "bench.run", str(grid), "--results-dir",
+                     tmp / "results", "--no-report"], cwd=ROOT, env=cli_env(tmp), stdout=o,
+                    stderr=e, text=True))
+        done = [subprocess.CompletedProcess(d.args, d.wait(timeout=HANG), out.read_text(),
+                                            err.read_text())
+                for d, (out, err) in zip(drivers, logs, strict=True)]
+        yield tmp, *done
 
 
 @slow
 def test_smoke_sweep_logs_one_finished_run_per_trial(smoke_sweep):
-    tmp, done = smoke_sweep
+    tmp, done, _ = smoke_sweep
     assert done.returncode == 0, done.stderr[-3000:]
     for out in (done.stdout, done.stderr):  # a successful sweep ends without a traceback
         assert_no_traceback(out)
@@ -180,18 +193,17 @@ def assert_once_each(tmp: Path, grid: Path, sets: tuple = ()) -> dict:
 
 
 @slow
-def test_two_sweeps_at_once_into_one_sqlite_store(short_tmp):
-    """Two drivers, two grids, one new sqlite store: both complete, no run lost or doubled."""
-    grids_ = [write_grid(short_tmp, "twin_a"), write_grid(short_tmp, "twin_b", seeds=[1])]
-    drivers = [start_sweep(g, short_tmp) for g in grids_]
-    outs = [d.communicate(timeout=HANG)[0] for d in drivers]
-    assert [d.returncode for d in drivers] == [0, 0], outs[0][-3000:] + outs[1][-3000:]
-    c = client(short_tmp)
-    for g in grids_:
-        assert_once_each(short_tmp, g)
+def test_two_sweeps_at_once_into_one_sqlite_store(smoke_sweep):
+    """Two drivers, two grids, one new sqlite store (`smoke_sweep`: the smoke grid and its
+    twin): both complete, no run lost or doubled."""
+    tmp, *done = smoke_sweep
+    assert [d.returncode for d in done] == [0, 0], done[0].stderr[-3000:] + done[1].stderr[-3000:]
+    c = client(tmp)
+    for g in (SMOKE, tmp / "twin.yaml"):
+        assert_once_each(tmp, g)
         exp = c.get_experiment_by_name(g.stem).experiment_id
         assert len(c.search_runs([exp], "tags.`attnbench.role` = 'sweep'")) == 1
-    for out in outs:
+    for out in (text for d in done for text in (d.stdout, d.stderr)):
         assert_no_traceback(out)
 
 

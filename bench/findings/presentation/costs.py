@@ -14,7 +14,7 @@ from bench.experiment.claims import PER_SEED_COSTS, Claim, cells, expectation
 from bench.findings.decision.costs import Ratio, arms, comparison, part, ratio
 from bench.findings.decision.costs import cells as arm_cells
 from bench.findings.reading.measurement import FILE, read
-from bench.findings.reading.samples import Unavailable, as_bool, label, seed_col
+from bench.findings.reading.samples import Unavailable, as_bool, label, match, seed_col
 from bench.findings.statistics import stats
 
 START, END = "<!-- cost -->", "<!-- /cost -->"
@@ -37,13 +37,15 @@ def machine(cost: pd.DataFrame) -> str:
 
 def table(cost: pd.DataFrame, runs: pd.DataFrame) -> pd.DataFrame:
     """A row per comparison: its arms, each cost's ratio as `Ratio.shown` says it (where a
-    cost cannot be computed, why), each arm's step in ms, and the dry run's method (each arm
-    timed alone) beside the interleaved step ratio."""
+    cost cannot be computed, why; a per-seed cost over the seeds both arms ran: a sweep's
+    looks may stop one claim's cells before another's), each arm's step in ms, and the dry
+    run's method (each arm timed alone) beside the interleaved step ratio."""
     col = seed_col(runs)
-    seeds = sorted(set(runs[col])) if col else []
     out = []
     for _, pair in cost.groupby(["rows", "baseline"], sort=False):
         rows, base = arms(pair)
+        seeds = sorted(set.intersection(*(set(runs.loc[match(runs, c), col])
+                                          for c in arm_cells(pair)))) if col else []
         row = {"rows": label(arm_cells(pair)[0]), "baseline": label(arm_cells(pair)[1])}
         for metric, head in SHOWN.items():
             try:

@@ -53,6 +53,9 @@ def test_a_folders_sentence_is_its_findings():
     assert folders.sentence("results/span_limit/seeds400") == (
         "Seeds 400-407 (`results/span_limit/seeds400/`, unverified): claim 1 inconclusive at "
         "look 2 of 2 (8 seeds), claims 2-5 not tested.")
+    assert folders.sentence("results/window_cost/seeds200") == (  # a measured cost: repetitions
+        "Seeds 200-207 (`results/window_cost/seeds200/`, confirmatory): claim 1 reproduced at "
+        "look 2 of 2 (8 seeds), claim 2 contradicted at look 2 of 2 (9 repetitions).")
     assert folders._numbers([1, 2, 4, 5]) == "claims 1, 2, 4 and 5" and \
         folders._numbers([3]) == "claim 3"
 

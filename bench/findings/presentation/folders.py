@@ -101,13 +101,15 @@ def sentence(folder: str, root: Path = ROOT) -> str:
     its evidence, then its claims (numbered in their test order; parts aside) grouped by
     verdict and look, e.g. 'Seeds 300-307 (`results/heads_grid/seeds300/`, confirmatory):
     claims 1-4 reproduced at look 2 of 2 (8 seeds), claim 5 inconclusive at look 2 of 2 (8
-    seeds).'."""
+    seeds).'; a measured cost counts its interleaved repetitions, a cost the configuration fixes
+    none."""
     found = pd.read_csv(root / folder / "findings.csv")
     claims = found[~found["claim"].str.contains("[", regex=False)].reset_index(drop=True)
     groups: dict[tuple[str, str], list[int]] = {}
     for i, r in claims.iterrows():
         at = "" if pd.isna(r["look"]) else f" at look {r['look']}" + (
-            "" if pd.isna(r["n"]) else f" ({int(r['n'])} seeds)")
+            "" if pd.isna(r["n"]) or r.get("test") == "by construction" else
+            f" ({int(r['n'])} {'repetitions' if r.get('test') == 'measured' else 'seeds'})")
         groups.setdefault((r["verdict"], at), []).append(int(i) + 1)
     evidence = ", ".join(sorted(set(claims["evidence"].dropna())))
     ends = [int(e) for r in found["seed_range"].dropna() for e in str(r).split("-")]

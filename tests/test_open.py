@@ -39,7 +39,7 @@ def test_only_the_open_function_parses_a_grid_files_yaml():
             if (isinstance(node, ast.Attribute) and node.attr in ("safe_load", "load")
                     and isinstance(node.value, ast.Name) and node.value.id == "yaml"):
                 calls.append(str(path.relative_to(ROOT)))
-    assert sorted(calls) == ["bench/config.py", "bench/experiment/open.py"]
+    assert sorted(set(calls)) == ["bench/config.py", "bench/experiment/open.py"]
 
 
 def test_a_grid_that_cannot_be_read_is_named(tmp_path):

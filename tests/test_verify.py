@@ -598,7 +598,7 @@ def test_every_committed_plan_is_recorded_whole_beside_its_runs():
             files = {p: git(ROOT, "show", f"{ran_at}:{p}").encode() for p in record.files}
             assert plan.version(files, record.files, record.hashed) == record.plan["analysis"]
             found += 1
-    assert found == 6
+    assert found >= 7  # the six that predate the record, and window_cost/seeds200
 
 
 def test_todays_checks_apply_to_a_result_registered_under_older_code():

@@ -116,6 +116,16 @@ def _text(source: Path | GridText) -> GridText:
     return source if isinstance(source, GridText) else read_grid_text(source)
 
 
+def data_of(text: str | None) -> dict | None:
+    """A grid file's text as YAML data, unvalidated (what a plan's sections are compared on);
+    None where there is no text, it is not YAML or not a mapping."""
+    try:
+        data = yaml.safe_load(text) if text is not None else None
+    except yaml.YAMLError:
+        return None
+    return data if isinstance(data, dict) else None
+
+
 def load_grid(source: Path | GridText) -> Grid:
     """The grid a file (or a file's text) says, as written, validated, nothing imported;
     ConfigError naming the file and the key (one line for a file that is empty, not YAML or

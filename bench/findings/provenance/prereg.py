@@ -36,9 +36,9 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import pandas as pd
-import yaml
 
 from bench.experiment.grid import Grid, Looks
+from bench.experiment.open import data_of
 from bench.findings.reading.records import PlanRecord
 
 from . import plan
@@ -69,11 +69,7 @@ def sections(text: str | None, record: PlanRecord) -> dict | None:
     """The sections of a grid file's text that `record`'s plan holds (SECTIONS), as YAML data
     (comments and layout aside), the seeds' withdrawn starts aside (publication metadata, not
     the plan: `plan.plan_of` leaves them out); None where there is no file or it is not YAML."""
-    try:
-        data = yaml.safe_load(text) if text is not None else None
-    except yaml.YAMLError:
-        return None
-    if not isinstance(data, dict):
+    if (data := data_of(text)) is None:
         return None
     out = {k: data.get(k) for k in SECTIONS if k in record.plan}
     if isinstance(out.get("seeds"), dict):

@@ -88,13 +88,15 @@ def free_port() -> int:
 
 
 def mlflow_server(store: Path, tmp: Path) -> tuple[subprocess.Popen, str]:
-    """`mlflow server` over HTTP on 127.0.0.1 (the recipe's shared store), once it answers."""
+    """`mlflow server` over HTTP on 127.0.0.1 (the recipe's shared store), once it answers;
+    as the recipe starts it, without MLflow's job runner (seven Huey processes for its GenAI
+    jobs, which a store of runs never asks for)."""
     port = free_port()
     server = subprocess.Popen(
         [Path(sys.executable).parent / "mlflow", "server", "--backend-store-uri",
          f"sqlite:///{store}", "--host", "127.0.0.1", "--port", str(port), "--workers", "1"],
-        cwd=tmp, env=cli_env(tmp), stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
-        start_new_session=True)
+        cwd=tmp, env={**cli_env(tmp), "MLFLOW_SERVER_ENABLE_JOB_EXECUTION": "false"},
+        stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True)
     url = f"http://127.0.0.1:{port}"
     deadline = time.time() + HANG
     while time.time() < deadline:

@@ -241,69 +241,74 @@ def packed(out: Path, *names: str) -> bool:
         return False
 
 
+def deadline_now(grid: Path) -> None:
+    """The grid's deadline brought forward: SIGALRM to the `timeout` that runs its sweep, the
+    signal its own timer raises at the deadline (so the cut is the deadline's, exit 124, and
+    comes at a state the test chose, not at a time)."""
+    for pid in naming(grid):
+        argv = (Path("/proc") / str(pid) / "cmdline").read_bytes().split(b"\0")
+        if Path(argv[0].decode()).name == "timeout":
+            os.kill(pid, signal.SIGALRM)
+            return
+    raise AssertionError(f"no timeout runs {grid}")
+
+
 @pytest.mark.slow
-def test_a_rehearsal_runs_every_step_a_cpu_can_and_a_cut_grid_reports(short_tmp):
+@pytest.mark.parametrize("end", ["deadline", signal.SIGTERM, signal.SIGKILL])
+def test_a_rehearsal_runs_every_step_and_however_the_main_job_ends_its_last_look_is_in_out(
+        short_tmp, end):
     """REHEARSE=1 with a bundle: unpack, guard, imports and the smoke trial pass, the main job
-    right after them, what needs CUDA said to be skipped; the grid, all but its first two trials
-    held, is cut at its deadline and leaves its runs.csv, findings and partial.md in the archive;
-    at most 8 files come back. (Look 1's report packed as soon as it is written: the kills
-    during the main job below.)"""
+    right after them (what needs CUDA said to be skipped); look 1's report is packed as soon as
+    it is written (look 2 held); then the main job ends, three ways. Its deadline (brought
+    forward): the sweep is cut, writes runs.csv, findings and partial.md into the archive, exit
+    0. SIGTERM to the script: the sweep gets its GRACE to write its partial report, then packs,
+    exit 143. SIGKILL of the script alone (its watcher gone with it, holding no pipe of ours):
+    the archive the last packing wrote, the command log and machine as they were. Each way look
+    1's runs.csv, findings and figures are in $OUT, at most 8 files."""
     grid = looked(short_tmp)
-    # GRID_S: a hang guard, not what is tested: the grid's first two trials (20 steps each, run
-    # at once) must finish before it on a loaded 2-core machine; the others never end, so the
-    # cut at it is certain whatever the CPU
-    done, out = run_script(short_tmp, HERE, str(grid), REHEARSE="1", GRID_S="120",
-                           GRACE="120", PACK_S="10", LIMIT="600", **hold.env(2, "cut"))
-    there = comes_back(out)
-    log = there["commands.md"].read_text()
-    assert done.returncode == 0, log
-    assert sorted(there) == ["commands.md", "compare.md", "machine.txt", "results.tar.xz"]
-    steps = re.findall(r"^- ([\w, -]+): ", log, re.M)
-    assert steps[:5] == ["unpack", "guard", "imports", "mps, cuda-tests", "smoke"], log
-    assert steps[5] == "cut", log  # the main job right after the smoke trial
-    for step in ("unpack", "guard", "imports", "smoke"):
-        assert re.search(rf"^- {step}: .*: exit 0, ", log, re.M), log
-    assert "- mps, cuda-tests: skipped, they need CUDA" in log
-    assert re.search(r"^- cut: .*: exit 124, ", log, re.M) and "(cut at its deadline, 120 s" in log
-    names = archived(out)
-    assert {f"results/results/cut/{f}" for f in ("runs.csv", "findings.md", "partial.md")} <= \
-        set(names), log
-    assert "results/smoke/smoke/runs.csv" in names
-    assert len(hold.ledger(short_tmp / "work" / "results" / "cut")["ran"]) == 2
-    compare = there["compare.md"].read_text()
-    assert "no GPU result" in compare and "## cut (partial: cut at its deadline)" in compare
-
-
-@pytest.mark.slow
-@pytest.mark.parametrize("sig", [signal.SIGTERM, signal.SIGKILL])
-def test_a_kill_during_the_main_job_leaves_its_last_looks_report(short_tmp, sig):
-    """Killed once look 1's report is packed (look 2 held): SIGTERM gives the sweep its GRACE
-    to write its partial report, then packs, exit 143; SIGKILL of the script alone (its watcher
-    gone with it, holding no pipe of ours) leaves the archive the last packing wrote and the
-    command log and machine as they were. Either way look 1's runs.csv, findings and figures are
-    in $OUT."""
-    grid = looked(short_tmp)
-    script = started(short_tmp, str(grid), GRID_S="600", GRACE="60", LIMIT="900",
-                     **hold.env(LOOK_1, "cut"))
+    # GRID_S, GRACE, LIMIT: hang guards, never reached: the test ends the grid itself
+    script = subprocess.Popen(
+        ["bash", SCRIPT, str(grid)], env=script_env(short_tmp, HERE, REHEARSE="1",
+                                                    GRID_S="600", GRACE="60", PACK_S="10",
+                                                    LIMIT="900", **hold.env(LOOK_1, "cut")),
+        stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, start_new_session=True)
     look_1 = [f"results/results/cut/{f}" for f in ("runs.csv", "findings.md", "findings.csv",
                                                    "claims_per_seed.png")]
     deadline = time.monotonic() + 600  # a hang guard: imports, the smoke trial and look 1
     while not packed(short_tmp / "out", *look_1):
         assert script.poll() is None and time.monotonic() < deadline, "look 1 never packed"
         time.sleep(1)
-    script.send_signal(sig)
+    if end == "deadline":
+        deadline_now(grid)
+    else:
+        script.send_signal(end)
     output = script.communicate(timeout=300)[0]  # a hang guard: GRACE (60 s), the last packing
     reap(short_tmp / "work" / "results")  # what a SIGKILLed script left running
     there = comes_back(short_tmp / "out")
+    assert sorted(there) == ["commands.md", "compare.md", "machine.txt", "results.tar.xz"]
     assert packed(short_tmp / "out", *look_1), sorted(archived(short_tmp / "out"))
     log = there["commands.md"].read_text()
     assert "(packing the report of look 1)" in log
-    assert sorted(there) == ["commands.md", "compare.md", "machine.txt", "results.tar.xz"]
-    assert re.search(r"^- imports: .*: exit 0, ", log, re.M), log
+    steps = re.findall(r"^- ([\w, -]+): ", log, re.M)
+    assert steps[:5] == ["unpack", "guard", "imports", "mps, cuda-tests", "smoke"], log
+    for step in ("unpack", "guard", "imports", "smoke"):
+        assert re.search(rf"^- {step}: .*: exit 0, ", log, re.M), log
+    assert "- mps, cuda-tests: skipped, they need CUDA" in log
     assert "run: a rehearsal on the CPU" in there["machine.txt"].read_text()
-    if sig == signal.SIGTERM:
+    assert "results/smoke/smoke/runs.csv" in archived(short_tmp / "out")
+    assert len(hold.ledger(short_tmp / "work" / "results" / "cut")["ran"]) == LOOK_1
+    if end == signal.SIGKILL:
+        return
+    assert packed(short_tmp / "out", "results/results/cut/partial.md")
+    with tarfile.open(short_tmp / "out" / "results.tar.xz") as tar:
+        partial = tar.extractfile("results/results/cut/partial.md").read().decode()
+    assert "the sweep was stopped (SIGINT or SIGTERM)" in partial
+    compare = there["compare.md"].read_text()
+    assert "no GPU result" in compare and "## cut (partial: cut at its deadline)" in compare
+    if end == "deadline":
+        assert script.returncode == 0, output[-3000:]
+        assert steps[5] == "cut", log  # the main job right after the smoke trial
+        assert re.search(r"^- cut: .*: exit 124, ", log, re.M) and \
+            "(cut at its deadline, 600 s" in log
+    else:
         assert script.returncode == 143 and "- stopped by SIGTERM after" in log, output[-3000:]
-        assert packed(short_tmp / "out", "results/results/cut/partial.md")
-        with tarfile.open(short_tmp / "out" / "results.tar.xz") as tar:
-            partial = tar.extractfile("results/results/cut/partial.md").read().decode()
-        assert "the sweep was stopped (SIGINT or SIGTERM)" in partial

@@ -248,7 +248,7 @@ def test_a_cut_sweep_reruns_only_the_missing_trials(short_tmp, store_at):
     plugin lets one trial train in each of the first two sweeps (the rest wait, runs open), so
     each cut finds exactly one more finished. (SIGTERM, `timeout`'s, is Ctrl-C to a sweep:
     tests/test_cut.py.)"""
-    grid = write_grid(short_tmp, "cut", seeds=[0, 1, 2, 3])
+    grid = write_grid(short_tmp, "cut", seeds=[0, 1])  # 4 trials: 1, 1, then 2 finish
     store_at(short_tmp / "results" / "mlflow.db")
     sets = ("train.steps=60",)
     (short_tmp / "broken_figures.py").write_text(BROKEN_FIGURES)
@@ -433,13 +433,13 @@ def test_gpu_cluster_recipe_on_two_nodes_packs_trials_tracked_over_http(short_tm
 # --- concurrent logging into one sqlite store ------------------------------------------------
 
 WRITER = """
-import sys, time
+import sys
 from mlflow import MlflowClient
 from bench.tracking.writer import TrialRun
-uri, exp, start = sys.argv[1], sys.argv[2], float(sys.argv[3])
+uri, exp = sys.argv[1], sys.argv[2]
 run_id = MlflowClient(uri).create_run(exp).info.run_id
-while time.time() < start:
-    time.sleep(0.005)
+print("ready", flush=True)
+sys.stdin.readline()  # the test's go, once every writer is ready: they all write at once
 trial = TrialRun(uri, run_id)
 for step in range(50):
     trial.log_metrics({"dev_bpc": step / 10, "tokens": step}, step)
@@ -452,9 +452,14 @@ def test_concurrent_trials_lose_nothing_in_sqlite(tmp_path, store_at):
     uri = store_at(tmp_path / "mlflow.db")
     c = MlflowClient(uri)
     exp = store.experiment_id(c, "concurrent", uri)
-    start = time.time() + 12  # past every writer's imports: they all write at once
-    writers = [subprocess.Popen([sys.executable, "-c", WRITER, uri, exp, str(start)], cwd=ROOT,
+    writers = [subprocess.Popen([sys.executable, "-c", WRITER, uri, exp], cwd=ROOT,
+                                stdin=subprocess.PIPE, stdout=subprocess.PIPE,
                                 stderr=subprocess.PIPE, text=True) for _ in range(4)]
+    ready = [w.stdout.readline() for w in writers]  # each past its imports and its run made
+    assert ready == ["ready\n"] * 4, [w.communicate(timeout=HANG)[1] for w in writers]
+    for w in writers:  # go: all at once
+        w.stdin.write("go\n")
+        w.stdin.flush()
     errors = [w.communicate(timeout=HANG)[1] for w in writers]
     assert [w.returncode for w in writers] == [0] * 4, errors
     runs = c.search_runs([exp])

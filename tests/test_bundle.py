@@ -1,9 +1,10 @@
 """The offline bundle's package set (`ci/bundle.py`) on this machine's Python: the GPU image's
 packages (bundle.IMAGE) and the bundle's (bundle.distributions, the list it downloads) are all
-`bench.run` imports, in a bare environment holding only them; Ray and pyarrow slimmed as the
-bundle slims them still run a sweep end to end there (`bench.run`, its report included), every
-package loses its tests and compiled sources and nothing else, and the bundle's guard stops a
-Python it was not built for with both versions named. SLOW: a real sweep."""
+`bench.run` imports: in a bare environment holding only them, Ray and pyarrow slimmed as the
+bundle slims them, a sweep runs end to end (`bench.run`, its report included), and without
+termcolor it cannot; every package loses its tests and compiled sources and nothing else, and
+the bundle's guard stops a Python it was not built for with both versions named. SLOW: a real
+sweep."""
 
 import os
 import shutil
@@ -19,12 +20,6 @@ from tests.limits import HANG
 
 ROOT = Path(__file__).resolve().parents[1]
 HERE = f"{sys.version_info[0]}.{sys.version_info[1]}"
-# what bench.run imports only once it runs: Ray Tune and its scheduler, the report and its
-# figures, MLflow's sqlite store (alembic's migrations), fvcore's FLOP counter
-LATE = ("import ray.tune, ray.tune.schedulers, fvcore.nn, bench.findings.presentation.render, "
-        "bench.findings.presentation.figures, bench.report\n"
-        "from bench.tracking import store\n"
-        "import sys; store.open_store('sqlite:///' + sys.argv[1])")
 
 
 def image_and_bundle(tmp: Path, names: list[str], copied: tuple[str, ...] = ()) -> Path:
@@ -84,28 +79,14 @@ def test_the_bundle_holds_what_fvcore_and_iopath_need():
     assert held["termcolor"] == metadata.version("termcolor")  # the versions installed here
 
 
-def test_bench_run_imports_nothing_but_the_image_and_the_bundle(short_tmp):
-    """With only the image's and the bundle's packages, every module bench.run imports loads
-    (its dry run, then what a sweep and its report import), and without termcolor (which
-    fvcore.nn imports) it does not: the check can fail."""
-    python = image_and_bundle(short_tmp, shipped())
-    dry = run_in(python, "-m", "bench.run", "examples/smoke.yaml", "--dry-run", tmp=short_tmp)
-    assert dry.returncode == 0, dry.stderr[-3000:]
-    late = run_in(python, "-c", LATE, str(short_tmp / "mlflow.db"), tmp=short_tmp)
-    assert late.returncode == 0, late.stderr[-3000:]
-    bare = short_tmp / "bare"
-    bare.mkdir()
-    python = image_and_bundle(bare, [n for n in shipped() if n != "termcolor"])
-    gone = run_in(python, "-c", "import bench.sweep.runner", tmp=bare)
-    assert "No module named 'termcolor'" in gone.stderr
-
-
 @pytest.mark.slow
-def test_slimmed_ray_runs_a_sweep_with_its_report(short_tmp):
-    """The smoke sweep, its report included, in an environment of the image's packages and the
-    bundle's, Ray and pyarrow slimmed as the bundle slims them."""
-    tmp_path = short_tmp
-    python = image_and_bundle(tmp_path, shipped(), copied=("ray", "pyarrow"))
+def test_slimmed_ray_runs_a_sweep_with_its_report_and_nothing_else(short_tmp):
+    """The smoke sweep, its report included, in an environment of only the image's packages and
+    the bundle's, Ray and pyarrow slimmed as the bundle slims them: every module bench.run
+    imports loads there (its driver's, its Ray workers', the report's and its figures', MLflow's
+    sqlite store, fvcore's FLOP counter), and bench.report's; and without termcolor (which
+    fvcore.nn imports) the sweep's runner does not: the check can fail."""
+    python = image_and_bundle(short_tmp, shipped(), copied=("ray", "pyarrow"))
     site = python.parents[1] / "lib" / f"python{HERE}" / "site-packages"
     saved = bundle.slim_ray(site)
     assert saved > 30e6 and not (site / "ray" / "jars").exists()  # the Java jar alone is 33 MB
@@ -113,12 +94,19 @@ def test_slimmed_ray_runs_a_sweep_with_its_report(short_tmp):
     assert bundle.slim_arrow(site) > 30e6 and not list((site / "pyarrow").glob("*flight*"))
     bundle.guard(site, HERE)
     found = run_in(python, "-c", "import pyarrow, ray; print(ray.__file__, pyarrow.__file__)",
-                   tmp=tmp_path)
+                   tmp=short_tmp)
     assert found.stdout.split() == [str(site / m / "__init__.py") for m in ("ray", "pyarrow")]
     done = run_in(python, "-m", "bench.run", "examples/smoke.yaml", "--results-dir",
-                  str(tmp_path / "results"), tmp=tmp_path)
+                  str(short_tmp / "results"), tmp=short_tmp)
     assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
-    assert (tmp_path / "results" / "smoke" / "runs.csv").is_file()  # the report was written
+    assert (short_tmp / "results" / "smoke" / "runs.csv").is_file()  # the report was written
+    report = run_in(python, "-c", "import bench.report", tmp=short_tmp)  # its own command too
+    assert report.returncode == 0, report.stderr[-3000:]
+    bare = short_tmp / "bare"
+    bare.mkdir()
+    python = image_and_bundle(bare, [n for n in shipped() if n != "termcolor"])
+    gone = run_in(python, "-c", "import bench.sweep.runner", tmp=bare)
+    assert "No module named 'termcolor'" in gone.stderr
 
 
 def test_the_guard_names_both_versions(tmp_path):

@@ -343,8 +343,11 @@ def test_stale_result_is_reported_reused_then_rerun_with_rerun_stale(short_tmp, 
 
 
 def start_node(args: list, tmp: Path, cpus: int = 1) -> subprocess.Popen:
-    """`ray start --block` in its own session, so the test stops exactly what it started."""
-    env = {**cli_env(tmp), "RAY_AUTH_MODE": "disabled"}
+    """`ray start --block` in its own session, so the test stops exactly what it started; on
+    SIGTERM it shuts down at once (Ray would first drain the node for up to 30 s, for services
+    finishing requests; the test stops it only once its sweep has ended)."""
+    env = {**cli_env(tmp), "RAY_AUTH_MODE": "disabled",
+           "RAY_GRACEFUL_SHUTDOWN_DRAIN_TIMEOUT_S": "0"}
     return subprocess.Popen([Path(sys.executable).parent / "ray", "start", "--block",
                              "--node-ip-address=127.0.0.1", f"--num-cpus={cpus}",
                              "--disable-usage-stats", *args], env=env, cwd=tmp,

@@ -146,9 +146,11 @@ def test_bad_settings_exit_2_naming_them_before_anything_runs(tmp_path, settings
     assert not out.exists()
 
 
-def started(tmp: Path, grid: str = "heads_grid", **settings: str) -> subprocess.Popen:
-    """The script rehearsing `grid`, without a bundle, with `settings`."""
-    return subprocess.Popen(["bash", SCRIPT, grid], env=script_env(tmp, None, REHEARSE="1",
+def started(tmp: Path, grid: str = "heads_grid", built_for: str | None = None,
+            **settings: str) -> subprocess.Popen:
+    """The script rehearsing `grid`, with a bundle built for `built_for` (None: without one),
+    with `settings`."""
+    return subprocess.Popen(["bash", SCRIPT, grid], env=script_env(tmp, built_for, REHEARSE="1",
                                                                   **settings),
                             stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
                             start_new_session=True)
@@ -267,11 +269,8 @@ def test_a_rehearsal_runs_every_step_and_however_the_main_job_ends_its_last_look
     1's runs.csv, findings and figures are in $OUT, at most 8 files."""
     grid = looked(short_tmp)
     # GRID_S, GRACE, LIMIT: hang guards, never reached: the test ends the grid itself
-    script = subprocess.Popen(
-        ["bash", SCRIPT, str(grid)], env=script_env(short_tmp, HERE, REHEARSE="1",
-                                                    GRID_S="600", GRACE="60", PACK_S="10",
-                                                    LIMIT="900", **hold.env(LOOK_1, "cut")),
-        stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, start_new_session=True)
+    script = started(short_tmp, str(grid), HERE, GRID_S="600", GRACE="60", PACK_S="10",
+                     LIMIT="900", **hold.env(LOOK_1, "cut"))
     look_1 = [f"results/results/cut/{f}" for f in ("runs.csv", "findings.md", "findings.csv",
                                                    "claims_per_seed.png")]
     deadline = time.monotonic() + 600  # a hang guard: imports, the smoke trial and look 1
